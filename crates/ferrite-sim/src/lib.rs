@@ -1,0 +1,1 @@
+//! The Ferrite emulator.
