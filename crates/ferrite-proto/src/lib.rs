@@ -1,1 +1,10 @@
-//! Protocol.
+//! BOINC's XML documents, as Ferrite reads and writes them.
+//!
+//! Each document has wire handling (reading with [`xml::XmlReader`], writing with
+//! [`xml::XmlWriter`]) kept apart from its domain types. Reading returns the domain value plus
+//! warnings ([`xml::Parsed`]): unknown tags are ignored, out-of-range values clamped; only a
+//! document that is not XML or lacks a mandatory element is an error, and the error names the
+//! file, the element and the line.
+
+pub mod xml;
+pub mod host;
