@@ -7,4 +7,17 @@
 //! file, the element and the line.
 
 pub mod xml;
+
 pub mod host;
+
+pub mod client_state;
+pub mod sched_reply;
+pub mod sched_request;
+
+pub mod account;
+pub mod app_config;
+pub mod cc_config;
+pub mod init_data;
+pub mod job_log;
+pub mod prefs;
+pub mod statistics;
