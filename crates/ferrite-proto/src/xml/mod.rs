@@ -33,13 +33,21 @@ impl Warning {
     /// A key under which repeats of the same warning collapse: the same element and message in
     /// the same file, whatever the line. Used to log each kind of oddity once.
     pub fn dedup_key(&self) -> (Arc<str>, &str, &str) {
-        (self.file.clone(), self.element.as_str(), self.message.as_str())
+        (
+            self.file.clone(),
+            self.element.as_str(),
+            self.message.as_str(),
+        )
     }
 }
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: <{}>: {}", self.file, self.line, self.element, self.message)
+        write!(
+            f,
+            "{}:{}: <{}>: {}",
+            self.file, self.line, self.element, self.message
+        )
     }
 }
 

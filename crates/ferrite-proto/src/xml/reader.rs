@@ -279,11 +279,17 @@ impl<'a> XmlReader<'a> {
                     Ok(s) => s,
                     Err(_) => {
                         // BOINC writes some values unescaped; keep the raw text.
-                        self.warn_at(at, tag.name(), "invalid character reference; kept as written");
+                        self.warn_at(
+                            at,
+                            tag.name(),
+                            "invalid character reference; kept as written",
+                        );
                         Cow::Owned(String::from_utf8_lossy(&t.into_inner()).into_owned())
                     }
                 },
-                Event::CData(c) => Cow::Owned(String::from_utf8_lossy(&c.into_inner()).into_owned()),
+                Event::CData(c) => {
+                    Cow::Owned(String::from_utf8_lossy(&c.into_inner()).into_owned())
+                }
                 Event::Start(inner) => {
                     let child = Tag {
                         start: inner,
@@ -291,7 +297,10 @@ impl<'a> XmlReader<'a> {
                         offset: at,
                     };
                     self.open.push(child.name().to_owned());
-                    let msg = format!("unexpected element <{}> inside a value; ignored", child.name());
+                    let msg = format!(
+                        "unexpected element <{}> inside a value; ignored",
+                        child.name()
+                    );
                     self.warn_at(at, tag.name(), msg);
                     self.skip(&child)?;
                     continue;
@@ -396,13 +405,21 @@ impl<'a> XmlReader<'a> {
 
     /// Skips an element this document does not know, with a warning.
     pub fn unknown(&mut self, tag: &Tag<'a>, parent: &str) -> Result<(), XmlError> {
-        self.warn_at(tag.offset, tag.name(), format!("unknown element in <{parent}>; ignored"));
+        self.warn_at(
+            tag.offset,
+            tag.name(),
+            format!("unknown element in <{parent}>; ignored"),
+        );
         self.skip(tag)
     }
 
     /// Consumes an element this document does not know and returns its source text so it can
     /// be written back unchanged; elements over [`MAX_KEPT_UNKNOWN`] are dropped.
-    pub fn keep_unknown(&mut self, tag: &Tag<'a>, parent: &str) -> Result<Option<String>, XmlError> {
+    pub fn keep_unknown(
+        &mut self,
+        tag: &Tag<'a>,
+        parent: &str,
+    ) -> Result<Option<String>, XmlError> {
         let raw = self.raw(tag)?;
         if raw.len() > MAX_KEPT_UNKNOWN {
             let msg = format!(
@@ -412,7 +429,11 @@ impl<'a> XmlReader<'a> {
             self.warn_at(tag.offset, tag.name(), msg);
             return Ok(None);
         }
-        self.warn_at(tag.offset, tag.name(), format!("unknown element in <{parent}>; kept as is"));
+        self.warn_at(
+            tag.offset,
+            tag.name(),
+            format!("unknown element in <{parent}>; kept as is"),
+        );
         Ok(Some(raw.to_owned()))
     }
 
@@ -455,7 +476,11 @@ impl<'a> XmlReader<'a> {
             match ev {
                 Event::Eof => break,
                 Event::Start(_) | Event::Empty(_) => {
-                    self.warn_at(offset, "document", "content after the root element; ignored");
+                    self.warn_at(
+                        offset,
+                        "document",
+                        "content after the root element; ignored",
+                    );
                     break;
                 }
                 _ => {}

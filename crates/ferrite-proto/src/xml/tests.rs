@@ -1,6 +1,8 @@
 use super::*;
 
-fn read_all(src: &str) -> Result<(Vec<(String, String)>, Vec<Warning>), XmlError> {
+type ReadAll = (Vec<(String, String)>, Vec<Warning>);
+
+fn read_all(src: &str) -> Result<ReadAll, XmlError> {
     let mut r = XmlReader::new(src, "t.xml");
     r.root("doc")?;
     let mut out = Vec::new();
@@ -53,9 +55,18 @@ fn values_flags_and_unknowns() {
     );
     let msgs: Vec<String> = warns.iter().map(ToString::to_string).collect();
     assert_eq!(msgs.len(), 3, "{msgs:?}");
-    assert!(msgs[0].starts_with("t.xml:5: <int>: 42 is out of range"), "{msgs:?}");
-    assert!(msgs[1].starts_with("t.xml:10: <future>: unknown element"), "{msgs:?}");
-    assert!(msgs[2].starts_with("t.xml:11: <keep>: unknown element"), "{msgs:?}");
+    assert!(
+        msgs[0].starts_with("t.xml:5: <int>: 42 is out of range"),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs[1].starts_with("t.xml:10: <future>: unknown element"),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs[2].starts_with("t.xml:11: <keep>: unknown element"),
+        "{msgs:?}"
+    );
 }
 
 #[test]
@@ -134,5 +145,8 @@ fn writer_layout_and_escaping() {
         };
         seen.push(v);
     }
-    assert_eq!(seen, ["http://a/?x=1&y=<2>", "0.500000", "7", "true", "a]]>b"]);
+    assert_eq!(
+        seen,
+        ["http://a/?x=1&y=<2>", "0.500000", "7", "true", "a]]>b"]
+    );
 }

@@ -74,7 +74,7 @@ impl XmlWriter {
     /// `<name>text</name>` with the text escaped.
     pub fn text(&mut self, name: &str, text: &str) -> &mut Self {
         self.indent();
-        let _ = write!(self.buf, "<{name}>{}</{name}>\n", partial_escape(text));
+        let _ = writeln!(self.buf, "<{name}>{}</{name}>", partial_escape(text));
         self
     }
 
@@ -97,14 +97,14 @@ impl XmlWriter {
     /// `<name>value</name>` for integers and other values that format themselves.
     pub fn num(&mut self, name: &str, value: impl Display) -> &mut Self {
         self.indent();
-        let _ = write!(self.buf, "<{name}>{value}</{name}>\n");
+        let _ = writeln!(self.buf, "<{name}>{value}</{name}>");
         self
     }
 
     /// `<name>value</name>` for a double, in BOINC's `%f` form.
     pub fn f64(&mut self, name: &str, value: f64) -> &mut Self {
         self.indent();
-        let _ = write!(self.buf, "<{name}>{value:.6}</{name}>\n");
+        let _ = writeln!(self.buf, "<{name}>{value:.6}</{name}>");
         self
     }
 
