@@ -21,6 +21,7 @@ pub mod estimate;
 pub mod model;
 pub mod policy;
 pub mod rng;
+pub mod rrsim;
 
 pub use error::SchedError;
 pub use model::*;

@@ -1,0 +1,628 @@
+//! The round-robin simulation: replays the current workload forward under weighted
+//! round-robin and predicts, per resource, the shortfall, the saturated time, the busy time and
+//! the idle instances now; per (project, resource) its own shortfall against its share, its
+//! max-concurrent capacity shortfall and its predicted deadline misses; and per job its
+//! projected finish time and whether it misses its deadline.
+//!
+//! Model (the seed design's, not the official client's address-ordered fill, reference §7 W1):
+//! a fluid weighted round-robin. At every event (a job finishing), each coprocessor type and
+//! then the CPU is divided among the projects that have pending jobs for it, in proportion to
+//! their resource shares (water-filling: a project that cannot use its whole share — too few
+//! jobs, `max_concurrent` — gives the rest to the others). Projects are visited in real
+//! priority order, and capacity left over by positive-share projects goes to zero-share
+//! (backup) projects in that order. Inside a project, its allocation goes to its jobs in FIFO
+//! order (running jobs first, then arrival order); a job given less than its usage runs
+//! proportionally slower. GPU jobs' CPU usage is committed before CPU jobs share the rest, as
+//! the run list does. Between events every rate is constant, so the simulation jumps from
+//! completion to completion: O(events × (projects + running jobs)).
+
+use crate::estimate::remaining_secs;
+use crate::model::{JobId, ResourceId, Time, World};
+
+/// Per-resource outputs of the simulation.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ResourceSim {
+    /// Instances of the resource (usable CPUs for the CPU).
+    pub instances: f64,
+    /// Instance-seconds of idleness between now and the end of the max buffer.
+    pub shortfall: f64,
+    /// Seconds from now during which every instance stays busy.
+    pub saturated_time: f64,
+    /// Seconds from now until an instance becomes free for a new job: the honest queue delay
+    /// (reported to servers as `estimated_delay`; the official client counts only late jobs).
+    pub busy_time: f64,
+    /// Instances idle right now.
+    pub nidle_now: f64,
+    /// Σ usage of jobs predicted to miss their deadline.
+    pub deadline_missed_instances: f64,
+}
+
+/// Per-(project, resource) outputs of the simulation.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ProjectResourceSim {
+    /// Instance-seconds, within the buffer window, by which the project's use of the resource
+    /// fell below its share of the instances (the seed design's `shortfall(P)`).
+    pub shortfall: f64,
+    /// For projects with max-concurrent limits: idle instance-seconds within the buffer window
+    /// that the project could have filled under its limits (the fetch request size for it).
+    pub capacity_shortfall: f64,
+    /// Jobs predicted to miss their deadline.
+    pub deadlines_missed: u32,
+    /// Runnable jobs of this project for this resource.
+    pub n_runnable_jobs: u32,
+    /// Σ usage of those jobs.
+    pub nused_total: f64,
+    /// Σ remaining wall seconds of those jobs.
+    pub queue_secs: f64,
+    /// Share of the instances the project is entitled to (fraction among the projects that
+    /// can use the resource).
+    pub share_frac: f64,
+}
+
+/// The full result of one simulation.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SimResult {
+    /// Time the simulation started at.
+    pub now: Time,
+    /// Indexed by resource.
+    pub resources: Vec<ResourceSim>,
+    /// Indexed by project, then resource.
+    pub projects: Vec<Vec<ProjectResourceSim>>,
+    /// Projected finish time of each job, aligned with `World::jobs` (`None`: not simulated,
+    /// i.e. finished, suspended or not runnable).
+    pub job_finish: Vec<Option<Time>>,
+    /// Jobs predicted to miss their (computation) deadline, as indices into `World::jobs`.
+    pub missed: Vec<usize>,
+}
+
+impl SimResult {
+    /// Ids of the jobs predicted to miss their deadline.
+    pub fn missed_ids(&self, world: &World) -> Vec<JobId> {
+        self.missed.iter().map(|&i| world.jobs[i].id).collect()
+    }
+
+    /// Whether the job at `index` in `World::jobs` is predicted to miss its deadline.
+    pub fn misses(&self, index: usize) -> bool {
+        self.missed.binary_search(&index).is_ok()
+    }
+}
+
+/// Working record of a simulated job.
+#[derive(Clone, Debug)]
+struct SimJob {
+    /// Index in `World::jobs`.
+    index: usize,
+    /// Remaining wall seconds at full rate (already divided by availability).
+    left: f64,
+    /// Main-resource usage.
+    usage: f64,
+    /// CPU usage (for GPU jobs, the feeder's CPUs).
+    cpu: f64,
+    /// App index, for per-app max-concurrent.
+    app: usize,
+    /// Computation deadline (report deadline minus the min buffer).
+    deadline: Time,
+    /// Current rate fraction (0..=1).
+    rate: f64,
+    /// Finished in the simulation.
+    done: bool,
+}
+
+const EPS: f64 = 1e-9;
+
+/// Per-project simulation bookkeeping for one resource.
+#[derive(Clone, Debug, Default)]
+struct Queue {
+    /// Indices into the `SimJob` vector, FIFO order.
+    jobs: Vec<usize>,
+    /// First index not yet known to be done.
+    head: usize,
+}
+
+/// Run the simulation at `now`. `priority[p]` orders projects (higher first) for leftover
+/// capacity and tie-breaks; it must have one entry per project.
+pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
+    let nr = world.n_resources();
+    let np = world.projects.len();
+    let buf_min = world.prefs.work_buf_min();
+    let buf_end = now + world.prefs.work_buf_total();
+
+    let instances: Vec<f64> = (0..nr)
+        .map(|r| world.instances(ResourceId(r as u8)))
+        .collect();
+
+    // Which projects can use which resource (they have an app version for it and may get
+    // work for it), and their share fractions.
+    let mut can_use = vec![vec![false; nr]; np];
+    for v in &world.app_versions {
+        can_use[v.project.index()][v.resource.index()] = true;
+    }
+    let mut share_frac = vec![vec![0.0; nr]; np];
+    for r in 0..nr {
+        let eligible = |p: usize| {
+            let pr = &world.projects[p];
+            !pr.suspended && pr.resource_share > 0.0 && can_use[p][r]
+        };
+        let total: f64 = (0..np)
+            .filter(|&p| eligible(p))
+            .map(|p| world.projects[p].resource_share)
+            .sum();
+        if total > 0.0 {
+            for (p, sf) in share_frac.iter_mut().enumerate() {
+                if eligible(p) {
+                    sf[r] = world.projects[p].resource_share / total;
+                }
+            }
+        }
+    }
+
+    let mut out = SimResult {
+        now,
+        resources: (0..nr)
+            .map(|r| ResourceSim {
+                instances: instances[r],
+                ..ResourceSim::default()
+            })
+            .collect(),
+        projects: (0..np)
+            .map(|p| {
+                (0..nr)
+                    .map(|r| ProjectResourceSim {
+                        share_frac: share_frac[p][r],
+                        ..Default::default()
+                    })
+                    .collect()
+            })
+            .collect(),
+        job_finish: vec![None; world.jobs.len()],
+        missed: Vec::new(),
+    };
+
+    // Collect the jobs to simulate.
+    let mut order: Vec<usize> = (0..world.jobs.len())
+        .filter(|&i| {
+            let j = &world.jobs[i];
+            j.state.is_unfinished()
+                && j.runnable
+                && !j.suspended
+                && !world.projects[j.project.index()].suspended
+        })
+        .collect();
+    // FIFO inside a project: running first, then started, then arrival, then id.
+    order.sort_by(|&a, &b| {
+        let (ja, jb) = (&world.jobs[a], &world.jobs[b]);
+        jb.is_running()
+            .cmp(&ja.is_running())
+            .then(jb.started().cmp(&ja.started()))
+            .then(ja.received_time.total_cmp(&jb.received_time))
+            .then(ja.id.cmp(&jb.id))
+    });
+    let mut sjobs: Vec<SimJob> = Vec::with_capacity(order.len());
+    let mut queues: Vec<Vec<Queue>> = vec![vec![Queue::default(); nr]; np];
+    for &i in &order {
+        let j = &world.jobs[i];
+        let v = world.version_of(j);
+        let r = v.resource;
+        let avail = world.time_stats.availability(r);
+        let left = remaining_secs(world, j) / avail;
+        let usage = v.usage().max(1e-3);
+        let pr = &mut out.projects[j.project.index()][r.index()];
+        pr.n_runnable_jobs += 1;
+        pr.nused_total += usage;
+        pr.queue_secs += left;
+        let idx = sjobs.len();
+        sjobs.push(SimJob {
+            index: i,
+            left,
+            usage,
+            cpu: v.avg_ncpus.max(0.0),
+            app: v.app.index(),
+            deadline: j.report_deadline - buf_min,
+            rate: 0.0,
+            done: false,
+        });
+        queues[j.project.index()][r.index()].jobs.push(idx);
+    }
+
+    // Projects in priority order (highest first), ties by index.
+    let mut by_priority: Vec<usize> = (0..np).collect();
+    by_priority.sort_by(|&a, &b| {
+        let pa = priority.get(a).copied().unwrap_or(0.0);
+        let pb = priority.get(b).copied().unwrap_or(0.0);
+        pb.total_cmp(&pa).then(a.cmp(&b))
+    });
+
+    // Max-concurrent limits.
+    let proj_mc: Vec<Option<u32>> = world.projects.iter().map(|p| p.max_concurrent).collect();
+    let app_mc: Vec<Option<u32>> = world.apps.iter().map(|a| a.max_concurrent).collect();
+    let has_mc: Vec<bool> = (0..np)
+        .map(|p| {
+            proj_mc[p].is_some()
+                || world
+                    .apps
+                    .iter()
+                    .any(|a| a.project.index() == p && a.max_concurrent.is_some())
+        })
+        .collect();
+    // Largest instance count a max-concurrent project could use, per resource.
+    let mc_could_use: Vec<Vec<f64>> = (0..np)
+        .map(|p| {
+            (0..nr)
+                .map(|r| {
+                    if !has_mc[p] {
+                        return instances[r];
+                    }
+                    let mut per_app_cap = 0.0;
+                    for (ai, a) in world.apps.iter().enumerate() {
+                        if a.project.index() != p {
+                            continue;
+                        }
+                        let max_use = world
+                            .app_versions
+                            .iter()
+                            .filter(|v| v.app.index() == ai && v.resource.index() == r)
+                            .map(|v| v.usage())
+                            .fold(0.0, f64::max);
+                        if max_use > 0.0 {
+                            let n = a.max_concurrent.map_or(f64::INFINITY, f64::from);
+                            per_app_cap += n * max_use;
+                        }
+                    }
+                    let pcap = proj_mc[p].map_or(f64::INFINITY, |n| {
+                        let u = world
+                            .app_versions
+                            .iter()
+                            .filter(|v| v.project.index() == p && v.resource.index() == r)
+                            .map(|v| v.usage())
+                            .fold(0.0, f64::max);
+                        f64::from(n) * u
+                    });
+                    per_app_cap.min(pcap).min(instances[r])
+                })
+                .collect()
+        })
+        .collect();
+
+    // Scratch buffers reused across events.
+    let mut alloc = vec![0.0f64; np];
+    let mut cap = vec![0.0f64; np];
+    let mut proj_running = vec![0u32; np];
+    let mut app_running = vec![0u32; world.apps.len()];
+    let mut active: Vec<usize> = Vec::new();
+    let mut used = vec![0.0f64; nr];
+    let mut proj_used = vec![vec![0.0f64; nr]; np];
+    let mut saturated_set = vec![false; nr];
+    let mut t = now;
+    let mut first = true;
+    let res_order: Vec<usize> = (1..nr).rev().chain(std::iter::once(0)).collect();
+
+    loop {
+        // ---- allocate ----
+        for s in &active {
+            sjobs[*s].rate = 0.0;
+        }
+        active.clear();
+        proj_running.iter_mut().for_each(|x| *x = 0);
+        app_running.iter_mut().for_each(|x| *x = 0);
+        used.iter_mut().for_each(|x| *x = 0.0);
+        for pu in proj_used.iter_mut() {
+            pu.iter_mut().for_each(|x| *x = 0.0);
+        }
+        let mut gpu_cpu = 0.0;
+        for &r in &res_order {
+            let capacity = if r == 0 {
+                (instances[0] - gpu_cpu).max(0.0)
+            } else {
+                instances[r]
+            };
+            // Caps: how much each project could use, walking its FIFO jobs under its limits.
+            let mut any = false;
+            for p in 0..np {
+                let q = &mut queues[p][r];
+                while q.head < q.jobs.len() && sjobs[q.jobs[q.head]].done {
+                    q.head += 1;
+                }
+                let mut c = 0.0;
+                let mut pr = proj_running[p];
+                let mut counted_apps: Vec<(usize, u32)> = Vec::new();
+                for &sj in &q.jobs[q.head..] {
+                    if c >= capacity - EPS {
+                        break;
+                    }
+                    let s = &sjobs[sj];
+                    if s.done {
+                        continue;
+                    }
+                    if proj_mc[p].is_some_and(|m| pr >= m) {
+                        break;
+                    }
+                    if let Some(m) = app_mc[s.app] {
+                        let n = app_running[s.app]
+                            + counted_apps
+                                .iter()
+                                .find(|(a, _)| *a == s.app)
+                                .map_or(0, |x| x.1);
+                        if n >= m {
+                            continue;
+                        }
+                        match counted_apps.iter_mut().find(|(a, _)| *a == s.app) {
+                            Some(x) => x.1 += 1,
+                            None => counted_apps.push((s.app, 1)),
+                        }
+                    }
+                    pr += 1;
+                    c += s.usage;
+                }
+                cap[p] = c.min(capacity);
+                alloc[p] = 0.0;
+                any |= cap[p] > EPS;
+            }
+            if !any {
+                continue;
+            }
+            // Water-fill positive shares.
+            let mut remaining = capacity;
+            loop {
+                let wsum: f64 = (0..np)
+                    .filter(|&p| cap[p] - alloc[p] > EPS && world.projects[p].resource_share > 0.0)
+                    .map(|p| world.projects[p].resource_share)
+                    .sum();
+                if wsum <= 0.0 || remaining <= EPS {
+                    break;
+                }
+                let mut capped = false;
+                let mut given = 0.0;
+                for &p in &by_priority {
+                    let room = cap[p] - alloc[p];
+                    if room <= EPS || world.projects[p].resource_share <= 0.0 {
+                        continue;
+                    }
+                    let want = remaining * world.projects[p].resource_share / wsum;
+                    if want >= room {
+                        alloc[p] += room;
+                        given += room;
+                        capped = true;
+                    } else {
+                        alloc[p] += want;
+                        given += want;
+                    }
+                }
+                remaining -= given;
+                if !capped {
+                    break;
+                }
+            }
+            // Leftover to zero-share projects by priority.
+            for &p in &by_priority {
+                if remaining <= EPS {
+                    break;
+                }
+                if world.projects[p].resource_share <= 0.0 && cap[p] > EPS {
+                    let g = cap[p].min(remaining);
+                    alloc[p] += g;
+                    remaining -= g;
+                }
+            }
+            // Distribute each project's allocation FIFO over its jobs.
+            for p in 0..np {
+                let mut a = alloc[p];
+                if a <= EPS {
+                    continue;
+                }
+                let q = &queues[p][r];
+                for &sj in &q.jobs[q.head..] {
+                    if a <= EPS {
+                        break;
+                    }
+                    let (done, app, usage, cpu) = (
+                        sjobs[sj].done,
+                        sjobs[sj].app,
+                        sjobs[sj].usage,
+                        sjobs[sj].cpu,
+                    );
+                    if done {
+                        continue;
+                    }
+                    if proj_mc[p].is_some_and(|m| proj_running[p] >= m) {
+                        break;
+                    }
+                    if app_mc[app].is_some_and(|m| app_running[app] >= m) {
+                        continue;
+                    }
+                    let give = a.min(usage);
+                    let rate = give / usage;
+                    a -= give;
+                    proj_running[p] += 1;
+                    app_running[app] += 1;
+                    let cpu = cpu * rate;
+                    sjobs[sj].rate = rate;
+                    active.push(sj);
+                    used[r] += give;
+                    proj_used[p][r] += give;
+                    if r != 0 {
+                        gpu_cpu += cpu;
+                        proj_used[p][0] += cpu;
+                    }
+                }
+            }
+        }
+        used[0] += gpu_cpu;
+
+        if first {
+            for r in 0..nr {
+                out.resources[r].nidle_now = (instances[r] - used[r]).max(0.0);
+            }
+            first = false;
+        }
+        if active.is_empty() {
+            break;
+        }
+
+        // ---- next event ----
+        let dt = active
+            .iter()
+            .map(|&s| sjobs[s].left / sjobs[s].rate)
+            .fold(f64::INFINITY, f64::min)
+            .max(0.0);
+        let t_next = t + dt;
+
+        // ---- statistics over [t, t_next] ----
+        let in_window = (t_next.min(buf_end) - t).max(0.0);
+        for r in 0..nr {
+            let idle = (instances[r] - used[r]).max(0.0);
+            if idle > 1e-6 {
+                out.resources[r].shortfall += idle * in_window;
+                if !saturated_set[r] {
+                    saturated_set[r] = true;
+                    out.resources[r].saturated_time = t - now;
+                }
+            }
+            if in_window > 0.0 {
+                for p in 0..np {
+                    let want = instances[r] * share_frac[p][r];
+                    let pr = &mut out.projects[p][r];
+                    pr.shortfall += (want - proj_used[p][r]).max(0.0) * in_window;
+                    if has_mc[p] && idle > 1e-6 {
+                        let could = (mc_could_use[p][r] - proj_used[p][r]).max(0.0);
+                        pr.capacity_shortfall += could.min(idle) * in_window;
+                    }
+                }
+            }
+        }
+
+        // ---- advance ----
+        for &s in &active {
+            let sj = &mut sjobs[s];
+            sj.left -= sj.rate * dt;
+            if sj.left <= 1e-6 * (1.0 + dt) {
+                sj.left = 0.0;
+                sj.done = true;
+                out.job_finish[sj.index] = Some(t_next);
+                if t_next > sj.deadline {
+                    let j = &world.jobs[sj.index];
+                    let r = world.version_of(j).resource.index();
+                    out.missed.push(sj.index);
+                    out.projects[j.project.index()][r].deadlines_missed += 1;
+                    out.resources[r].deadline_missed_instances += sj.usage;
+                }
+            }
+        }
+        t = t_next;
+    }
+
+    // Nothing runs after the last completion.
+    let tail = (buf_end - t).max(0.0);
+    for r in 0..nr {
+        if !saturated_set[r] {
+            out.resources[r].saturated_time = t - now;
+        }
+        out.resources[r].busy_time = out.resources[r].saturated_time;
+        out.resources[r].shortfall += instances[r] * tail;
+        for p in 0..np {
+            out.projects[p][r].shortfall += instances[r] * share_frac[p][r] * tail;
+            if has_mc[p] {
+                out.projects[p][r].capacity_shortfall += mc_could_use[p][r] * tail;
+            }
+        }
+    }
+    out.missed.sort_unstable();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+
+    const H: f64 = 3600.0;
+
+    /// Two CPUs; A (share 2) holds A1 (3 h) and A2 (5 h), B (share 1) holds B1 (20 h); the
+    /// buffer window is 9 h (min 3 h + additional 6 h). Weighted round-robin gives A 4/3 CPU
+    /// and B 2/3 until A1 ends at 3 h, then A2 and B1 one CPU each until A2 ends at 7 h, then
+    /// one CPU idles. Total shortfall 2 instance-hours; A's own shortfall 1/3 × 4 h + 4/3 × 2 h
+    /// = 4 instance-hours; B never falls below its share: 0.
+    #[test]
+    fn seed_two_cpu_shortfall_example() {
+        let mut w = World::new(Host::cpu_only(2, 1e9, 8e9));
+        w.prefs.work_buf_min_days = 3.0 / 24.0;
+        w.prefs.work_buf_additional_days = 6.0 / 24.0;
+        let a = w.add_project(Project::new("A", 2.0));
+        let b = w.add_project(Project::new("B", 1.0));
+        let aa = w.add_app(App::new(a, "a"));
+        let ba = w.add_app(App::new(b, "b"));
+        let av = w.add_app_version(AppVersion::cpu(aa, a, 1.0, 1e9));
+        let bv = w.add_app_version(AppVersion::cpu(ba, b, 1.0, 1e9));
+        let far = 1e9;
+        w.add_job(Job::new(JobId(1), a, av, 3.0 * H * 1e9, 0.0, far));
+        w.add_job(Job::new(JobId(2), a, av, 5.0 * H * 1e9, 1.0, far));
+        w.add_job(Job::new(JobId(3), b, bv, 20.0 * H * 1e9, 0.0, far));
+        let s = simulate(&w, 0.0, &[0.0, 0.0]);
+        let cpu = &s.resources[0];
+        assert!(
+            (cpu.shortfall - 2.0 * H).abs() < 1e-6,
+            "total {}",
+            cpu.shortfall / H
+        );
+        assert!(
+            (s.projects[0][0].shortfall - 4.0 * H).abs() < 1e-6,
+            "A {}",
+            s.projects[0][0].shortfall / H
+        );
+        assert!(
+            s.projects[1][0].shortfall.abs() < 1e-6,
+            "B {}",
+            s.projects[1][0].shortfall / H
+        );
+        assert!((cpu.saturated_time - 7.0 * H).abs() < 1e-6);
+        assert_eq!(cpu.nidle_now, 0.0);
+        assert_eq!(s.job_finish[0], Some(3.0 * H));
+        assert_eq!(s.job_finish[1], Some(7.0 * H));
+        assert!(s.missed.is_empty());
+    }
+
+    #[test]
+    fn late_job_is_flagged_and_idle_instances_counted() {
+        let mut w = World::new(Host::cpu_only(4, 1e9, 8e9));
+        w.prefs.work_buf_min_days = 0.0;
+        let p = w.add_project(Project::new("P", 1.0));
+        let app = w.add_app(App::new(p, "a"));
+        let v = w.add_app_version(AppVersion::cpu(app, p, 1.0, 1e9));
+        // 2 h of work due in 1 h: must be flagged; 3 of 4 CPUs idle now.
+        w.add_job(Job::new(
+            JobId(7),
+            p,
+            v,
+            2.0 * H * 1e9,
+            0.0,
+            1.0 * H + 180.0,
+        ));
+        let s = simulate(&w, 0.0, &[0.0]);
+        assert_eq!(s.missed_ids(&w), vec![JobId(7)]);
+        assert_eq!(s.projects[0][0].deadlines_missed, 1);
+        assert!((s.resources[0].nidle_now - 3.0).abs() < 1e-9);
+        assert_eq!(s.resources[0].saturated_time, 0.0);
+    }
+
+    #[test]
+    fn max_concurrent_caps_a_project_and_others_take_the_rest() {
+        let mut w = World::new(Host::cpu_only(4, 1e9, 8e9));
+        let p = w.add_project(Project::new("P", 100.0));
+        let q = w.add_project(Project::new("Q", 1.0));
+        let mut pa = App::new(p, "pa");
+        pa.max_concurrent = Some(1);
+        let pa = w.add_app(pa);
+        let qa = w.add_app(App::new(q, "qa"));
+        let pv = w.add_app_version(AppVersion::cpu(pa, p, 1.0, 1e9));
+        let qv = w.add_app_version(AppVersion::cpu(qa, q, 1.0, 1e9));
+        for i in 0..4 {
+            w.add_job(Job::new(JobId(i), p, pv, H * 1e9, f64::from(i), 1e9));
+            w.add_job(Job::new(JobId(10 + i), q, qv, H * 1e9, f64::from(i), 1e9));
+        }
+        let s = simulate(&w, 0.0, &[0.0, 0.0]);
+        // P can run one job at a time: 4 h serially; Q fills the other 3 CPUs.
+        assert_eq!(s.job_finish[6], Some(4.0 * H));
+        assert_eq!(s.resources[0].nidle_now, 0.0);
+        // Once Q's 4 jobs are done P still has work but can use only one CPU.
+        assert!(s.projects[0][0].capacity_shortfall > 0.0);
+    }
+}
