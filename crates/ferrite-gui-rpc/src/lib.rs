@@ -1,0 +1,1 @@
+//! BOINC GUI RPC protocol.

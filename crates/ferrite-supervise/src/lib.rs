@@ -1,0 +1,1 @@
+//! Running science apps.
