@@ -1,1 +1,326 @@
-//! Host detection.
+//! Host detection for Ferrite: what the `<host_info>` and `<coprocs>` blocks say about this
+//! machine (CPUs, memory, disk, OS, NVIDIA GPUs, user-defined coprocessors), the CPU
+//! benchmarks, user activity and power state, and the `--detect_gpus` report.
+//!
+//! The daemon owns *when* things run; this crate only answers. Typical use:
+//!
+//! ```no_run
+//! use ferrite_hostinfo::{HostDetector, HostProbeConfig};
+//! let det = HostDetector::new(HostProbeConfig::new("/var/lib/boinc"));
+//! let mut found = det.detect_host();
+//! let gpus = det.probe_gpus();
+//! ferrite_hostinfo::apply_gpu_probe(&mut found.host, &gpus);
+//! ```
+
+pub mod activity;
+pub mod bench;
+pub mod cgroup;
+pub mod cpuinfo;
+pub mod gpu;
+pub mod os;
+mod report;
+
+use std::path::{Path, PathBuf};
+
+use ferrite_proto::host::HostInfo;
+
+pub use activity::{idle_time, on_battery, IdleProbe};
+pub use bench::{benchmarks_due, run_benchmarks, BenchmarkResult};
+pub use gpu::{
+    ExcludeGpu, GpuConfig, GpuProbe, GpuUse, NvidiaDevice, NvmlStatus, UserCoproc, NVML_LIBRARY_ENV,
+};
+pub use os::Virtualization;
+pub use report::detect_gpus_report;
+
+/// File-system roots read by detection. Production uses the real ones; tests point them at
+/// fixture trees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemRoots {
+    /// `/`: container marker files, 32-bit loaders.
+    pub root: PathBuf,
+    /// `/proc`: `cpuinfo`, `self/cgroup`, PID 1's environment.
+    pub proc_root: PathBuf,
+    /// `/sys`: DMI, caches, power supplies.
+    pub sys_root: PathBuf,
+    /// `/sys/fs/cgroup`: cgroup limits.
+    pub cgroup_root: PathBuf,
+    /// `/etc`: `os-release`.
+    pub etc_root: PathBuf,
+}
+
+impl Default for SystemRoots {
+    fn default() -> Self {
+        SystemRoots {
+            root: PathBuf::from("/"),
+            proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
+            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+            etc_root: PathBuf::from("/etc"),
+        }
+    }
+}
+
+/// What detection needs to know.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostProbeConfig {
+    /// The BOINC data directory: `d_total`/`d_free` describe its file system.
+    pub data_dir: PathBuf,
+    /// NVML library to load; `None` means `$FERRITE_NVML_LIBRARY`, else the system's.
+    pub nvml_library: Option<PathBuf>,
+    /// GPU options from `cc_config.xml`.
+    pub gpu: GpuConfig,
+    /// Where to read system information from.
+    pub roots: SystemRoots,
+}
+
+impl HostProbeConfig {
+    /// Defaults for a data directory: real system roots, no GPU options.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        HostProbeConfig {
+            data_dir: data_dir.into(),
+            nvml_library: None,
+            gpu: GpuConfig::default(),
+            roots: SystemRoots::default(),
+        }
+    }
+}
+
+/// What detection found beyond the `<host_info>` fields, for logs, `--detect_gpus` and the
+/// daemon's decisions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostDetails {
+    /// Online logical CPUs of the machine.
+    pub online_cpus: u32,
+    /// CPUs in the process's affinity mask.
+    pub affinity_cpus: Option<u32>,
+    /// cgroup CPU quota, in CPUs.
+    pub cpu_quota: Option<f64>,
+    /// Physical RAM, bytes.
+    pub physical_memory: u64,
+    /// cgroup memory limit, bytes.
+    pub memory_limit: Option<u64>,
+    /// Host name (also reported as `domain_name`).
+    pub host_name: String,
+    /// Virtual machine or container, when detected.
+    pub virtualization: Option<Virtualization>,
+}
+
+/// The result of [`HostDetector::detect_host`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostDetection {
+    /// The `<host_info>` fields (benchmarks, `host_cpid` and coprocs are left to the caller).
+    pub host: HostInfo,
+    /// Extra facts.
+    pub details: HostDetails,
+    /// Things that could not be read, one log line each.
+    pub warnings: Vec<String>,
+}
+
+/// Detects the host. Cheap to create; every call reads the system afresh.
+#[derive(Debug, Clone)]
+pub struct HostDetector {
+    config: HostProbeConfig,
+}
+
+impl HostDetector {
+    /// A detector with these options.
+    pub fn new(config: HostProbeConfig) -> Self {
+        HostDetector { config }
+    }
+
+    /// The options in use.
+    pub fn config(&self) -> &HostProbeConfig {
+        &self.config
+    }
+
+    /// CPUs, memory, disk, OS, names and time zone (no GPUs, no benchmarks).
+    pub fn detect_host(&self) -> HostDetection {
+        detect_host_impl(&self.config)
+    }
+
+    /// Probes NVIDIA GPUs and adds user-defined coprocessors. Never fails.
+    pub fn probe_gpus(&self) -> GpuProbe {
+        gpu::probe_gpus(&self.config.gpu, self.config.nvml_library.as_deref())
+    }
+
+    /// Platform names this host runs, primary first.
+    pub fn platforms(&self) -> Vec<String> {
+        os::platforms(os::Machine::native(), &self.config.roots.root)
+    }
+}
+
+/// Puts a GPU probe's `<coprocs>` and usable-GPU count into `host`.
+pub fn apply_gpu_probe(host: &mut HostInfo, probe: &GpuProbe) {
+    host.coprocs = probe.coprocs.clone();
+    host.n_usable_coprocs = probe.usable_count();
+}
+
+/// Size and free space of the file system holding `path` (free = available to unprivileged
+/// users, as the official client reports).
+pub fn filesystem_space(path: &Path) -> std::io::Result<(f64, f64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c` is a valid NUL-terminated path and `st` is writable plain data.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        st
+    };
+    let frsize = st.f_frsize as f64;
+    Ok((st.f_blocks as f64 * frsize, st.f_bavail as f64 * frsize))
+}
+
+/// Largest CPU cache of CPU 0 from sysfs, bytes (used when `/proc/cpuinfo` has no size).
+fn sysfs_cache_bytes(sys_root: &Path) -> Option<f64> {
+    let dir = sys_root.join("devices/system/cpu/cpu0/cache");
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
+        .filter_map(|s| {
+            let s = s.trim();
+            let (num, mult) = match s.strip_suffix('K') {
+                Some(n) => (n, 1024.0),
+                None => match s.strip_suffix('M') {
+                    Some(n) => (n, 1024.0 * 1024.0),
+                    None => (s, 1.0),
+                },
+            };
+            num.parse::<f64>().ok().map(|n| n * mult)
+        })
+        .reduce(f64::max)
+}
+
+/// The first non-loopback IPv4 address of an interface that is up.
+fn primary_ip_address() -> Option<String> {
+    let mut found = None;
+    // SAFETY: getifaddrs allocates a list we only read and then free exactly once.
+    unsafe {
+        let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+        if libc::getifaddrs(&mut ifap) != 0 {
+            return None;
+        }
+        let mut cur = ifap;
+        while !cur.is_null() {
+            let ifa = &*cur;
+            cur = ifa.ifa_next;
+            if ifa.ifa_addr.is_null()
+                || i32::from((*ifa.ifa_addr).sa_family) != libc::AF_INET
+                || ifa.ifa_flags & (libc::IFF_LOOPBACK as u32) != 0
+                || ifa.ifa_flags & (libc::IFF_UP as u32) == 0
+            {
+                continue;
+            }
+            let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+            found = Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).to_string());
+            break;
+        }
+        libc::freeifaddrs(ifap);
+    }
+    found
+}
+
+fn detect_host_impl(cfg: &HostProbeConfig) -> HostDetection {
+    let roots = &cfg.roots;
+    let mut warnings = Vec::new();
+    let mut host = HostInfo::default();
+    let mut details = HostDetails::default();
+
+    // CPU description.
+    let cpu = match std::fs::read_to_string(roots.proc_root.join("cpuinfo")) {
+        Ok(text) => cpuinfo::parse_cpuinfo(&text, cpuinfo::CpuArch::native()),
+        Err(e) => {
+            warnings.push(format!("can't read /proc/cpuinfo: {e}"));
+            cpuinfo::CpuInfo {
+                vendor: "unknown".into(),
+                model: "unknown".into(),
+                ..Default::default()
+            }
+        }
+    };
+    host.p_vendor = cpu.vendor.clone();
+    host.p_model = cpu.model.clone();
+    host.p_features = cpu.features.clone();
+    host.m_cache = cpu
+        .cache_bytes
+        .or_else(|| sysfs_cache_bytes(&roots.sys_root))
+        .unwrap_or(-1.0);
+
+    // CPU count and memory, narrowed by cgroups and affinity.
+    let limits = cgroup::read_cgroup_limits(&roots.proc_root, &roots.cgroup_root);
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    details.online_cpus = u32::try_from(online).unwrap_or(1).max(1);
+    details.affinity_cpus = cgroup::affinity_cpu_count();
+    details.cpu_quota = limits.cpu_quota;
+    host.p_ncpus =
+        cgroup::effective_ncpus(details.online_cpus, details.affinity_cpus, limits.cpu_quota);
+
+    match sysinfo::System::new() {
+        Ok(mut sys) => {
+            sys.refresh_memory_specifics(
+                sysinfo::MemoryRefreshKind::nothing().with_ram().with_swap(),
+            );
+            details.physical_memory = sys.total_memory();
+            host.m_swap = sys.total_swap() as f64;
+        }
+        Err(e) => warnings.push(format!("can't read memory information: {e}")),
+    }
+    details.memory_limit = limits.memory_limit;
+    host.m_nbytes = cgroup::effective_memory(details.physical_memory, limits.memory_limit) as f64;
+
+    // Disk holding the data directory.
+    match filesystem_space(&cfg.data_dir) {
+        Ok((total, free)) => {
+            host.d_total = total;
+            host.d_free = free;
+        }
+        Err(e) => warnings.push(format!(
+            "can't get file system size of {}: {e}",
+            cfg.data_dir.display()
+        )),
+    }
+
+    // OS.
+    let kernel = sysinfo::System::kernel_version().unwrap_or_default();
+    let release = std::fs::read_to_string(roots.etc_root.join("os-release"))
+        .ok()
+        .or_else(|| std::fs::read_to_string(roots.root.join("usr/lib/os-release")).ok())
+        .and_then(|t| os::parse_os_release(&t));
+    let (os_name, os_version) = os::compose_os(
+        "Linux",
+        &kernel,
+        release.as_ref(),
+        os::libc_version().as_deref(),
+    );
+    host.os_name = os_name;
+    host.os_version = os_version;
+
+    // Names, time zone, product, virtualisation.
+    details.host_name = sysinfo::System::host_name().unwrap_or_default();
+    host.domain_name = details.host_name.clone();
+    host.ip_addr = primary_ip_address().unwrap_or_default();
+    host.timezone = os::timezone_offset();
+    host.product_name = cpu
+        .hardware
+        .clone()
+        .or_else(|| os::dmi_product_name(&roots.sys_root));
+    details.virtualization = os::detect_virtualization(
+        &roots.root,
+        &roots.proc_root,
+        &roots.sys_root,
+        &host.p_features,
+    );
+
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    HostDetection {
+        host,
+        details,
+        warnings,
+    }
+}

@@ -1,0 +1,88 @@
+//! The text `ferrited --detect_gpus` prints: CPUs, memory and GPUs as detected, in the spirit
+//! of the official client's start-up messages.
+
+use std::fmt::Write;
+
+use crate::{GpuProbe, GpuUse, HostDetection, NvmlStatus};
+
+fn gib(bytes: f64) -> String {
+    format!("{:.2} GB", bytes / (1024.0 * 1024.0 * 1024.0))
+}
+
+/// Builds the report for a host detection and a GPU probe.
+pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
+    let h = &found.host;
+    let d = &found.details;
+    let mut s = String::new();
+    // Writing to a String cannot fail; the results are ignored on purpose.
+    let _ = writeln!(s, "Processor: {} {} {}", h.p_ncpus, h.p_vendor, h.p_model);
+    if h.p_ncpus != d.online_cpus {
+        let _ = writeln!(
+            s,
+            "Usable CPUs: {} of {} online (affinity {:?}, cgroup quota {:?})",
+            h.p_ncpus, d.online_cpus, d.affinity_cpus, d.cpu_quota
+        );
+    }
+    let _ = writeln!(s, "Processor features: {}", h.p_features);
+    let _ = writeln!(s, "OS: {}: {}", h.os_name, h.os_version);
+    let _ = writeln!(
+        s,
+        "Memory: {} physical, {} virtual",
+        gib(h.m_nbytes),
+        gib(h.m_swap)
+    );
+    if let Some(l) = d.memory_limit {
+        let _ = writeln!(s, "Memory limit (cgroup): {}", gib(l as f64));
+    }
+    let _ = writeln!(s, "Disk: {} total, {} free", gib(h.d_total), gib(h.d_free));
+    if let Some(v) = &d.virtualization {
+        let _ = writeln!(s, "Virtualization: {v:?}");
+    }
+    match &gpus.status {
+        NvmlStatus::Ready => {}
+        NvmlStatus::Disabled => {
+            let _ = writeln!(s, "GPU detection disabled (no_gpus)");
+        }
+        NvmlStatus::LibraryMissing(e) => {
+            let _ = writeln!(s, "No NVIDIA library found ({e})");
+        }
+        NvmlStatus::InitFailed(e) => {
+            let _ = writeln!(s, "NVIDIA library present but not usable ({e})");
+        }
+    }
+    if gpus.nvidia.is_empty() && gpus.coprocs.other.is_empty() {
+        let _ = writeln!(s, "No usable GPUs found");
+    }
+    for g in &gpus.nvidia {
+        let tag = match g.usage {
+            GpuUse::Used => "CUDA",
+            GpuUse::Unused => "CUDA (not used)",
+            GpuUse::Ignored => "CUDA (ignored by config)",
+        };
+        let _ = writeln!(
+            s,
+            "{tag}: NVIDIA GPU {}: {} (driver version {}, CUDA version {}.{}, compute capability {}.{}, {}MB, {}MB available, {:.0} GFLOPS peak)",
+            g.device_num,
+            g.name,
+            g.driver_version,
+            g.cuda_version / 1000,
+            (g.cuda_version % 1000) / 10,
+            g.major,
+            g.minor,
+            g.total_mem / (1024 * 1024),
+            g.available_ram / (1024 * 1024),
+            g.peak_flops / 1e9
+        );
+    }
+    for o in &gpus.coprocs.other {
+        let _ = writeln!(
+            s,
+            "Coprocessor: {} (type {}, {} instances)",
+            o.element, o.rsc_type, o.count
+        );
+    }
+    for w in &gpus.warnings {
+        let _ = writeln!(s, "Warning: {w}");
+    }
+    s
+}
