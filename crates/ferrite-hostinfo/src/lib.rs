@@ -149,6 +149,57 @@ impl HostDetector {
     }
 }
 
+/// The first network interface's MAC address (lowercase, colon-separated), skipping the
+/// loopback and all-zero addresses. `sys_root` is normally `/sys`.
+pub fn mac_address(sys_root: &Path) -> Option<String> {
+    let mut names: Vec<_> = std::fs::read_dir(sys_root.join("class/net"))
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "lo")
+        .collect();
+    names.sort();
+    names.into_iter().find_map(|n| {
+        let a = std::fs::read_to_string(sys_root.join("class/net").join(n).join("address")).ok()?;
+        let a = a.trim().to_ascii_lowercase();
+        let zero = a.chars().all(|c| c == '0' || c == ':');
+        (a.len() == 17 && !zero).then_some(a)
+    })
+}
+
+/// `host_cpid` as the official client derives it: the MD5 (hex) of the MAC address followed
+/// by the data directory, so that several clients on one host get different ids.
+pub fn host_cpid_from(mac: &str, data_dir: &Path) -> String {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    h.update(mac.as_bytes());
+    h.update(data_dir.as_os_str().as_encoded_bytes());
+    format!("{:x}", h.finalize())
+}
+
+/// A new `host_cpid` for a host that has none: from the MAC address when there is one, else
+/// 32 random hex digits.
+pub fn generate_host_cpid(sys_root: &Path, data_dir: &Path) -> String {
+    if let Some(mac) = mac_address(sys_root) {
+        return host_cpid_from(&mac, data_dir);
+    }
+    let mut buf = [0u8; 16];
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n != buf.len() as isize {
+        // No randomness available: fall back to the clock and process id, still unique enough
+        // for an identifier that only needs to differ between hosts.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        return host_cpid_from(
+            &format!("{}-{}", t.as_nanos(), std::process::id()),
+            data_dir,
+        );
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Puts a GPU probe's `<coprocs>` and usable-GPU count into `host`.
 pub fn apply_gpu_probe(host: &mut HostInfo, probe: &GpuProbe) {
     host.coprocs = probe.coprocs.clone();

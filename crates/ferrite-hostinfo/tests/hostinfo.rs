@@ -542,3 +542,47 @@ fn benchmark_figures_for_this_machine() {
     assert!(r.elapsed < Duration::from_secs(10));
     assert!(r.p_fpops > 1e7 && r.p_iops > 1e7 && r.p_membw > 1e7);
 }
+
+// ---------------------------------------------------------------- host_cpid
+
+#[test]
+fn host_cpid_from_first_real_mac_and_data_dir() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let net = t.path().join("class/net");
+    for (name, addr) in [
+        ("lo", "00:00:00:00:00:00"),
+        ("dummy0", "00:00:00:00:00:00"),
+        ("eth0", "52:54:00:AB:CD:EF"),
+        ("wlan0", "11:22:33:44:55:66"),
+    ] {
+        std::fs::create_dir_all(net.join(name)).expect("mkdir");
+        std::fs::write(net.join(name).join("address"), format!("{addr}\n")).expect("write");
+    }
+    assert_eq!(
+        ferrite_hostinfo::mac_address(t.path()).as_deref(),
+        Some("52:54:00:ab:cd:ef")
+    );
+    let a = ferrite_hostinfo::generate_host_cpid(t.path(), Path::new("/var/lib/boinc"));
+    let b = ferrite_hostinfo::generate_host_cpid(t.path(), Path::new("/var/lib/boinc2"));
+    // MD5 of "52:54:00:ab:cd:ef/var/lib/boinc".
+    assert_eq!(
+        a,
+        ferrite_hostinfo::host_cpid_from("52:54:00:ab:cd:ef", Path::new("/var/lib/boinc"))
+    );
+    assert_eq!(a.len(), 32);
+    assert_ne!(a, b);
+    assert_eq!(
+        ferrite_hostinfo::host_cpid_from("", Path::new("")),
+        "d41d8cd98f00b204e9800998ecf8427e"
+    );
+}
+
+#[test]
+fn host_cpid_without_mac_is_random_hex() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let a = ferrite_hostinfo::generate_host_cpid(t.path(), Path::new("/d"));
+    let b = ferrite_hostinfo::generate_host_cpid(t.path(), Path::new("/d"));
+    assert_eq!(a.len(), 32);
+    assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_ne!(a, b);
+}
