@@ -16,14 +16,25 @@
 //! 3. Tell it about RPC outcomes and arriving jobs; randomness for backoff jitter comes from a
 //!    caller-supplied [`Jitter`].
 
+pub mod accounting;
 pub mod error;
 pub mod estimate;
+pub mod fetch;
 pub mod model;
 pub mod policy;
 pub mod rng;
 pub mod rrsim;
+pub mod runlist;
+pub mod scheduler;
 
 pub use error::SchedError;
+pub use fetch::{
+    FetchBlock, FetchDecision, FetchRule, ReportDue, ReportRule, ResourceRequest, RpcReason,
+    WorkRequest,
+};
 pub use model::*;
 pub use policy::{Policy, RecMode};
 pub use rng::{FixedJitter, Jitter, SplitMix64};
+pub use rrsim::SimResult;
+pub use runlist::{PreemptAction, PreemptReason, RunDecision, RunReason, SkipReason};
+pub use scheduler::{PassOutput, Scheduler};

@@ -522,6 +522,9 @@ pub struct Job {
     pub suspended: bool,
     /// Server asked to report this job immediately.
     pub report_immediately: bool,
+    /// Coprocessor instances (bit mask of device numbers) the job last ran on; a running GPU
+    /// job keeps them when possible.
+    pub assigned_instances: u64,
 }
 
 impl Job {
@@ -552,6 +555,7 @@ impl Job {
             runnable: true,
             suspended: false,
             report_immediately: false,
+            assigned_instances: 0,
         }
     }
 

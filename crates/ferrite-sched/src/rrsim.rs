@@ -16,6 +16,9 @@
 //! the run list does. Between events every rate is constant, so the simulation jumps from
 //! completion to completion: O(events × (projects + running jobs)).
 
+// Per-(project, resource) tables are indexed by both ids at once; index loops read better.
+#![allow(clippy::needless_range_loop)]
+
 use crate::estimate::remaining_secs;
 use crate::model::{JobId, ResourceId, Time, World};
 
@@ -28,8 +31,10 @@ pub struct ResourceSim {
     pub shortfall: f64,
     /// Seconds from now during which every instance stays busy.
     pub saturated_time: f64,
-    /// Seconds from now until an instance becomes free for a new job: the honest queue delay
-    /// (reported to servers as `estimated_delay`; the official client counts only late jobs).
+    /// Seconds of work that will run ahead of any new job: the remaining instance-seconds of
+    /// jobs predicted to miss their deadline (they run earliest-deadline-first), spread over the
+    /// instances, fractional usage included (sent as `estimated_delay`). Other queued work
+    /// shares the resource round-robin with a new job instead of delaying it.
     pub busy_time: f64,
     /// Instances idle right now.
     pub nidle_now: f64,
@@ -501,6 +506,8 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
                 if t_next > sj.deadline {
                     let j = &world.jobs[sj.index];
                     let r = world.version_of(j).resource.index();
+                    out.resources[r].busy_time +=
+                        remaining_secs(world, j) * sj.usage / instances[r].max(1.0);
                     out.missed.push(sj.index);
                     out.projects[j.project.index()][r].deadlines_missed += 1;
                     out.resources[r].deadline_missed_instances += sj.usage;
@@ -516,7 +523,6 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
         if !saturated_set[r] {
             out.resources[r].saturated_time = t - now;
         }
-        out.resources[r].busy_time = out.resources[r].saturated_time;
         out.resources[r].shortfall += instances[r] * tail;
         for p in 0..np {
             out.projects[p][r].shortfall += instances[r] * share_frac[p][r] * tail;

@@ -1,0 +1,532 @@
+//! The run list and its enforcement (reference §3.3, §3.4, with the fixes of §7 W2, W3, W10):
+//! which jobs run now, on which coprocessor instances, which running jobs are preempted and
+//! whether they stay in memory, each with its reason.
+//!
+//! Order of admission, per resource, coprocessor types first and the CPU last:
+//! 1. deadline-endangered jobs, earliest deadline first — exactly the jobs the simulation
+//!    flagged, plus jobs that already ran for a deadline and are not finished (hysteresis);
+//!    skipped when [`Policy::edf`] is off (`--cpu_sched_rr_only`);
+//! 2. running jobs whose time slice is not over (a slice ends at the first checkpoint after
+//!    `cpu_scheduling_period`; a job about to finish keeps running);
+//! 3. the rest by project priority, bumping a project's priority after each of its jobs so
+//!    projects interleave (weighted round-robin).
+//!
+//! Admission rules (the "documented rules" the property tests check):
+//! - CPU: a job (CPU job or GPU job's feeder CPUs) is admitted only while the CPUs already
+//!   committed are below the usable CPUs, so the total exceeds the usable CPUs by less than
+//!   the last job's own usage (a multi-thread job may overshoot, as in BOINC). GPU jobs are
+//!   admitted before any CPU job, so their CPU is committed first and CPU jobs cannot starve
+//!   the GPUs.
+//! - Coprocessors: every instance carries at most 1.0 of usage; a fractional job goes onto a
+//!   partly used instance when one fits, an integer job takes whole free instances; instances
+//!   excluded for the project are never used.
+//! - `max_concurrent` of the app and `project_max_concurrent` are never exceeded.
+//! - The working sets of admitted jobs fit in the RAM budget.
+
+// Per-(project, resource) tables are indexed by both ids at once; index loops read better.
+#![allow(clippy::needless_range_loop)]
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashSet};
+
+use crate::accounting::{job_peak_frac, Priorities};
+use crate::estimate::remaining_secs;
+use crate::model::{JobId, JobState, ResourceId, Time, World};
+use crate::policy::Policy;
+use crate::rrsim::SimResult;
+
+/// Why a job is in the run list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunReason {
+    /// The simulation predicts a deadline miss (or it already ran for one): EDF.
+    Deadline,
+    /// It is running and its time slice is not over.
+    TimeSlice,
+    /// Weighted round-robin by project priority.
+    Priority,
+}
+
+/// A job to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunEntry {
+    /// The job.
+    pub job: JobId,
+    /// Why.
+    pub reason: RunReason,
+    /// Its main resource.
+    pub resource: ResourceId,
+    /// Coprocessor instances assigned (bit mask of device numbers; 0 for CPU jobs).
+    pub instances: u64,
+}
+
+/// Why a job was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The CPUs are fully committed.
+    CpusCommitted,
+    /// No coprocessor instance has room for it.
+    NoCoprocInstance,
+    /// The app's `max_concurrent` is reached.
+    AppMaxConcurrent,
+    /// The project's `project_max_concurrent` is reached.
+    ProjectMaxConcurrent,
+    /// Its working set does not fit in the remaining RAM budget.
+    Memory,
+}
+
+/// Why a running job stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreemptReason {
+    /// Its slice is over and jobs of more deserving projects take its place.
+    LowerPriority,
+    /// A deadline-endangered job needs its place.
+    DeadlineJob,
+    /// Not admitted for a capacity rule.
+    Skipped(SkipReason),
+    /// Not running, suspended in memory, and memory should be released (preference
+    /// "leave apps in memory" is off and it has a checkpoint).
+    ReleaseMemory,
+}
+
+/// What to do with a preempted task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreemptAction {
+    /// Suspend the process, keep it in memory.
+    KeepInMemory,
+    /// Quit the process; it restarts from its checkpoint.
+    Quit,
+}
+
+/// A running (or in-memory) task to stop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreemptEntry {
+    /// The job.
+    pub job: JobId,
+    /// Why.
+    pub reason: PreemptReason,
+    /// Suspend or quit.
+    pub action: PreemptAction,
+}
+
+/// The result of building and enforcing the run list.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct RunDecision {
+    /// Jobs to run, most important first.
+    pub run: Vec<RunEntry>,
+    /// Tasks to preempt.
+    pub preempt: Vec<PreemptEntry>,
+    /// Jobs considered but not admitted, with the rule that stopped them.
+    pub skipped: Vec<(JobId, SkipReason)>,
+    /// CPUs left uncommitted (> 0 means "CPUs idle": a reason to check work fetch).
+    pub idle_cpus: f64,
+    /// Running jobs preempted before their time slice ended; they resume first later.
+    pub interrupted: Vec<JobId>,
+}
+
+/// Admission state while the list is built.
+struct Admit {
+    ncpus: f64,
+    cpu_used: f64,
+    /// Usage per instance per resource (index 0 unused).
+    inst: Vec<Vec<f64>>,
+    ram_left: f64,
+    proj_running: Vec<u32>,
+    app_running: Vec<u32>,
+}
+
+impl Admit {
+    fn gpu_full(&self, r: usize) -> bool {
+        self.inst[r].iter().all(|&u| u > 1.0 - 1e-9)
+    }
+
+    fn try_admit(&mut self, world: &World, i: usize) -> Result<u64, SkipReason> {
+        let j = &world.jobs[i];
+        let v = world.version_of(j);
+        let p = j.project.index();
+        let app = v.app.index();
+        if world.apps[app]
+            .max_concurrent
+            .is_some_and(|m| self.app_running[app] >= m)
+        {
+            return Err(SkipReason::AppMaxConcurrent);
+        }
+        if world.projects[p]
+            .max_concurrent
+            .is_some_and(|m| self.proj_running[p] >= m)
+        {
+            return Err(SkipReason::ProjectMaxConcurrent);
+        }
+        if v.avg_ncpus > 0.0 && self.cpu_used >= self.ncpus - 1e-9 {
+            return Err(SkipReason::CpusCommitted);
+        }
+        if j.working_set_bytes > self.ram_left {
+            return Err(SkipReason::Memory);
+        }
+        let mut mask = 0u64;
+        if !v.resource.is_cpu() {
+            let r = v.resource.index();
+            let excluded = world.projects[p].excluded_mask(v.resource);
+            let inst = &self.inst[r];
+            let usable = |k: usize| k < 64 && excluded & (1u64 << k) == 0;
+            let u = v.coproc_usage;
+            if u < 1.0 {
+                // Prefer the instance it had, then the fullest one it fits on.
+                let prev = (0..inst.len()).find(|&k| {
+                    usable(k)
+                        && j.assigned_instances & (1u64 << k) != 0
+                        && inst[k] + u <= 1.0 + 1e-9
+                });
+                let best = prev.or_else(|| {
+                    (0..inst.len())
+                        .filter(|&k| usable(k) && inst[k] + u <= 1.0 + 1e-9)
+                        .max_by(|&a, &b| inst[a].total_cmp(&inst[b]).then(b.cmp(&a)))
+                });
+                let k = best.ok_or(SkipReason::NoCoprocInstance)?;
+                self.inst[r][k] += u;
+                mask = 1u64 << k;
+            } else {
+                let need = u.floor() as usize;
+                let mut free: Vec<usize> = (0..inst.len())
+                    .filter(|&k| usable(k) && inst[k] <= 1e-9)
+                    .collect();
+                if free.len() < need {
+                    return Err(SkipReason::NoCoprocInstance);
+                }
+                // Instances it held before first.
+                free.sort_by_key(|&k| (j.assigned_instances & (1u64 << k) == 0, k));
+                for &k in &free[..need] {
+                    self.inst[r][k] = 1.0;
+                    mask |= 1u64 << k;
+                }
+            }
+        }
+        self.cpu_used += v.avg_ncpus.max(0.0);
+        self.ram_left -= j.working_set_bytes.max(0.0);
+        self.proj_running[p] += 1;
+        self.app_running[app] += 1;
+        Ok(mask)
+    }
+}
+
+/// Heap entry for the priority pass.
+#[derive(PartialEq)]
+struct HeapItem {
+    prio: f64,
+    project: usize,
+}
+impl Eq for HeapItem {}
+impl Ord for HeapItem {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.prio
+            .total_cmp(&o.prio)
+            .then(o.project.cmp(&self.project))
+    }
+}
+impl PartialOrd for HeapItem {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// Whether a running job's time slice is still open at `now`.
+pub fn slice_open(world: &World, i: usize, now: Time) -> bool {
+    let j = &world.jobs[i];
+    if !j.is_running() {
+        return false;
+    }
+    let period = world.prefs.sched_period();
+    let Some(start) = j.run_started_at else {
+        return false;
+    };
+    let end = start + period;
+    if now < end {
+        return true;
+    }
+    // Past the period: the slice ends at the first checkpoint after it.
+    !j.last_checkpoint_time.is_some_and(|c| c >= end)
+}
+
+/// Inputs of [`build`] beyond the world.
+#[derive(Debug)]
+pub struct RunInputs<'a> {
+    /// The simulation of this pass.
+    pub sim: &'a SimResult,
+    /// Priorities per resource (index = resource).
+    pub priorities: &'a [Priorities],
+    /// Jobs that already ran for a deadline (kept EDF until they finish).
+    pub ran_edf: &'a HashSet<JobId>,
+    /// Jobs whose time slice was interrupted (by a deadline job or a capacity rule) before it
+    /// ended: they resume before priority order, so a short deadline job does not make the
+    /// long jobs of other projects take turns every few minutes.
+    pub interrupted: &'a HashSet<JobId>,
+    /// Policy knobs.
+    pub policy: &'a Policy,
+}
+
+/// Build the run list at `now` and decide preemptions.
+pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
+    let nr = world.n_resources();
+    let np = world.projects.len();
+    let mut prio: Vec<Priorities> = inp.priorities.to_vec();
+    let mut adm = Admit {
+        ncpus: world.instances(ResourceId::CPU),
+        cpu_used: 0.0,
+        inst: (0..nr)
+            .map(|r| {
+                if r == 0 {
+                    Vec::new()
+                } else {
+                    vec![0.0; world.instances(ResourceId(r as u8)) as usize]
+                }
+            })
+            .collect(),
+        ram_left: world.host.ram_bytes * world.prefs.ram_frac(world.user_active),
+        proj_running: vec![0; np],
+        app_running: vec![0; world.apps.len()],
+    };
+    let period = world.prefs.sched_period();
+
+    // Candidates per resource, per project, in the order a project offers its jobs.
+    let candidate = |i: usize| {
+        let j = &world.jobs[i];
+        j.state.is_unfinished()
+            && j.runnable
+            && !j.suspended
+            && !world.projects[j.project.index()].suspended
+    };
+    let mut per_res: Vec<Vec<usize>> = vec![Vec::new(); nr];
+    for i in (0..world.jobs.len()).filter(|&i| candidate(i)) {
+        per_res[world.version_of(&world.jobs[i]).resource.index()].push(i);
+    }
+
+    let mut admitted = vec![false; world.jobs.len()];
+    let mut tried: Vec<Option<SkipReason>> = vec![None; world.jobs.len()];
+    let mut out = RunDecision::default();
+    let mut deadline_jobs_admitted = false;
+
+    let res_order: Vec<usize> = (1..nr).chain(std::iter::once(0)).collect();
+    for &r in &res_order {
+        let rid = ResourceId(r as u8);
+        let jobs = &per_res[r];
+        if jobs.is_empty() {
+            continue;
+        }
+        let full = |adm: &Admit| {
+            if r == 0 {
+                adm.cpu_used >= adm.ncpus - 1e-9
+            } else {
+                adm.gpu_full(r)
+            }
+        };
+        let push = |i: usize,
+                    reason: RunReason,
+                    adm: &mut Admit,
+                    prio: &mut Vec<Priorities>,
+                    admitted: &mut Vec<bool>,
+                    tried: &mut Vec<Option<SkipReason>>,
+                    out: &mut RunDecision| {
+            if admitted[i] {
+                return true;
+            }
+            match adm.try_admit(world, i) {
+                Ok(mask) => {
+                    admitted[i] = true;
+                    let j = &world.jobs[i];
+                    let v = world.version_of(j);
+                    let frac = job_peak_frac(world, v, inp.policy);
+                    match inp.policy.rec_mode {
+                        crate::policy::RecMode::Global => {
+                            for pr in prio.iter_mut() {
+                                pr.bump(j.project.index(), frac);
+                            }
+                        }
+                        crate::policy::RecMode::PerResource => {
+                            prio[r].bump(j.project.index(), frac)
+                        }
+                    }
+                    out.run.push(RunEntry {
+                        job: j.id,
+                        reason,
+                        resource: rid,
+                        instances: mask,
+                    });
+                    true
+                }
+                Err(e) => {
+                    tried[i] = Some(e);
+                    false
+                }
+            }
+        };
+
+        // 1. EDF.
+        if inp.policy.edf {
+            let mut edf: Vec<usize> = jobs
+                .iter()
+                .copied()
+                .filter(|&i| inp.sim.misses(i) || inp.ran_edf.contains(&world.jobs[i].id))
+                .collect();
+            edf.sort_by(|&a, &b| {
+                let (ja, jb) = (&world.jobs[a], &world.jobs[b]);
+                ja.report_deadline
+                    .total_cmp(&jb.report_deadline)
+                    .then(jb.started().cmp(&ja.started()))
+                    .then(remaining_secs(world, ja).total_cmp(&remaining_secs(world, jb)))
+                    .then(ja.id.cmp(&jb.id))
+            });
+            for i in edf {
+                if full(&adm) {
+                    break;
+                }
+                if push(
+                    i,
+                    RunReason::Deadline,
+                    &mut adm,
+                    &mut prio,
+                    &mut admitted,
+                    &mut tried,
+                    &mut out,
+                ) {
+                    deadline_jobs_admitted = true;
+                }
+            }
+        }
+
+        // 2. Running jobs with an open slice (or about to finish), most deserving first.
+        let mut open: Vec<usize> = jobs
+            .iter()
+            .copied()
+            .filter(|&i| {
+                !admitted[i]
+                    && (slice_open(world, i, now)
+                        || inp.interrupted.contains(&world.jobs[i].id)
+                        || (world.jobs[i].is_running()
+                            && remaining_secs(world, &world.jobs[i])
+                                < inp.policy.finish_if_nearly_done_frac * period))
+            })
+            .collect();
+        open.sort_by(|&a, &b| {
+            let pa = prio[r].value[world.jobs[a].project.index()];
+            let pb = prio[r].value[world.jobs[b].project.index()];
+            pb.total_cmp(&pa)
+                .then(world.jobs[a].id.cmp(&world.jobs[b].id))
+        });
+        for i in open {
+            if full(&adm) {
+                break;
+            }
+            push(
+                i,
+                RunReason::TimeSlice,
+                &mut adm,
+                &mut prio,
+                &mut admitted,
+                &mut tried,
+                &mut out,
+            );
+        }
+
+        // 3. Priority order.
+        let mut lists: Vec<Vec<usize>> = vec![Vec::new(); np];
+        for &i in jobs {
+            if !admitted[i] {
+                lists[world.jobs[i].project.index()].push(i);
+            }
+        }
+        for l in lists.iter_mut() {
+            l.sort_by(|&a, &b| {
+                let (ja, jb) = (&world.jobs[a], &world.jobs[b]);
+                jb.is_running()
+                    .cmp(&ja.is_running())
+                    .then(jb.started().cmp(&ja.started()))
+                    .then(ja.received_time.total_cmp(&jb.received_time))
+                    .then(ja.id.cmp(&jb.id))
+            });
+            l.reverse(); // pop from the back
+        }
+        let mut heap: BinaryHeap<HeapItem> = (0..np)
+            .filter(|&p| !lists[p].is_empty())
+            .map(|p| HeapItem {
+                prio: prio[r].value[p],
+                project: p,
+            })
+            .collect();
+        while let Some(top) = heap.pop() {
+            if full(&adm) {
+                break;
+            }
+            let p = top.project;
+            let Some(i) = lists[p].pop() else { continue };
+            push(
+                i,
+                RunReason::Priority,
+                &mut adm,
+                &mut prio,
+                &mut admitted,
+                &mut tried,
+                &mut out,
+            );
+            if !lists[p].is_empty() {
+                heap.push(HeapItem {
+                    prio: prio[r].value[p],
+                    project: p,
+                });
+            }
+        }
+    }
+
+    // Preemptions.
+    for (i, j) in world.jobs.iter().enumerate() {
+        if admitted[i] {
+            continue;
+        }
+        let gpu = !world.version_of(j).resource.is_cpu();
+        match j.state {
+            JobState::Running => {
+                let open = slice_open(world, i, now);
+                if open {
+                    out.interrupted.push(j.id);
+                }
+                let reason = match tried[i] {
+                    Some(SkipReason::CpusCommitted | SkipReason::NoCoprocInstance)
+                        if open && deadline_jobs_admitted =>
+                    {
+                        PreemptReason::DeadlineJob
+                    }
+                    Some(s) => PreemptReason::Skipped(s),
+                    None if deadline_jobs_admitted => PreemptReason::DeadlineJob,
+                    None => PreemptReason::LowerPriority,
+                };
+                let never_checkpointed = j.checkpoint_elapsed <= 0.0 && j.elapsed > 0.0;
+                let action = if gpu || reason == PreemptReason::Skipped(SkipReason::Memory) {
+                    PreemptAction::Quit
+                } else if world.prefs.leave_apps_in_memory || never_checkpointed {
+                    PreemptAction::KeepInMemory
+                } else {
+                    PreemptAction::Quit
+                };
+                out.preempt.push(PreemptEntry {
+                    job: j.id,
+                    reason,
+                    action,
+                });
+            }
+            JobState::Preempted { in_memory: true } => {
+                let has_checkpoint = j.checkpoint_elapsed > 0.0;
+                if gpu || (!world.prefs.leave_apps_in_memory && has_checkpoint) {
+                    out.preempt.push(PreemptEntry {
+                        job: j.id,
+                        reason: PreemptReason::ReleaseMemory,
+                        action: PreemptAction::Quit,
+                    });
+                }
+            }
+            _ => {}
+        }
+        if let Some(s) = tried[i] {
+            out.skipped.push((j.id, s));
+        }
+    }
+    out.idle_cpus = (adm.ncpus - adm.cpu_used).max(0.0);
+    out
+}

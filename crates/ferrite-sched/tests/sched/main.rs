@@ -1,0 +1,6 @@
+//! Integration tests of the scheduling core: the seed documents' scenarios driven in virtual
+//! time, work-fetch decisions, and property tests.
+
+mod driver;
+mod properties;
+mod scenarios;
