@@ -511,3 +511,594 @@ proptest! {
         prop_assert_eq!(back.value, p);
     }
 }
+
+// ---------------------------------------------------------------- cc_config
+
+use ferrite_proto::account::{self, AccountFile};
+use ferrite_proto::app_config::{AppConfig, AppConfigApp, AppVersionConfig, GpuVersions};
+use ferrite_proto::cc_config::{
+    CcConfig, CcOptions, ConfigCoproc, ExcludeGpu, LogFlags, ProxyInfo,
+};
+use ferrite_proto::job_log::{DailyXferHistory, JobLogRecord, TimeStatsEvent, TimeStatsEventKind};
+use ferrite_proto::statistics::{DailyStatistics, ProjectStatistics};
+
+#[test]
+fn cc_config_fixtures_parse_and_round_trip() {
+    for name in ["cc_config.xml", "cc_config_rpc.xml"] {
+        let parsed = CcConfig::parse(&fixture(name), name).expect(name);
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let c = parsed.value;
+        assert!(c.log_flags.task && c.log_flags.file_xfer && c.log_flags.sched_ops);
+        assert!(c.log_flags.sched_op_debug);
+        assert!(!c.log_flags.cpu_sched_debug);
+        assert!(c.options.dont_contact_ref_site && c.options.no_info_fetch);
+        let expected = CcConfig {
+            log_flags: LogFlags {
+                sched_op_debug: true,
+                ..LogFlags::default()
+            },
+            options: CcOptions {
+                dont_contact_ref_site: true,
+                no_info_fetch: true,
+                ..CcOptions::default()
+            },
+        };
+        assert_eq!(c, expected);
+        let again = CcConfig::parse(&c.to_xml(), "w").expect("re-parse");
+        assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+        assert_eq!(again.value, c);
+    }
+}
+
+#[test]
+fn cc_config_defaults_match_boinc() {
+    let o = CcOptions::default();
+    assert_eq!(o.max_file_xfers, 8);
+    assert_eq!(o.max_file_xfers_per_project, 2);
+    assert_eq!(o.http_transfer_timeout, 300);
+    assert_eq!(o.http_transfer_timeout_bps, 10);
+    assert_eq!(o.ncpus, -1);
+    assert_eq!(o.max_overdue_days, -1.0);
+    assert_eq!(o.rec_half_life_days, 10.0);
+    assert_eq!(o.save_stats_days, 30);
+    assert_eq!(o.max_event_log_lines, 2000);
+    assert_eq!(o.force_auth, "default");
+    assert_eq!(o.process_priority, -1);
+    let f = LogFlags::default();
+    let on: Vec<&str> = LogFlags::NAMES
+        .iter()
+        .copied()
+        .filter(|n| f.get(n) == Some(true))
+        .collect();
+    assert_eq!(on, ["file_xfer", "sched_ops", "task"]);
+    assert_eq!(LogFlags::NAMES.len(), 42);
+    // A missing or empty file means the defaults.
+    assert_eq!(
+        CcConfig::parse("<cc_config/>", "e").expect("empty").value,
+        CcConfig::default()
+    );
+}
+
+#[test]
+fn cc_config_typed_options() {
+    let text = r#"<cc_config>
+<log_flags><cpu_sched_debug/><work_fetch_debug>1</work_fetch_debug><future_debug>1</future_debug></log_flags>
+<options>
+  <alt_platform>i686-pc-linux-gnu</alt_platform>
+  <alt_platform>x86_64-pc-linux-musl</alt_platform>
+  <coproc><type>miner_asic</type><count>2</count><peak_flops>1e10</peak_flops><device_nums>3 5</device_nums><non_gpu/></coproc>
+  <coproc><type>fpga</type><count>2</count></coproc>
+  <coproc><count>1</count></coproc>
+  <coproc><type>CPU</type><count>1</count></coproc>
+  <exclude_gpu><url>Einstein.PHYS.uwm.edu</url><device_num>1</device_num><type>NVIDIA</type><app>brp</app></exclude_gpu>
+  <exclude_gpu><url>http://a.org/</url></exclude_gpu>
+  <exclude_gpu><device_num>0</device_num></exclude_gpu>
+  <ignore_nvidia_dev>1</ignore_nvidia_dev>
+  <ignore_cuda_dev>2</ignore_cuda_dev>
+  <ignore_ati_dev>0</ignore_ati_dev>
+  <exclusive_app>game.exe</exclusive_app>
+  <exclusive_app>boincmgr</exclusive_app>
+  <exclusive_gpu_app>blender</exclusive_gpu_app>
+  <exit_when_idle/>
+  <force_auth>NTLM</force_auth>
+  <ncpus>3</ncpus>
+  <max_overdue_days>2.5</max_overdue_days>
+  <rec_half_life_days>0</rec_half_life_days>
+  <proxy_info><http_server_name>proxy.lan</http_server_name><http_server_port>3128</http_server_port><http_user_name>me</http_user_name></proxy_info>
+  <ignore_tty>pts/3</ignore_tty>
+  <device_name>crunchbox</device_name>
+  <dont_use_podman>1</dont_use_podman>
+  <client_version_check_url>http://old/</client_version_check_url>
+  <max_file_xfers>many</max_file_xfers>
+  <warp_drive>1</warp_drive>
+</options>
+</cc_config>"#;
+    let parsed = CcConfig::parse(text, "cc_config.xml").expect("parses");
+    let c = &parsed.value;
+    assert!(c.log_flags.cpu_sched_debug && c.log_flags.work_fetch_debug);
+    let o = &c.options;
+    assert_eq!(
+        o.alt_platforms,
+        ["i686-pc-linux-gnu", "x86_64-pc-linux-musl"]
+    );
+    assert_eq!(
+        o.coprocs,
+        [
+            ConfigCoproc {
+                rsc_type: "miner_asic".into(),
+                count: 2,
+                peak_flops: 1e10,
+                device_nums: vec![3, 5],
+                non_gpu: true,
+            },
+            ConfigCoproc {
+                rsc_type: "fpga".into(),
+                count: 2,
+                peak_flops: 0.0,
+                device_nums: vec![0, 1],
+                non_gpu: false,
+            },
+        ]
+    );
+    assert_eq!(
+        o.exclude_gpus,
+        [
+            ExcludeGpu {
+                url: "http://einstein.phys.uwm.edu/".into(),
+                device_num: Some(1),
+                rsc_type: Some("NVIDIA".into()),
+                app: Some("brp".into()),
+            },
+            ExcludeGpu {
+                url: "http://a.org/".into(),
+                ..ExcludeGpu::default()
+            },
+        ]
+    );
+    assert_eq!(o.ignore_nvidia_dev, [1, 2]);
+    assert_eq!(o.ignore_ati_dev, [0]);
+    assert_eq!(o.exclusive_apps, ["game.exe"]);
+    assert_eq!(o.exclusive_gpu_apps, ["blender"]);
+    assert!(
+        o.exit_when_idle && o.report_results_immediately,
+        "exit_when_idle implies it"
+    );
+    assert_eq!(o.force_auth, "ntlm");
+    assert_eq!(o.ncpus, 3);
+    assert_eq!(o.max_overdue_days, 2.5);
+    assert_eq!(o.rec_half_life_days, 10.0);
+    let proxy = o.proxy_info.as_ref().expect("proxy");
+    assert!(proxy.use_http_proxy && proxy.use_http_auth && !proxy.use_socks_proxy);
+    assert_eq!(
+        (proxy.http_server_name.as_str(), proxy.http_server_port),
+        ("proxy.lan", 3128)
+    );
+    assert!(proxy.present());
+    assert_eq!(o.ignore_tty, ["pts/3"]);
+    assert_eq!(o.device_name, "crunchbox");
+    assert!(o.dont_use_docker);
+    assert_eq!(o.max_file_xfers, 8, "unparsable value keeps the default");
+    let warned: Vec<&str> = parsed.warnings.iter().map(|w| w.element.as_str()).collect();
+    assert_eq!(
+        warned,
+        [
+            "future_debug",
+            "coproc",
+            "coproc",
+            "exclude_gpu",
+            "exclusive_app",
+            "rec_half_life_days",
+            "max_file_xfers",
+            "warp_drive"
+        ]
+    );
+    let again = CcConfig::parse(&c.to_xml(), "w").expect("re-parse");
+    assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+    assert_eq!(&again.value, c);
+}
+
+#[test]
+fn cc_config_not_xml_is_an_error() {
+    let err = CcConfig::parse("<cc_config>\n<options>\n</cc_config>", "cc_config.xml")
+        .expect_err("mismatched");
+    assert!(err.to_string().starts_with("cc_config.xml:3:"), "{err}");
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9_.]{0,12}"
+}
+
+prop_compose! {
+    fn proxy()(
+        names in proptest::array::uniform7("[a-z0-9.&]{0,10}"),
+        ports in (0i32..65536, 0i32..65536),
+        flags in proptest::array::uniform5(any::<bool>()),
+    ) -> ProxyInfo {
+        ProxyInfo {
+            use_http_proxy: flags[0] || !names[1].is_empty(),
+            use_socks_proxy: flags[1] || !names[0].is_empty(),
+            use_http_auth: flags[2] || !names[4].is_empty(),
+            socks_server_name: names[0].clone(),
+            socks_server_port: ports.0,
+            http_server_name: names[1].clone(),
+            http_server_port: ports.1,
+            socks5_user_name: names[2].clone(),
+            socks5_user_passwd: names[3].clone(),
+            socks5_remote_dns: flags[3],
+            http_user_name: names[4].clone(),
+            http_user_passwd: names[5].clone(),
+            no_proxy: names[6].clone(),
+            no_autodetect: flags[4],
+        }
+    }
+}
+
+prop_compose! {
+    fn cc_config()(
+        flags in proptest::collection::vec(any::<bool>(), 42),
+        bools in proptest::collection::vec(any::<bool>(), 37),
+        ints in proptest::array::uniform10(-1i32..100_000),
+        dbls in proptest::array::uniform5((-1000i32..1_000_000).prop_map(|m| f64::from(m) / 1000.0)),
+        lists in proptest::array::uniform6(proptest::collection::vec(name(), 0..3)),
+        devs in proptest::array::uniform4(proptest::collection::vec(0i32..8, 0..3)),
+        coprocs in proptest::collection::vec(
+            (name(), 0i32..8, 0u32..1_000_000, proptest::collection::vec(0i32..8, 0..4), any::<bool>()),
+            0..3),
+        excl in proptest::collection::vec(
+            ("[a-z]{1,8}", proptest::option::of(0i32..8), proptest::option::of(name()), proptest::option::of(name())),
+            0..3),
+        proxy in proptest::option::of(proxy()),
+        device_name in "[a-z]{0,8}",
+        force_auth in "[a-z]{1,8}",
+    ) -> CcConfig {
+        let mut lf = LogFlags::default();
+        let mut text = String::from("<cc_config><log_flags>");
+        for (n, v) in LogFlags::NAMES.iter().zip(&flags) {
+            text.push_str(&format!("<{n}>{}</{n}>", u8::from(*v)));
+        }
+        text.push_str("</log_flags></cc_config>");
+        if let Ok(p) = CcConfig::parse(&text, "gen") {
+            lf = p.value.log_flags;
+        }
+        let b = |i: usize| bools[i];
+        CcConfig {
+            log_flags: lf,
+            options: CcOptions {
+                abort_jobs_on_exit: b(0),
+                allow_gui_rpc_get: b(1),
+                allow_multiple_clients: b(2),
+                allow_remote_gui_rpc: b(3),
+                alt_platforms: lists[0].clone(),
+                coprocs: coprocs.into_iter().map(|(t, count, f, nums, non_gpu)| ConfigCoproc {
+                    rsc_type: format!("x{t}"),
+                    count,
+                    peak_flops: f64::from(f),
+                    device_nums: nums,
+                    non_gpu,
+                }).collect(),
+                device_name,
+                disallow_attach: b(4),
+                dont_check_file_sizes: b(5),
+                dont_contact_ref_site: b(6),
+                dont_suspend_nci: b(7),
+                dont_use_vbox: b(8),
+                dont_use_wsl: b(9),
+                dont_use_docker: b(10),
+                disallowed_wsls: lists[1].clone(),
+                exclude_gpus: excl.into_iter().map(|(host, d, t, a)| ExcludeGpu {
+                    url: format!("http://{host}.org/"),
+                    device_num: d,
+                    rsc_type: t,
+                    app: a,
+                }).collect(),
+                exclusive_apps: lists[2].clone(),
+                exclusive_gpu_apps: lists[3].clone(),
+                exit_after_finish: b(11),
+                exit_before_start: b(12),
+                exit_when_idle: b(13),
+                fetch_minimal_work: b(14),
+                fetch_on_update: b(15),
+                force_auth,
+                http_1_0: b(16),
+                http_transfer_timeout: ints[0],
+                http_transfer_timeout_bps: ints[1],
+                ignore_nvidia_dev: devs[0].clone(),
+                ignore_ati_dev: devs[1].clone(),
+                ignore_intel_dev: devs[2].clone(),
+                ignore_apple_dev: devs[3].clone(),
+                ignore_tty: lists[4].clone(),
+                lower_client_priority: b(17),
+                max_event_log_lines: ints[2],
+                max_file_xfers: ints[3],
+                max_file_xfers_per_project: ints[4],
+                max_overdue_days: dbls[0],
+                max_stderr_file_size: dbls[1].abs(),
+                max_stdout_file_size: dbls[2].abs(),
+                max_tasks_reported: ints[5],
+                ncpus: ints[6],
+                no_alt_platform: b(18),
+                no_disk_usage: b(19),
+                no_gpus: b(20),
+                no_info_fetch: b(21),
+                no_opencl: b(22),
+                no_priority_change: b(23),
+                no_rdp_check: b(24),
+                os_random_only: b(25),
+                prioritize_gpu: b(26),
+                process_priority: ints[7] % 6,
+                process_priority_special: ints[8] % 6,
+                proxy_info: proxy,
+                rec_half_life_days: dbls[3].abs() + 0.5,
+                report_results_immediately: b(27) || b(13),
+                run_apps_manually: b(28),
+                save_stats_days: ints[9],
+                simple_gui_only: b(29),
+                skip_cpu_benchmarks: b(30),
+                start_delay: dbls[4],
+                stderr_head: b(31),
+                suppress_net_info: b(32),
+                unsigned_apps_ok: b(33),
+                use_all_gpus: b(34),
+                use_certs: b(35),
+                use_certs_only: b(36),
+                vbox_window: lists[5].is_empty(),
+            },
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn cc_config_write_then_parse_is_identity(c in cc_config()) {
+        let xml = c.to_xml();
+        let back = CcConfig::parse(&xml, "c").expect("parses");
+        prop_assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+        prop_assert_eq!(back.value, c);
+    }
+}
+
+// ---------------------------------------------------------------- app_config
+
+#[test]
+fn app_config_reads_every_element() {
+    let text = r#"<app_config>
+   <app>
+      <name>einstein_O3</name>
+      <max_concurrent>2</max_concurrent>
+      <gpu_versions>
+          <gpu_usage>0.5</gpu_usage>
+          <cpu_usage>0.4</cpu_usage>
+      </gpu_versions>
+      <fraction_done_exact/>
+      <report_results_immediately>1</report_results_immediately>
+   </app>
+   <app><name>other</name><gpu_versions><gpu_usage>-1</gpu_usage><cpu_usage>0</cpu_usage></gpu_versions></app>
+   <app_version>
+       <app_name>einstein_O3</app_name>
+       <plan_class>cuda101</plan_class>
+       <avg_ncpus>2</avg_ncpus>
+       <ngpus>0.5</ngpus>
+       <cmdline>--nthreads 2</cmdline>
+   </app_version>
+   <project_max_concurrent>4</project_max_concurrent>
+   <report_results_immediately/>
+   <hyperdrive/>
+</app_config>"#;
+    let parsed = AppConfig::parse(text, "app_config.xml").expect("parses");
+    let c = &parsed.value;
+    let app = c.app("einstein_O3").expect("app");
+    assert_eq!(app.max_concurrent, 2);
+    assert_eq!(
+        app.gpu_versions,
+        Some(GpuVersions {
+            gpu_usage: 0.5,
+            cpu_usage: 0.4
+        })
+    );
+    assert!(app.gpu_versions.is_some_and(|g| g.applies()));
+    assert!(app.fraction_done_exact && app.report_results_immediately);
+    let other = c.app("other").expect("other");
+    assert!(
+        !other.gpu_versions.is_some_and(|g| g.applies()),
+        "0 cpu_usage disables it"
+    );
+    let v = c.app_version("einstein_O3", "cuda101").expect("version");
+    assert_eq!(
+        (v.avg_ncpus, v.ngpus, v.cmdline.as_str()),
+        (2.0, 0.5, "--nthreads 2")
+    );
+    assert!(
+        c.app_version("einstein_O3", "").is_none(),
+        "plan class matches exactly"
+    );
+    assert_eq!(c.project_max_concurrent, 4);
+    assert!(c.report_immediately("anything"));
+    let warned: Vec<&str> = parsed.warnings.iter().map(|w| w.element.as_str()).collect();
+    assert_eq!(warned, ["gpu_usage", "hyperdrive"]);
+    let again = AppConfig::parse(&c.to_xml(), "w").expect("re-parse");
+    assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+    assert_eq!(&again.value, c);
+}
+
+#[test]
+fn app_config_bad_values() {
+    let text = "<app_config><project_max_concurrent>0</project_max_concurrent><app><name>a</name><max_concurrent>-3</max_concurrent></app></app_config>";
+    let parsed = AppConfig::parse(text, "a.xml").expect("parses");
+    assert_eq!(parsed.value.project_max_concurrent, 0);
+    assert_eq!(parsed.value.apps[0].max_concurrent, 0);
+    assert_eq!(parsed.warnings.len(), 2);
+    assert!(AppConfig::parse("<app_config><app>", "a.xml").is_err());
+}
+
+prop_compose! {
+    fn app_config()(
+        apps in proptest::collection::vec(
+            (name(), 0i32..16, proptest::option::of((1u32..4000, 0u32..4000)), any::<bool>(), any::<bool>()),
+            0..4),
+        versions in proptest::collection::vec(
+            (name(), "[a-z0-9_]{0,8}", "[a-z0-9 -]{0,12}", 0u32..16_000, 0u32..4000),
+            0..3),
+        pmc in 0i32..10,
+        rri in any::<bool>(),
+    ) -> AppConfig {
+        AppConfig {
+            apps: apps.into_iter().map(|(name, mc, g, fde, rri)| AppConfigApp {
+                name,
+                max_concurrent: mc,
+                gpu_versions: g.map(|(gu, cu)| GpuVersions {
+                    gpu_usage: f64::from(gu) / 1000.0,
+                    cpu_usage: f64::from(cu) / 1000.0,
+                }),
+                fraction_done_exact: fde,
+                report_results_immediately: rri,
+            }).collect(),
+            app_versions: versions.into_iter().map(|(app_name, plan_class, cmdline, n, g)| AppVersionConfig {
+                app_name,
+                plan_class,
+                cmdline: cmdline.trim().to_owned(),
+                avg_ncpus: f64::from(n) / 1000.0,
+                ngpus: f64::from(g) / 1000.0,
+            }).collect(),
+            project_max_concurrent: pmc,
+            report_results_immediately: rri,
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn app_config_write_then_parse_is_identity(c in app_config()) {
+        let xml = c.to_xml();
+        let back = AppConfig::parse(&xml, "a").expect("parses");
+        prop_assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+        prop_assert_eq!(back.value, c);
+    }
+}
+
+// ---------------------------------------------------------------- account, statistics, logs
+
+#[test]
+fn account_fixture_round_trips_byte_for_byte() {
+    let text = fixture("account_127.0.0.1_18080.xml");
+    let parsed = AccountFile::parse(&text, "account").expect("parses");
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let a = &parsed.value;
+    assert_eq!(a.master_url, "http://127.0.0.1:18080/");
+    assert_eq!(a.authenticator, "0123456789abcdef0123456789abcdef");
+    assert_eq!(a.project_name, "Fixture Project");
+    assert_eq!(a.prefs("").resource_share, Some(100.0));
+    assert_eq!(a.to_xml(), text, "written exactly as BOINC wrote it");
+    assert_eq!(
+        account::account_file_name(&a.master_url),
+        "account_127.0.0.1_18080.xml"
+    );
+}
+
+#[test]
+fn account_with_gui_urls_and_without_url() {
+    let a = AccountFile {
+        master_url: "https://p.org/".into(),
+        authenticator: "k".into(),
+        project_name: String::new(),
+        project_prefs: "<resource_share>5</resource_share>\n<venue name=\"w\"><resource_share>7</resource_share></venue>\n".into(),
+        gui_urls: Some("<gui_urls>\n<gui_url><name>Forum</name><url>https://p.org/forum</url></gui_url>\n</gui_urls>".into()),
+    };
+    let xml = a.to_xml();
+    let back = AccountFile::parse(&xml, "a").expect("parses").value;
+    assert_eq!(back, a);
+    assert_eq!(back.prefs("w").resource_share, Some(7.0));
+    let err = AccountFile::parse(
+        "<account>\n<authenticator>x</authenticator>\n</account>",
+        "acc.xml",
+    )
+    .expect_err("no url");
+    assert!(
+        matches!(&err, XmlError::MissingElement { element, line: 1, .. } if element == "master_url"),
+        "{err}"
+    );
+}
+
+#[test]
+fn statistics_fixture_round_trips() {
+    let text = fixture("statistics_127.0.0.1_18080.xml");
+    let parsed = ProjectStatistics::parse(&text, "stats").expect("parses");
+    assert!(parsed.warnings.is_empty());
+    let s = parsed.value;
+    assert_eq!(s.master_url, "http://127.0.0.1:18080/");
+    assert_eq!(s.daily.len(), 1);
+    assert_eq!(s.daily[0].day, 1_795_305_600.0);
+    assert_eq!(s.to_xml(), text, "written exactly as BOINC wrote it");
+}
+
+#[test]
+fn statistics_record_replaces_today_and_trims() {
+    let mut s = ProjectStatistics {
+        master_url: "http://p/".into(),
+        daily: (0..40)
+            .map(|d| DailyStatistics {
+                day: f64::from(d) * 86_400.0,
+                ..DailyStatistics::default()
+            })
+            .collect(),
+    };
+    let today = DailyStatistics {
+        day: 39.0 * 86_400.0,
+        user_total_credit: 5.0,
+        ..DailyStatistics::default()
+    };
+    s.record(today, 30);
+    assert_eq!(s.daily.len(), 31);
+    assert_eq!(s.daily[0].day, 9.0 * 86_400.0);
+    assert_eq!(s.daily.last().map(|d| d.user_total_credit), Some(5.0));
+}
+
+#[test]
+fn job_log_fixture_lines_parse_and_format_identically() {
+    let text = fixture("job_log_127.0.0.1_18080.txt");
+    let (records, bad) = JobLogRecord::parse_log(&text);
+    assert!(bad.is_empty(), "{bad:?}");
+    assert_eq!(records.len(), 2);
+    let r = &records[1];
+    assert_eq!(r.time, 1_795_334_303.0);
+    assert_eq!(r.est_runtime_uncorrected, 10.0);
+    assert_eq!(r.fpops_est, 1e10);
+    assert_eq!(r.name, "wu_long_0");
+    assert_eq!(r.elapsed_time, 120.203464);
+    assert_eq!(r.exit_status, 0);
+    let formatted: String = records.iter().map(|r| format!("{r}\n")).collect();
+    assert_eq!(formatted, text);
+    assert!(JobLogRecord::parse_line("123 ue 1 ct").is_err());
+    assert!(JobLogRecord::parse_line("abc ue 1 nm x").is_err());
+    assert!(
+        JobLogRecord::parse_line("123 ue 1 ct 2").is_err(),
+        "no name"
+    );
+    let future = JobLogRecord::parse_line("5 zz 9 nm a es -1").expect("unknown key skipped");
+    assert_eq!(future.exit_status, -1);
+}
+
+#[test]
+fn time_stats_log_and_daily_xfer_history() {
+    let text = fixture("time_stats_log");
+    let events: Vec<TimeStatsEvent> = text
+        .lines()
+        .map(|l| TimeStatsEvent::parse_line(l).expect(l))
+        .collect();
+    assert_eq!(events[0].event, TimeStatsEventKind::PowerOn);
+    assert_eq!(events[1].event, TimeStatsEventKind::NetUnknown);
+    assert_eq!(events[2].event, TimeStatsEventKind::ProcStop);
+    let formatted: String = events.iter().map(|e| format!("{e}\n")).collect();
+    assert_eq!(formatted, text);
+    assert!(TimeStatsEvent::parse_line("1 power_on extra").is_err());
+
+    let text = fixture("daily_xfer_history.xml");
+    let h = DailyXferHistory::parse(&text, "dx").expect("parses").value;
+    assert_eq!(h.days.len(), 1);
+    assert_eq!(
+        (h.days[0].when, h.days[0].up, h.days[0].down),
+        (20779, 38455.0, 10147.0)
+    );
+    assert_eq!(h.to_xml(), text);
+    assert_eq!(h.totals(20779, 1), (38455.0, 10147.0));
+    assert_eq!(h.totals(20780, 1), (0.0, 0.0));
+}
