@@ -610,3 +610,28 @@ fn synthetic_state_has_the_requested_size_and_round_trips() {
     assert!(back.warnings.is_empty());
     assert_eq!(back.value, cs);
 }
+
+#[test]
+fn the_leaf_comparison_notices_a_lost_field() {
+    let text = sample();
+    let out = ClientState::parse(&text, "c")
+        .expect("parses")
+        .value
+        .to_xml();
+    let damaged = out
+        .replace("<hostid>7</hostid>", "")
+        .replace("<dont_use_dcf/>", "");
+    let missing = common::missing_leaves(
+        &common::leaves(&text, &state_rename),
+        &common::leaves(&damaged, &state_rename),
+        &[],
+    );
+    let paths: Vec<_> = missing.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "client_state/project/hostid",
+            "client_state/project/dont_use_dcf"
+        ]
+    );
+}
