@@ -1,7 +1,11 @@
 //! User activity and power state, inputs for the "run when idle" and "run on batteries"
-//! preferences: time since the last keyboard/mouse input, read from the access times of input
-//! devices and terminals under `/dev` (no GUI library is linked), and whether the machine runs
-//! on battery, from `/sys/class/power_supply`. Roots are parameters so tests use fixture trees.
+//! preferences: time since the last keyboard/mouse input, and whether the machine runs on
+//! battery (from `/sys/class/power_supply`). Roots are parameters so tests use fixture trees.
+//!
+//! Idle time comes, as in the official client, first from the `idle_detect` helper's shared
+//! memory segment (`/dev/shm/idle_detect_shmem`, which that helper fills from X11 or Wayland
+//! sessions), else from the access times of input devices and terminals under `/dev`. No GUI
+//! library is linked.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -11,6 +15,8 @@ use std::time::{Duration, SystemTime};
 pub struct IdleProbe {
     /// Device directory, normally `/dev`.
     pub dev_root: PathBuf,
+    /// Shared-memory directory holding `idle_detect_shmem`, normally `/dev/shm`.
+    pub shm_root: PathBuf,
     /// `cc_config.xml` `<ignore_tty>` prefixes (full paths such as `/dev/pts/3`, interpreted
     /// relative to `dev_root`'s parent when `dev_root` is not `/dev`).
     pub ignore_tty: Vec<String>,
@@ -20,6 +26,7 @@ impl Default for IdleProbe {
     fn default() -> Self {
         IdleProbe {
             dev_root: PathBuf::from("/dev"),
+            shm_root: PathBuf::from("/dev/shm"),
             ignore_tty: Vec::new(),
         }
     }
@@ -69,10 +76,39 @@ fn candidate_devices(probe: &IdleProbe) -> Vec<PathBuf> {
     out
 }
 
-/// Time since the most recent access to an input device or terminal, or `None` when no such
-/// device can be read (the caller then treats the user as absent, like the official client's
-/// "infinite" idle time).
+fn unix_secs(t: SystemTime) -> i64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Reads the `idle_detect` segment: two native-endian 64-bit integers, the time the helper
+/// last updated it and the time of the last user input (Unix seconds). Ignored unless the
+/// helper updated it within the last minute (and not in the future by more than 10 s).
+pub fn idle_from_idle_detect(shm_root: &Path, now: SystemTime) -> Option<Duration> {
+    let bytes = std::fs::read(shm_root.join("idle_detect_shmem")).ok()?;
+    let word = |i: usize| -> Option<i64> {
+        let b: [u8; 8] = bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?;
+        Some(i64::from_ne_bytes(b))
+    };
+    let (updated, last_input) = (word(0)?, word(1)?);
+    let now_s = unix_secs(now);
+    if updated > now_s + 10 || updated < now_s - 60 {
+        return None;
+    }
+    Some(Duration::from_secs(
+        u64::try_from(now_s - last_input).unwrap_or(0),
+    ))
+}
+
+/// Time since the last user input: from the `idle_detect` helper when it runs, else from the
+/// most recent access to an input device or terminal. `None` when nothing can be read (the
+/// caller then treats the user as absent, like the official client's "infinite" idle time).
 pub fn idle_time(probe: &IdleProbe, now: SystemTime) -> Option<Duration> {
+    if let Some(d) = idle_from_idle_detect(&probe.shm_root, now) {
+        return Some(d);
+    }
     let latest = candidate_devices(probe)
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())

@@ -457,6 +457,7 @@ fn idle_time_from_input_devices_and_terminals() {
     let now = SystemTime::now();
     let probe = IdleProbe {
         dev_root: dev.to_path_buf(),
+        shm_root: dev.join("shm"),
         ignore_tty: vec!["/dev/pts/7".into()],
     };
     assert_eq!(idle_time(&probe, now), None, "no devices: unknown");
@@ -475,6 +476,42 @@ fn idle_time_from_input_devices_and_terminals() {
 
     touch(&dev.join("pts/3"), now - Duration::from_secs(30));
     assert_eq!(idle_time(&probe, now).expect("idle").as_secs(), 30);
+}
+
+fn unix(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64
+}
+
+fn write_idle_detect(shm: &Path, updated: i64, last_input: i64) {
+    std::fs::create_dir_all(shm).expect("mkdir");
+    let mut b = updated.to_ne_bytes().to_vec();
+    b.extend_from_slice(&last_input.to_ne_bytes());
+    std::fs::write(shm.join("idle_detect_shmem"), b).expect("write");
+}
+
+#[test]
+fn idle_detect_helper_segment_wins_when_fresh() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let dev = t.path();
+    let shm = dev.join("shm");
+    let now = SystemTime::now();
+    let probe = IdleProbe {
+        dev_root: dev.to_path_buf(),
+        shm_root: shm.clone(),
+        ignore_tty: vec![],
+    };
+    touch(&dev.join("input/event3"), now - Duration::from_secs(50));
+    // Fresh segment: the helper saw input 1200 s ago (a Wayland session, say).
+    write_idle_detect(&shm, unix(now) - 5, unix(now) - 1200);
+    assert_eq!(idle_time(&probe, now).expect("idle").as_secs(), 1200);
+    // Stale segment (helper stopped 2 minutes ago): fall back to devices.
+    write_idle_detect(&shm, unix(now) - 120, unix(now) - 1200);
+    assert_eq!(idle_time(&probe, now).expect("idle").as_secs(), 50);
+    // Truncated segment: ignored.
+    std::fs::write(shm.join("idle_detect_shmem"), [0u8; 9]).expect("write");
+    assert_eq!(idle_time(&probe, now).expect("idle").as_secs(), 50);
 }
 
 fn supply(root: &Path, name: &str, files: &[(&str, &str)]) {
