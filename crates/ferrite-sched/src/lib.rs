@@ -7,16 +7,56 @@
 //! estimate, deadline, elapsed time, fraction done, checkpoint, working set, state). Ids of
 //! projects, apps and versions are indices into the `World` vectors; job ids are the caller's.
 //!
-//! API flow (work in progress; the model types in [`model`] are stable):
-//! 1. Build a `World` with [`World::new`], [`World::add_project`], [`World::add_app`],
-//!    [`World::add_app_version`], [`World::add_job`].
-//! 2. Keep one `Scheduler` (accounting state: REC, backoffs, "ran for a deadline" flags) and
-//!    call its pass at virtual or real time `now` to get the run list, the fetch decision and
-//!    the reports due, each with reasons as data.
-//! 3. Tell it about RPC outcomes and arriving jobs; randomness for backoff jitter comes from a
-//!    caller-supplied [`Jitter`].
+//! # API flow (for the daemon and the emulator)
+//!
+//! ```
+//! use ferrite_sched::*;
+//! // 1. Build a snapshot from scenario data.
+//! let mut host = Host::cpu_only(4, 1e9, 8e9);
+//! host.coprocs.push(Coproc { kind: CoprocKind::Nvidia, count: 1, peak_flops: 5e12 });
+//! let mut world = World::new(host);
+//! let p = world.add_project(Project::new("https://example.org/", 100.0));
+//! let app = world.add_app(App::new(p, "app"));
+//! let cpu_v = world.add_app_version(AppVersion::cpu(app, p, 1.0, 1e9));
+//! let gpu_v = world.add_app_version(AppVersion::coproc(app, p, ResourceId(1), 1.0, 0.2, 1e11));
+//! let now = 1.7e9;
+//! world.add_job(Job::new(JobId(1), p, cpu_v, 3.6e12, now, now + 7.0 * 86400.0));
+//! world.add_job(Job::new(JobId(2), p, gpu_v, 3.6e14, now, now + 7.0 * 86400.0));
+//!
+//! // 2. One scheduler for the life of the client; `Policy::rr_only()` is
+//! //    `--cpu_sched_rr_only`.
+//! let mut sched = Scheduler::new(Policy::default());
+//!
+//! // 3. A pass at (virtual) time `now`.
+//! let out = sched.pass(&world, now);
+//! assert_eq!(out.run.run.len(), 2); // both jobs run; `out.run.preempt` says what stops
+//! if let Some(req) = &out.fetch.request {
+//!     // Send a scheduler RPC to `req.project` asking `req.resources` (req_secs,
+//!     // req_instances, estimated_delay) and `req.work_req_seconds`...
+//!     let received_per_resource = vec![3, 0]; // ...then report the outcome:
+//!     sched.handle_rpc_succeeded(now, req.project, Some(req), &received_per_resource, 0.0,
+//!                                &mut SplitMix64::new(1));
+//! }
+//! // `out.fetch.blocks` lists why nothing (else) is fetched; `out.reports` which projects to
+//! // contact to report finished jobs; `out.next_wakeup` when to run the next pass at the latest.
+//! ```
+//!
+//! Between passes the caller applies the decision to its jobs (state `Running` with
+//! `run_started_at = now` for newly started ones, `Preempted { in_memory }` for preempted ones,
+//! `assigned_instances` from the entry), advances elapsed time, fraction done and checkpoints,
+//! then calls [`Scheduler::account`] with the snapshot as it was during the interval (so the
+//! jobs that ran are still `Running`) before marking finished jobs `Finished`. Other inputs:
+//! [`Scheduler::handle_rpc_failed`], [`Scheduler::handle_jobs_arrived`],
+//! [`Scheduler::handle_user_update`]. Disk shares are a separate pure function:
+//! [`disk::plan`].
+//!
+//! Modules: [`model`] (snapshot types), [`estimate`] (runtime estimates), [`rrsim`] (the
+//! round-robin simulation), [`accounting`] (REC and priorities), [`runlist`] (run list and
+//! enforcement), [`fetch`] (work fetch, backoffs, reporting), [`disk`] (disk shares),
+//! [`scheduler`] (the stateful wrapper).
 
 pub mod accounting;
+pub mod disk;
 pub mod error;
 pub mod estimate;
 pub mod fetch;

@@ -2,5 +2,6 @@
 //! time, work-fetch decisions, and property tests.
 
 mod driver;
+mod fetching;
 mod properties;
 mod scenarios;

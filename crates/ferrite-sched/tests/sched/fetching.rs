@@ -1,0 +1,236 @@
+//! Work-fetch decisions, backoffs and reporting through the public API.
+
+use ferrite_sched::*;
+
+const H: f64 = 3600.0;
+const DAY: f64 = 86400.0;
+const T0: f64 = 1.7e9;
+
+fn host_with_gpu() -> Host {
+    let mut h = Host::cpu_only(4, 1e9, 16e9);
+    h.coprocs.push(Coproc {
+        kind: CoprocKind::Nvidia,
+        count: 2,
+        peak_flops: 1e12,
+    });
+    h
+}
+
+/// A project holding `n` one-hour CPU jobs (not running).
+fn busy_project(w: &mut World, name: &str, n: u32, first_id: u32) -> (ProjectId, AppVersionId) {
+    let p = w.add_project(Project::new(name, 100.0));
+    let a = w.add_app(App::new(p, name));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    for i in 0..n {
+        w.add_job(Job::new(
+            JobId(first_id + i),
+            p,
+            v,
+            H * 1e9,
+            T0,
+            T0 + 10.0 * DAY,
+        ));
+    }
+    (p, v)
+}
+
+#[test]
+fn new_project_first_fetch_asks_one_second_per_resource() {
+    let mut w = World::new(host_with_gpu());
+    busy_project(&mut w, "A", 400, 0);
+    let mut n = Project::new("N", 50.0);
+    n.initial_rpc_pending = true;
+    let n = w.add_project(n);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("a first request");
+    assert_eq!(req.project, n);
+    assert_eq!(req.reason, RpcReason::Init);
+    assert_eq!(req.resources.len(), 2);
+    assert!(req
+        .resources
+        .iter()
+        .all(|r| r.req_secs == 1.0 && r.req_instances == 0.0));
+    assert_eq!(req.work_req_seconds, 1.0);
+
+    // Every GPU excluded for it: no GPU request.
+    w.projects[n.index()].excluded_instances = vec![0, 0b11];
+    let out = s.pass(&w, T0 + 1.0);
+    let req = out.fetch.request.expect("a first request");
+    assert_eq!(req.resources.len(), 1);
+    assert!(req.for_resource(ResourceId::CPU).is_some());
+
+    // A failed first contact backs the project off, with the reason shown.
+    s.handle_rpc_failed(T0 + 2.0, n, &mut FixedJitter(0.0));
+    let out = s.pass(&w, T0 + 3.0);
+    assert_eq!(out.fetch.request, None);
+    assert!(out.fetch.blocks.iter().any(|b| b.project == Some(n)
+        && matches!(b.rule, FetchRule::RpcBackoff { until } if (until - (T0 + 2.0 + 60.0)).abs() < 1e-6)));
+}
+
+#[test]
+fn new_project_with_no_queue_is_asked_before_a_busy_one() {
+    // A has run for two days (high REC) and its queue is nearly empty; N just got its app.
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let (a, _) = busy_project(&mut w, "A", 1, 0);
+    w.jobs[0].state = JobState::Running;
+    w.jobs[0].run_started_at = Some(T0);
+    let n = w.add_project(Project::new("N", 100.0));
+    let na = w.add_app(App::new(n, "n"));
+    w.add_app_version(AppVersion::cpu(na, n, 1.0, 1e9));
+    let mut s = Scheduler::new(Policy::default());
+    let mut t = T0;
+    while t < T0 + 2.0 * DAY {
+        s.account(&w, t);
+        t += 60.0;
+    }
+    let out = s.pass(&w, t);
+    let req = out.fetch.request.expect("CPU idle: fetch");
+    assert_eq!(req.project, n, "blocks: {:?}", out.fetch.blocks);
+    assert_eq!(req.reason, RpcReason::NeedWork);
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU asked");
+    assert!((cpu.req_instances - 1.0).abs() < 1e-9, "one CPU idle now");
+    // Shortfall: one CPU idle for the 1 h job then two CPUs to the end of the 0.6-day buffer.
+    let buf = w.prefs.work_buf_total();
+    let want = H + 2.0 * (buf - H);
+    assert!(
+        (cpu.req_secs - want).abs() < 1.0,
+        "{} vs {}",
+        cpu.req_secs,
+        want
+    );
+    assert_eq!(req.work_req_seconds, cpu.req_secs);
+    assert!(out
+        .fetch
+        .blocks
+        .iter()
+        .any(|b| b.project == Some(a) && b.rule == FetchRule::LowerPriority));
+}
+
+#[test]
+fn full_buffer_fetches_nothing_and_says_why() {
+    let mut w = World::new(Host::cpu_only(4, 1e9, 16e9));
+    busy_project(&mut w, "A", 200, 0);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None);
+    assert!(out.fetch.blocks.iter().any(|b| b.project.is_none()
+        && b.resource == Some(ResourceId::CPU)
+        && matches!(b.rule, FetchRule::BufferFull { saturated, .. } if (saturated - 50.0 * H).abs() < 1.0)));
+}
+
+#[test]
+fn resource_backoff_doubles_is_randomised_and_clears_on_jobs() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let (p, _) = busy_project(&mut w, "P", 0, 0);
+    let (q, _) = busy_project(&mut w, "Q", 0, 100);
+    w.projects[q.index()].resource_share = 10.0; // lower priority than P
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("idle: fetch");
+    assert_eq!(req.project, p);
+    s.handle_rpc_succeeded(T0, p, Some(&req), &[0], 0.0, &mut FixedJitter(0.0));
+    let until = s.fetch_state[p.index()].backoff_until[0];
+    assert!((until - (T0 + 300.0)).abs() < 1e-6, "600 s × 0.5");
+    // While backed off, Q is asked and the reason for not asking P is data.
+    let out = s.pass(&w, T0 + 10.0);
+    assert_eq!(out.fetch.request.as_ref().map(|r| r.project), Some(q));
+    assert!(out.fetch.blocks.iter().any(|b| b.project == Some(p)
+        && b.resource == Some(ResourceId::CPU)
+        && b.rule == FetchRule::ResourceBackoff { until }));
+    // Second empty reply after expiry doubles the interval (jitter 0.99 → ×1.49).
+    let req2 = WorkRequest {
+        project: p,
+        ..req.clone()
+    };
+    s.handle_rpc_succeeded(
+        T0 + 400.0,
+        p,
+        Some(&req2),
+        &[0],
+        0.0,
+        &mut FixedJitter(0.99),
+    );
+    assert_eq!(s.fetch_state[p.index()].backoff_interval[0], 1200.0);
+    assert!(
+        (s.fetch_state[p.index()].backoff_until[0] - (T0 + 400.0 + 1200.0 * 1.49)).abs() < 1e-6
+    );
+    // Intervals cap at one day.
+    for k in 0..10 {
+        let t = T0 + 1e6 * f64::from(k + 1);
+        s.handle_rpc_succeeded(t, p, Some(&req2), &[0], 0.0, &mut FixedJitter(0.5));
+    }
+    assert_eq!(s.fetch_state[p.index()].backoff_interval[0], 86400.0);
+    s.handle_jobs_arrived(p, ResourceId::CPU);
+    assert_eq!(s.fetch_state[p.index()].backoff_until[0], 0.0);
+    assert_eq!(s.fetch_state[p.index()].backoff_interval[0], 0.0);
+}
+
+#[test]
+fn max_concurrent_project_at_capacity_is_not_asked() {
+    let mut w = World::new(Host::cpu_only(4, 1e9, 16e9));
+    let (p, v) = busy_project(&mut w, "P", 0, 0);
+    w.projects[p.index()].max_concurrent = Some(1);
+    // One long job already fills what P may run; three CPUs idle.
+    w.add_job(Job::new(
+        JobId(1),
+        p,
+        v,
+        30.0 * DAY * 1e9,
+        T0,
+        T0 + 60.0 * DAY,
+    ));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None);
+    assert!(out
+        .fetch
+        .blocks
+        .iter()
+        .any(|b| b.project == Some(p) && b.rule == FetchRule::MaxConcurrent));
+}
+
+#[test]
+fn gpu_excluded_project_is_not_asked_for_that_gpu() {
+    let mut w = World::new(host_with_gpu());
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    w.add_app_version(AppVersion::coproc(a, p, ResourceId(1), 1.0, 0.1, 1e11));
+    w.projects[p.index()].excluded_instances = vec![0, 0b11];
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None);
+    assert!(out.fetch.blocks.iter().any(|b| b.project == Some(p)
+        && b.resource == Some(ResourceId(1))
+        && b.rule == FetchRule::AllInstancesExcluded));
+    // A project with no GPU app says so.
+    assert!(out.fetch.blocks.iter().any(|b| b.project == Some(p)
+        && b.resource == Some(ResourceId::CPU)
+        && b.rule == FetchRule::NoApps));
+}
+
+#[test]
+fn finished_jobs_are_reported_after_an_hour_or_when_no_new_work() {
+    let mut w = World::new(Host::cpu_only(1, 1e9, 16e9));
+    let (p, v) = busy_project(&mut w, "P", 0, 0);
+    let mut j = Job::new(JobId(5), p, v, 1e9, T0, T0 + 10.0 * DAY);
+    j.state = JobState::Finished {
+        completed_time: T0,
+        ready_to_report: true,
+    };
+    w.add_job(j);
+    let s = Scheduler::new(Policy::default());
+    assert!(s.decide_reports(&w, T0 + 60.0).is_empty());
+    let due = s.decide_reports(&w, T0 + H + 1.0);
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].rule, ReportRule::CompletedLongAgo);
+    assert_eq!(due[0].jobs, vec![JobId(5)]);
+    // Deadline within a day.
+    let due = s.decide_reports(&w, T0 + 9.5 * DAY - H);
+    assert_eq!(due[0].rule, ReportRule::DeadlineNear);
+    w.projects[p.index()].no_new_work = true;
+    assert_eq!(
+        s.decide_reports(&w, T0 + 60.0)[0].rule,
+        ReportRule::NoNewWork
+    );
+}
