@@ -828,7 +828,7 @@ prop_compose! {
                 process_priority: ints[7] % 6,
                 process_priority_special: ints[8] % 6,
                 proxy_info: proxy,
-                rec_half_life_days: dbls[3].abs() + 0.5,
+                rec_half_life_days: if dbls[3] > 0.0 { dbls[3] } else { 10.0 },
                 report_results_immediately: b(27) || b(13),
                 run_apps_manually: b(28),
                 save_stats_days: ints[9],
@@ -1101,4 +1101,96 @@ fn time_stats_log_and_daily_xfer_history() {
     assert_eq!(h.to_xml(), text);
     assert_eq!(h.totals(20779, 1), (38455.0, 10147.0));
     assert_eq!(h.totals(20780, 1), (0.0, 0.0));
+}
+
+// ---------------------------------------------------------------- init_data.xml
+
+use ferrite_proto::init_data::{AppInitData, SHM_KEY_MMAP};
+
+#[test]
+fn init_data_fixtures_parse_and_write_back() {
+    for name in ["init_data_slot0.xml", "init_data_slot1.xml"] {
+        let text = fixture(name);
+        let parsed = AppInitData::parse(&text, name).expect(name);
+        assert!(parsed.warnings.is_empty(), "{name}: {:?}", parsed.warnings);
+        let d = &parsed.value;
+        assert_eq!((d.major_version, d.minor_version, d.release), (7, 20, 5));
+        assert_eq!(d.app_version, 200);
+        assert_eq!((d.userid, d.teamid, d.hostid), (42, 0, 7));
+        assert_eq!(d.app_name, "fixture_app");
+        assert_eq!(d.user_name, "fixture_user");
+        assert_eq!(
+            d.project_dir,
+            "/var/lib/boinc-client/projects/127.0.0.1_18080"
+        );
+        assert_eq!(d.shm_key, SHM_KEY_MMAP);
+        assert_eq!(d.client_pid, 32467);
+        assert_eq!(d.checkpoint_period, 60.0);
+        assert_eq!(
+            (d.gpu_type.as_str(), d.gpu_device_num, d.gpu_usage),
+            ("", -1, 0.0)
+        );
+        assert_eq!(d.rsc_fpops_bound, 1e12);
+        assert_eq!(d.computation_deadline, 1_795_937_483.0);
+        assert_eq!(d.host_info.p_ncpus, 2);
+        assert_eq!(d.host_info.domain_name, "host.example");
+        assert!(d.proxy_info.as_ref().is_some_and(|p| !p.present()));
+        assert_eq!(d.global_prefs.work_buf_min_days, 0.01);
+        assert!(d.global_prefs.override_file_present);
+        assert_eq!(d.app_files, ["fixture_app_2.00.sh"]);
+
+        // Written back, the file differs from BOINC 7.20.5's only by the three niu_* lines
+        // that newer clients write.
+        let ours = d.to_xml();
+        let niu = [
+            "   <niu_max_ncpus_pct>100.000000</niu_max_ncpus_pct>",
+            "   <niu_cpu_usage_limit>100.000000</niu_cpu_usage_limit>",
+            "   <niu_suspend_cpu_usage>0.000000</niu_suspend_cpu_usage>",
+        ];
+        let without: Vec<&str> = ours.lines().filter(|l| !niu.contains(l)).collect();
+        assert_eq!(ours.lines().count() - without.len(), 3, "{ours}");
+        assert_eq!(without.join("\n") + "\n", text);
+
+        let again = AppInitData::parse(&ours, "w").expect("re-parse");
+        assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+        assert_eq!(&again.value, d);
+    }
+}
+
+#[test]
+fn init_data_optional_parts_round_trip() {
+    let d = AppInitData {
+        app_name: "a & b".into(),
+        plan_class: "cuda".into(),
+        acct_mgr_url: "https://am.example/".into(),
+        project_preferences: "<color>red</color>\n<project_specific><x>1</x></project_specific>\n"
+            .into(),
+        team_name: "Team <One>".into(),
+        gpu_type: "NVIDIA".into(),
+        gpu_device_num: 1,
+        gpu_opencl_dev_index: 1,
+        gpu_usage: 0.5,
+        proxy_info: Some(ProxyInfo {
+            use_http_proxy: true,
+            http_server_name: "proxy.lan".into(),
+            http_server_port: 3128,
+            ..ProxyInfo::default()
+        }),
+        ..AppInitData::default()
+    };
+    let xml = d.to_xml();
+    assert!(
+        xml.contains("<project_preferences>\n<color>red</color>\n"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<team_name>Team &lt;One&gt;</team_name>"),
+        "{xml}"
+    );
+    let back = AppInitData::parse(&xml, "d").expect("parses");
+    assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+    assert_eq!(back.value, d);
+    let none = AppInitData::default().to_xml();
+    assert!(!none.contains("<proxy_info>") && !none.contains("<project_preferences>"));
+    assert!(none.starts_with("<app_init_data>\n<major_version>0</major_version>\n"));
 }
