@@ -1,0 +1,395 @@
+//! The emulator on the official emulator's scenarios: loading, determinism, sane figures, the
+//! command-line contract, and the default policy's figures against the official emulator's
+//! (from each scenario's README, BOINC master c5c6cb79b9, time step 60 s).
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ferrite_sim::{run, Report, Scenario, ScenarioError, SimOptions};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn load(name: &str) -> Scenario {
+    Scenario::load(&fixture(name)).unwrap()
+}
+
+fn run_for(name: &str, duration: f64, seed: u64) -> Report {
+    let opts = SimOptions {
+        duration,
+        seed,
+        ..SimOptions::default()
+    };
+    run(&load(name), &opts).unwrap()
+}
+
+const DAY: f64 = 86_400.0;
+
+/// The official emulator's default-policy figures: wasted, idle, share violation, missed.
+struct Official {
+    wasted: f64,
+    idle: f64,
+    share_violation: f64,
+    missed: u64,
+}
+
+#[test]
+fn every_scenario_loads() {
+    let a = load("a_long_vs_short");
+    assert_eq!(a.usable_cpus(), 4);
+    assert_eq!(a.projects.len(), 2);
+    assert_eq!(a.apps[0].latency_bound, 7_200_000.0);
+    assert_eq!(a.prefs.cpu_scheduling_period, 3600.0);
+
+    let b = load("b_three_projects");
+    assert_eq!(b.usable_cpus(), 2);
+    let shares: Vec<f64> = b.projects.iter().map(|p| p.resource_share).collect();
+    assert_eq!(shares, vec![50.0, 25.0, 25.0]);
+
+    let s = load("sample_legacy");
+    assert_eq!(s.host.on.frac, 0.8);
+    assert_eq!(s.host.on.lambda, 1000.0);
+    assert_eq!(s.projects[1].available.frac, 0.7);
+    assert_eq!(s.apps[1].fpops.std_dev, 10e9);
+    // The summary's "work buf min 180 max 43380": the 180 s floor and the default extra 0.5 d.
+    assert_eq!(s.prefs.work_buf_min, 180.0);
+    assert_eq!(s.prefs.work_buf_total(), 43_380.0);
+    assert_eq!(s.prefs.cpu_scheduling_period, 60.0);
+}
+
+#[test]
+fn bad_input_names_file_element_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("client_state.xml"),
+        "<client_state>\n<host_info>\n<p_ncpus>0</p_ncpus>\n</host_info>\n</client_state>\n",
+    )
+    .unwrap();
+    let err = Scenario::load(dir.path()).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, ScenarioError::Invalid { line: 3, .. }),
+        "{msg}"
+    );
+    assert!(msg.contains("client_state.xml:3: <p_ncpus>"), "{msg}");
+
+    let missing = tempfile::tempdir().unwrap();
+    let err = Scenario::load(missing.path()).unwrap_err();
+    assert!(matches!(err, ScenarioError::Read { .. }), "{err}");
+}
+
+#[test]
+fn unknown_tags_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("b_three_projects/client_state.xml")).unwrap();
+    let text = text.replace(
+        "<host_info>",
+        "<host_info>\n    <some_future_tag><x>1</x></some_future_tag>",
+    );
+    std::fs::write(dir.path().join("client_state.xml"), text).unwrap();
+    std::fs::write(
+        dir.path().join("global_prefs.xml"),
+        "<global_preferences><unheard_of>3</unheard_of>\
+         <cpu_scheduling_period_minutes>30</cpu_scheduling_period_minutes></global_preferences>",
+    )
+    .unwrap();
+    let s = Scenario::load(dir.path()).unwrap();
+    assert_eq!(s.projects.len(), 3);
+    assert_eq!(s.prefs.cpu_scheduling_period, 1800.0);
+}
+
+#[test]
+fn override_and_cc_config_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["client_state.xml", "global_prefs.xml"] {
+        std::fs::copy(fixture("a_long_vs_short").join(f), dir.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("global_prefs_override.xml"),
+        "<global_preferences><max_ncpus_pct>50</max_ncpus_pct></global_preferences>",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("cc_config.xml"),
+        "<cc_config><options><rec_half_life_days>2</rec_half_life_days></options></cc_config>",
+    )
+    .unwrap();
+    let s = Scenario::load(dir.path()).unwrap();
+    assert_eq!(s.usable_cpus(), 2);
+    assert_eq!(s.cc_config.rec_half_life, 2.0 * DAY);
+    let r = run(&s, &SimOptions::default()).unwrap();
+    assert_eq!(r.peak_flops_cpu, 2e9);
+}
+
+#[test]
+fn same_seed_gives_identical_json_and_seed_matters() {
+    let one = serde_json::to_string(&run_for("sample_legacy", DAY, 1)).unwrap();
+    let again = serde_json::to_string(&run_for("sample_legacy", DAY, 1)).unwrap();
+    assert_eq!(one, again);
+    // Host and project availability are random in this scenario: another seed is another run.
+    let other = serde_json::to_string(&run_for("sample_legacy", DAY, 2)).unwrap();
+    assert_ne!(one, other);
+}
+
+fn assert_sane(r: &Report) {
+    for (name, v) in [
+        ("wasted", r.wasted_fraction),
+        ("idle", r.idle_fraction),
+        ("share violation", r.share_violation),
+        ("monotony", r.monotony),
+    ] {
+        assert!((0.0..=1.0).contains(&v), "{name} = {v}");
+    }
+    assert!(r.share_violation <= 2.0);
+    assert!(r.rpcs_per_job >= 0.0 && r.rpcs_per_job.is_finite());
+    let shares: f64 = r.projects.iter().map(|p| p.used_share).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{shares}");
+    let reported = r.deadlines_met + r.deadlines_missed;
+    assert!(
+        reported <= r.jobs_received,
+        "{reported} > {}",
+        r.jobs_received
+    );
+    assert!(r.flops_used <= r.flops_total * (1.0 + 1e-9));
+    assert!(r.wasted_fraction <= 1.0 - r.idle_fraction + 1e-9);
+    assert_eq!(
+        r.deadlines_missed,
+        r.projects.iter().map(|p| p.deadlines_missed).sum::<u64>()
+    );
+}
+
+#[test]
+fn figures_are_sane_on_every_scenario_and_policy() {
+    for (name, duration) in [
+        ("a_long_vs_short", 10.0 * DAY),
+        ("b_three_projects", 2.0 * DAY),
+        ("sample_legacy", DAY),
+    ] {
+        for rr_only in [false, true] {
+            let opts = SimOptions {
+                duration,
+                rr_only,
+                ..SimOptions::default()
+            };
+            let r = run(&load(name), &opts).unwrap();
+            assert_sane(&r);
+            assert!(r.jobs_received > 0, "{name}");
+        }
+    }
+}
+
+#[test]
+fn existing_jobs_only_makes_no_jobs() {
+    let opts = SimOptions {
+        existing_jobs_only: true,
+        ..SimOptions::default()
+    };
+    let r = run(&load("b_three_projects"), &opts).unwrap();
+    assert_eq!(r.jobs_received, 0);
+    assert_eq!(r.idle_fraction, 1.0);
+    assert_eq!(r.rpcs_per_job, 0.0);
+}
+
+#[test]
+fn state_file_jobs_run_with_relative_deadlines() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("b_three_projects/client_state.xml")).unwrap();
+    let jobs = "<workunit><name>w1</name><app_name>p2_app</app_name><rsc_fpops_est>1.2e12</rsc_fpops_est></workunit>\n\
+                <result><name>r1</name><wu_name>w1</wu_name><project_url>http://p2.example/</project_url>\
+                <received_time>1000000</received_time><report_deadline>1003600</report_deadline></result>\n\
+                </client_state>";
+    std::fs::write(
+        dir.path().join("client_state.xml"),
+        text.replace("</client_state>", jobs),
+    )
+    .unwrap();
+    let s = Scenario::load(dir.path()).unwrap();
+    assert_eq!(s.jobs.len(), 1);
+    assert_eq!(s.jobs[0].latency, 3600.0);
+    let opts = SimOptions {
+        duration: 7200.0,
+        existing_jobs_only: true,
+        ..SimOptions::default()
+    };
+    let r = run(&s, &opts).unwrap();
+    // 1.2e12 FLOPs at 1 GFLOPS: 20 minutes, reported well within the hour.
+    assert_eq!(r.projects[1].deadlines_met, 1);
+    assert_eq!(r.deadlines_missed, 0);
+    let used = r.projects[1].flops_used;
+    assert!((used - 1.2e12).abs() < 1e-3 * 1.2e12, "{used}");
+}
+
+#[test]
+fn bad_options_are_errors() {
+    let s = load("b_three_projects");
+    for (duration, delta) in [
+        (0.0, 60.0),
+        (86400.0, 0.0),
+        (f64::NAN, 60.0),
+        (86400.0, -1.0),
+    ] {
+        let opts = SimOptions {
+            duration,
+            delta,
+            ..SimOptions::default()
+        };
+        assert!(run(&s, &opts).is_err(), "{duration} {delta}");
+    }
+}
+
+fn check_against_official(name: &str, duration: f64, official: &Official, check_idle: bool) {
+    let r = run_for(name, duration, 1);
+    assert_sane(&r);
+    eprintln!(
+        "{name}: wasted {:.6} (official {:.6}) idle {:.6} ({:.6}) share violation {:.6} ({:.6}) missed {} ({})",
+        r.wasted_fraction,
+        official.wasted,
+        r.idle_fraction,
+        official.idle,
+        r.share_violation,
+        official.share_violation,
+        r.deadlines_missed,
+        official.missed
+    );
+    // Figures are compared at the official output's precision (six decimals).
+    let le = |ours: f64, theirs: f64| ours <= theirs + 5e-7;
+    assert!(
+        le(r.wasted_fraction, official.wasted),
+        "{name}: wasted {}",
+        r.wasted_fraction
+    );
+    if check_idle {
+        assert!(
+            le(r.idle_fraction, official.idle),
+            "{name}: idle {}",
+            r.idle_fraction
+        );
+    }
+    assert!(
+        le(r.share_violation, official.share_violation),
+        "{name}: share violation {}",
+        r.share_violation
+    );
+    assert!(
+        r.deadlines_missed <= official.missed,
+        "{name}: missed {}",
+        r.deadlines_missed
+    );
+}
+
+#[test]
+fn a_long_vs_short_no_worse_than_official() {
+    let official = Official {
+        wasted: 0.005833,
+        idle: 0.0,
+        share_violation: 0.1625,
+        missed: 56,
+    };
+    check_against_official("a_long_vs_short", 100.0 * DAY, &official, true);
+}
+
+#[test]
+fn b_three_projects_no_worse_than_official() {
+    let official = Official {
+        wasted: 0.002292,
+        idle: 0.0,
+        share_violation: 0.311528,
+        missed: 11,
+    };
+    check_against_official("b_three_projects", 10.0 * DAY, &official, true);
+}
+
+#[test]
+fn sample_legacy_no_worse_than_official_except_idle() {
+    // Idle is left out: about 0.2 of it is the host being off (on_frac 0.8), and how much of
+    // that falls in one day depends on the random realisation; the official run keeps its CPUs
+    // busier by queueing 12 h of work against 500–1000 s deadlines, which is what makes it miss
+    // 576 deadlines. See the crate's report for the figures over 20 seeds.
+    let official = Official {
+        wasted: 0.305903,
+        idle: 0.216319,
+        share_violation: 0.066755,
+        missed: 576,
+    };
+    check_against_official("sample_legacy", DAY, &official, false);
+}
+
+#[test]
+fn command_line_contract_json() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrite-sim"))
+        .args([
+            "--duration",
+            "86400",
+            "--delta",
+            "60",
+            "--seed",
+            "3",
+            "--json",
+        ])
+        .arg(fixture("b_three_projects"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "wasted_fraction",
+        "idle_fraction",
+        "share_violation",
+        "monotony",
+        "rpcs_per_job",
+        "deadlines_missed",
+    ] {
+        assert!(v[key].is_number(), "{key}");
+    }
+    let projects = v["projects"].as_array().unwrap();
+    assert_eq!(projects.len(), 3);
+    assert_eq!(projects[0]["name"], "P1");
+    for p in projects {
+        assert!(p["used_share"].is_number());
+        assert!(p["deadlines_met"].is_number());
+        assert!(p["deadlines_missed"].is_number());
+    }
+    assert_eq!(v["seed"], 3);
+}
+
+#[test]
+fn command_line_flags_and_human_output() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrite-sim"))
+        .args([
+            "--cpu_sched_rr_only",
+            "--existing_jobs_only",
+            "--duration",
+            "3600",
+        ])
+        .arg(fixture("b_three_projects"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("round-robin only: yes"), "{text}");
+    assert!(text.contains("existing jobs only: yes"), "{text}");
+    assert!(text.contains("wasted fraction "), "{text}");
+    assert!(text.contains("P3: share 25.00"), "{text}");
+
+    let kebab = Command::new(env!("CARGO_BIN_EXE_ferrite-sim"))
+        .args(["--cpu-sched-rr-only", "--duration", "3600", "--json"])
+        .arg(fixture("b_three_projects"))
+        .output()
+        .unwrap();
+    assert!(kebab.status.success());
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_ferrite-sim"))
+        .arg(fixture("no_such_scenario"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("client_state.xml"));
+}
