@@ -463,6 +463,109 @@ impl GlobalPrefs {
         s
     }
 
+    /// Element names in the order BOINC writes an override file (`write_subset`).
+    pub const OVERRIDE_ORDER: &'static [&'static str] = &[
+        "run_on_batteries",
+        "run_if_user_active",
+        "run_gpu_if_user_active",
+        "idle_time_to_run",
+        "suspend_if_no_recent_input",
+        "suspend_cpu_usage",
+        "start_hour",
+        "end_hour",
+        "net_start_hour",
+        "net_end_hour",
+        "leave_apps_in_memory",
+        "battery_charge_min_pct",
+        "battery_max_temperature",
+        "confirm_before_connecting",
+        "hangup_if_dialed",
+        "dont_verify_images",
+        "work_buf_min_days",
+        "work_buf_additional_days",
+        "max_ncpus_pct",
+        "niu_max_ncpus_pct",
+        "niu_cpu_usage_limit",
+        "niu_suspend_cpu_usage",
+        "max_cpus",
+        "cpu_scheduling_period_minutes",
+        "disk_interval",
+        "disk_max_used_gb",
+        "disk_max_used_pct",
+        "disk_min_free_gb",
+        "vm_max_used_pct",
+        "ram_max_used_busy_pct",
+        "ram_max_used_idle_pct",
+        "max_bytes_sec_up",
+        "max_bytes_sec_down",
+        "cpu_usage_limit",
+        "daily_xfer_limit_mb",
+        "daily_xfer_period_days",
+        "network_wifi_only",
+    ];
+
+    /// The text BOINC writes for element `name` (`%f` doubles, 0/1 booleans), if it is a
+    /// preference element.
+    pub fn element_text(&self, name: &str) -> Option<String> {
+        let f = |v: f64| Some(format!("{v:.6}"));
+        let b = |v: bool| Some(u8::from(v).to_string());
+        match name {
+            "run_on_batteries" => b(self.run_on_batteries),
+            "run_if_user_active" => b(self.run_if_user_active),
+            "run_gpu_if_user_active" => b(self.run_gpu_if_user_active),
+            "idle_time_to_run" => f(self.idle_time_to_run),
+            "suspend_if_no_recent_input" => f(self.suspend_if_no_recent_input),
+            "suspend_cpu_usage" => f(self.suspend_cpu_usage),
+            "start_hour" => f(self.cpu_times.window.start_hour),
+            "end_hour" => f(self.cpu_times.window.end_hour),
+            "net_start_hour" => f(self.net_times.window.start_hour),
+            "net_end_hour" => f(self.net_times.window.end_hour),
+            "leave_apps_in_memory" => b(self.leave_apps_in_memory),
+            "battery_charge_min_pct" => f(self.battery_charge_min_pct),
+            "battery_max_temperature" => f(self.battery_max_temperature),
+            "confirm_before_connecting" => b(self.confirm_before_connecting),
+            "hangup_if_dialed" => b(self.hangup_if_dialed),
+            "dont_verify_images" => b(self.dont_verify_images),
+            "work_buf_min_days" => f(self.work_buf_min_days),
+            "work_buf_additional_days" => f(self.work_buf_additional_days),
+            "max_ncpus_pct" => f(self.max_ncpus_pct),
+            "niu_max_ncpus_pct" => f(self.niu_max_ncpus_pct),
+            "niu_cpu_usage_limit" => f(self.niu_cpu_usage_limit),
+            "niu_suspend_cpu_usage" => f(self.niu_suspend_cpu_usage),
+            "max_cpus" => Some(self.max_cpus.to_string()),
+            "cpu_scheduling_period_minutes" => f(self.cpu_scheduling_period_minutes),
+            "disk_interval" => f(self.disk_interval),
+            "disk_max_used_gb" => f(self.disk_max_used_gb),
+            "disk_max_used_pct" => f(self.disk_max_used_pct),
+            "disk_min_free_gb" => f(self.disk_min_free_gb),
+            "vm_max_used_pct" => f(self.vm_max_used_pct),
+            "ram_max_used_busy_pct" => f(self.ram_max_used_busy_pct),
+            "ram_max_used_idle_pct" => f(self.ram_max_used_idle_pct),
+            "max_bytes_sec_up" => f(self.max_bytes_sec_up),
+            "max_bytes_sec_down" => f(self.max_bytes_sec_down),
+            "cpu_usage_limit" => f(self.cpu_usage_limit),
+            "daily_xfer_limit_mb" => f(self.daily_xfer_limit_mb),
+            "daily_xfer_period_days" => Some(self.daily_xfer_period_days.to_string()),
+            "network_wifi_only" => b(self.network_wifi_only),
+            _ => None,
+        }
+    }
+
+    /// An override file holding only the elements in `set` (BOINC `write_subset`), in
+    /// BOINC's order; empty when `set` names no preference.
+    pub fn to_override_xml(&self, set: &PrefsMask) -> String {
+        let mut s = String::new();
+        for name in Self::OVERRIDE_ORDER.iter().filter(|n| set.contains(*n)) {
+            if let Some(v) = self.element_text(name) {
+                let _ = writeln!(s, "   <{name}>{v}</{name}>");
+            }
+        }
+        if s.is_empty() {
+            return s;
+        }
+        format!("<global_preferences>\n{s}</global_preferences>\n")
+    }
+
     // ----- derived values (pure) -----
 
     /// The CPU throttling limit in force, % (BOINC `current_cpu_usage_limit`): the not-in-use
@@ -562,6 +665,30 @@ pub fn local_hour_and_weekday(unix_time: f64, utc_offset_secs: i64) -> (f64, u8)
     // 1970-01-01 was a Thursday (4).
     let weekday = (days + 4).rem_euclid(7) as u8;
     (secs_of_day as f64 / 3600.0, weekday)
+}
+
+/// The text of `global_prefs.xml` as BOINC saves prefs received from a scheduler or account
+/// manager: `body` (the contents of the received `<global_preferences>`) tagged with the
+/// project and scheduler URLs unless it already names a `<source_project>`.
+pub fn network_prefs_file(body: &str, master_url: &str, scheduler_url: &str) -> String {
+    let mut s = String::with_capacity(body.len() + 200);
+    s.push_str("<global_preferences>\n");
+    if !body.contains("<source_project>") {
+        let esc = |t: &str| quick_xml::escape::partial_escape(t).into_owned();
+        let _ = writeln!(
+            s,
+            "    <source_project>{}</source_project>",
+            esc(master_url)
+        );
+        let _ = writeln!(
+            s,
+            "    <source_scheduler>{}</source_scheduler>",
+            esc(scheduler_url)
+        );
+    }
+    s.push_str(body);
+    s.push_str("</global_preferences>\n");
+    s
 }
 
 /// Where the network prefs came from when building the working prefs.

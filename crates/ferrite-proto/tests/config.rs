@@ -1194,3 +1194,34 @@ fn init_data_optional_parts_round_trip() {
     assert!(!none.contains("<proxy_info>") && !none.contains("<project_preferences>"));
     assert!(none.starts_with("<app_init_data>\n<major_version>0</major_version>\n"));
 }
+
+#[test]
+fn override_subset_writer_and_network_prefs_file() {
+    let over = fixture("global_prefs_override.xml");
+    let mut p = GlobalPrefs::default();
+    let applied = p.apply_override(&over, "o", NOW).expect("applies").value;
+    let written = p.to_override_xml(&applied.present);
+    assert_eq!(
+        written,
+        "<global_preferences>\n   <run_if_user_active>1</run_if_user_active>\n   <suspend_cpu_usage>0.000000</suspend_cpu_usage>\n   <work_buf_min_days>0.010000</work_buf_min_days>\n   <work_buf_additional_days>0.010000</work_buf_additional_days>\n   <max_ncpus_pct>100.000000</max_ncpus_pct>\n</global_preferences>\n"
+    );
+    let mut q = GlobalPrefs::default();
+    let again = q.apply_override(&written, "w", NOW).expect("applies").value;
+    assert_eq!(again.present, applied.present);
+    assert_eq!(q, p);
+    assert_eq!(p.to_override_xml(&Default::default()), "");
+
+    let body = "\n<mod_time>5</mod_time>\n<disk_interval>7</disk_interval>\n";
+    let file = prefs::network_prefs_file(body, "http://p.org/", "http://p.org/cgi");
+    let parsed = GlobalPrefs::parse_network(&file, "g", "", NOW)
+        .expect("parses")
+        .value
+        .0;
+    assert_eq!(parsed.source_project, "http://p.org/");
+    assert_eq!(parsed.source_scheduler, "http://p.org/cgi");
+    assert_eq!(parsed.disk_interval, 7.0);
+    let tagged = "<source_project>http://q/</source_project>\n";
+    let file = prefs::network_prefs_file(tagged, "http://p.org/", "x");
+    assert_eq!(file.matches("<source_project>").count(), 1);
+    assert!(file.contains("http://q/"));
+}
