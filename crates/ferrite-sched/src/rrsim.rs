@@ -297,6 +297,8 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
     let mut used = vec![0.0f64; nr];
     let mut proj_used = vec![vec![0.0f64; nr]; np];
     let mut saturated_set = vec![false; nr];
+    // Cached raw caps of projects without max-concurrent limits (None = recompute).
+    let mut raw_cap: Vec<Vec<Option<f64>>> = vec![vec![None; nr]; np];
     let mut t = now;
     let mut first = true;
     let res_order: Vec<usize> = (1..nr).rev().chain(std::iter::once(0)).collect();
@@ -321,17 +323,29 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
                 instances[r]
             };
             // Caps: how much each project could use, walking its FIFO jobs under its limits.
+            // Without max-concurrent limits a project's raw cap only changes when one of its
+            // jobs finishes, so it is cached until then.
             let mut any = false;
             for p in 0..np {
                 let q = &mut queues[p][r];
                 while q.head < q.jobs.len() && sjobs[q.jobs[q.head]].done {
                     q.head += 1;
                 }
+                if !has_mc[p] {
+                    if let Some(raw) = raw_cap[p][r] {
+                        cap[p] = raw.min(capacity);
+                        alloc[p] = 0.0;
+                        any |= cap[p] > EPS;
+                        continue;
+                    }
+                }
+                let q = &queues[p][r];
+                let limit = if has_mc[p] { capacity } else { instances[r] };
                 let mut c = 0.0;
                 let mut pr = proj_running[p];
                 let mut counted_apps: Vec<(usize, u32)> = Vec::new();
                 for &sj in &q.jobs[q.head..] {
-                    if c >= capacity - EPS {
+                    if c >= limit - EPS {
                         break;
                     }
                     let s = &sjobs[sj];
@@ -357,6 +371,9 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
                     }
                     pr += 1;
                     c += s.usage;
+                }
+                if !has_mc[p] {
+                    raw_cap[p][r] = Some(c);
                 }
                 cap[p] = c.min(capacity);
                 alloc[p] = 0.0;
@@ -503,6 +520,8 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
                 sj.left = 0.0;
                 sj.done = true;
                 out.job_finish[sj.index] = Some(t_next);
+                let jp = world.jobs[sj.index].project.index();
+                raw_cap[jp].iter_mut().for_each(|c| *c = None);
                 if t_next > sj.deadline {
                     let j = &world.jobs[sj.index];
                     let r = world.version_of(j).resource.index();

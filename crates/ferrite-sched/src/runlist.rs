@@ -366,14 +366,26 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
                 .copied()
                 .filter(|&i| inp.sim.misses(i) || inp.ran_edf.contains(&world.jobs[i].id))
                 .collect();
-            edf.sort_by(|&a, &b| {
-                let (ja, jb) = (&world.jobs[a], &world.jobs[b]);
-                ja.report_deadline
-                    .total_cmp(&jb.report_deadline)
-                    .then(jb.started().cmp(&ja.started()))
-                    .then(remaining_secs(world, ja).total_cmp(&remaining_secs(world, jb)))
-                    .then(ja.id.cmp(&jb.id))
+            let mut keyed: Vec<(f64, bool, f64, JobId, usize)> = edf
+                .iter()
+                .map(|&i| {
+                    let j = &world.jobs[i];
+                    (
+                        j.report_deadline,
+                        !j.started(),
+                        remaining_secs(world, j),
+                        j.id,
+                        i,
+                    )
+                })
+                .collect();
+            keyed.sort_by(|a, b| {
+                a.0.total_cmp(&b.0)
+                    .then(a.1.cmp(&b.1))
+                    .then(a.2.total_cmp(&b.2))
+                    .then(a.3.cmp(&b.3))
             });
+            edf = keyed.into_iter().map(|k| k.4).collect();
             for i in edf {
                 if full(&adm) {
                     break;
