@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ferrite_sim::{run, Scenario, SimOptions};
+use ferrite_sim::{run, PolicyKind, Scenario, SimOptions};
 
 fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/a_long_vs_short");
@@ -16,15 +16,25 @@ fn main() {
             std::process::exit(1);
         }
     };
+    for (name, policy) in [
+        ("core", PolicyKind::Core),
+        ("reference", PolicyKind::Reference),
+    ] {
+        bench(&scenario, name, policy);
+    }
+}
+
+fn bench(scenario: &Scenario, name: &str, policy: PolicyKind) {
     let opts = SimOptions {
         duration: 8_640_000.0,
         delta: 60.0,
+        policy,
         ..SimOptions::default()
     };
     let mut best = f64::INFINITY;
-    for round in 1..=5 {
+    for round in 1..=3 {
         let t = Instant::now();
-        let report = match run(&scenario, &opts) {
+        let report = match run(scenario, &opts) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("run failed: {e}");
@@ -34,7 +44,7 @@ fn main() {
         let secs = t.elapsed().as_secs_f64();
         best = best.min(secs);
         println!(
-            "a_long_vs_short 100 d @ 60 s, run {round}: wall {secs:.3} s \
+            "a_long_vs_short 100 d @ 60 s, policy {name}, run {round}: wall {secs:.3} s \
              (wasted {:.6} idle {:.6} share violation {:.6}, {} jobs)",
             report.wasted_fraction,
             report.idle_fraction,
@@ -42,5 +52,7 @@ fn main() {
             report.jobs_received
         );
     }
-    println!("a_long_vs_short 100 d @ 60 s: best wall time {best:.3} s (target < 2 s)");
+    println!(
+        "a_long_vs_short 100 d @ 60 s, policy {name}: best wall time {best:.3} s (target < 2 s)"
+    );
 }

@@ -9,9 +9,10 @@
 //! only while on. Unlike it, one step may hold one RPC per project (a real client polls every
 //! 5 s, so one minute allows several).
 
+use crate::core::CorePolicy;
 use crate::metrics::{Accumulators, Report};
 use crate::model::{Job, JobState, Resources};
-use crate::policy::{Policy, PolicyOptions};
+use crate::policy::{ClientPolicy, Policy, PolicyOptions};
 use crate::random::{rng, stream, OnOffProcess};
 use crate::scenario::Scenario;
 use crate::server::ProjectServer;
@@ -32,6 +33,18 @@ pub struct SimOptions {
     pub rr_only: bool,
     /// The servers make no new jobs.
     pub existing_jobs_only: bool,
+    /// Which client policy runs.
+    pub policy: PolicyKind,
+}
+
+/// The client policy under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PolicyKind {
+    /// Ferrite's scheduling core, `ferrite-sched`.
+    #[default]
+    Core,
+    /// The emulator's own reference policy ([`crate::policy::Policy`]).
+    Reference,
 }
 
 impl Default for SimOptions {
@@ -42,6 +55,7 @@ impl Default for SimOptions {
             seed: 1,
             rr_only: false,
             existing_jobs_only: false,
+            policy: PolicyKind::default(),
         }
     }
 }
@@ -96,7 +110,7 @@ struct World<'a> {
     host: HostProcesses,
     project_up: Vec<OnOffProcess>,
     servers: Vec<ProjectServer>,
-    policy: Policy,
+    policy: Box<dyn ClientPolicy>,
     jobs: Vec<Job>,
     seq: u64,
     acc: Accumulators,
@@ -134,14 +148,21 @@ impl<'a> World<'a> {
         let servers = (0..np)
             .map(|p| ProjectServer::new(scenario, p, rng(seed, stream::PROJECT_JOBS + p as u64)))
             .collect();
-        let policy = Policy::new(
-            scenario,
-            res.clone(),
-            PolicyOptions {
-                rr_only: opts.rr_only,
-            },
-            rng(seed, stream::CLIENT),
-        );
+        let policy: Box<dyn ClientPolicy> = match opts.policy {
+            PolicyKind::Core => Box::new(CorePolicy::new(
+                scenario,
+                opts.rr_only,
+                rng(seed, stream::CLIENT),
+            )),
+            PolicyKind::Reference => Box::new(Policy::new(
+                scenario,
+                res.clone(),
+                PolicyOptions {
+                    rr_only: opts.rr_only,
+                },
+                rng(seed, stream::CLIENT),
+            )),
+        };
         // Initial jobs, in the client's order: received time, then name.
         let mut initial: Vec<_> = scenario.jobs.iter().collect();
         initial.sort_by(|a, b| {
@@ -169,6 +190,7 @@ impl<'a> World<'a> {
                 state: JobState::Queued,
                 started: false,
                 slice_start: START_TIME,
+                elapsed: 0.0,
                 peak_used: 0.0,
                 seq,
             });
@@ -245,32 +267,29 @@ impl<'a> World<'a> {
         let np = self.scenario.projects.len();
         let mut used = vec![0.0; np];
         let mut ran = vec![false; np];
+        let computes = |j: &Job| j.state == JobState::Running && (j.gpu.is_none() || gpu_active);
+        for j in self.jobs.iter().filter(|j| computes(j)) {
+            used[j.project] += dt * self.res.job_peak(j, cpu_scale);
+            ran[j.project] = true;
+        }
+        // The policy accounts the step as it was (before jobs are marked finished).
+        self.policy.account(self.now, dt, &used, &self.jobs);
         let now = self.now;
-        for j in self
-            .jobs
-            .iter_mut()
-            .filter(|j| j.state == JobState::Running)
-        {
-            if j.gpu.is_some() && !gpu_active {
-                continue;
-            }
+        for j in self.jobs.iter_mut().filter(|j| computes(j)) {
             let speed = if j.gpu.is_some() {
                 j.flops
             } else {
                 j.flops * cpu_scale
             };
             j.fpops_left -= dt * speed;
-            let pf = dt * self.res.job_peak(j, cpu_scale);
-            j.peak_used += pf;
-            used[j.project] += pf;
-            ran[j.project] = true;
+            j.elapsed += dt;
+            j.peak_used += dt * self.res.job_peak(j, cpu_scale);
             if j.fpops_left <= 0.0 {
                 j.fpops_left = 0.0;
                 j.state = JobState::Done(now);
             }
         }
         self.acc.step(dt, gpu_active, &used, &ran);
-        self.policy.account(dt, &used);
     }
 
     /// The client's actions while it runs: abort doomed jobs, schedule, contact projects.

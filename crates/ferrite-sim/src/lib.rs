@@ -11,6 +11,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod core;
 pub mod engine;
 pub mod metrics;
 pub mod model;
@@ -19,6 +20,6 @@ pub mod random;
 pub mod scenario;
 pub mod server;
 
-pub use engine::{run, OptionsError, SimOptions, START_TIME};
+pub use engine::{run, OptionsError, PolicyKind, SimOptions, START_TIME};
 pub use metrics::{ProjectReport, Report};
 pub use scenario::{Scenario, ScenarioError};

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::engine::SimOptions;
+use crate::engine::{PolicyKind, SimOptions};
 use crate::model::Resources;
 use crate::scenario::Scenario;
 
@@ -150,6 +150,10 @@ impl Accumulators {
             duration: opts.duration,
             delta: opts.delta,
             seed: opts.seed,
+            policy: match opts.policy {
+                PolicyKind::Core => "core".to_owned(),
+                PolicyKind::Reference => "reference".to_owned(),
+            },
             cpu_sched_rr_only: opts.rr_only,
             existing_jobs_only: opts.existing_jobs_only,
             wasted_fraction: ratio(self.flops_wasted),
@@ -204,6 +208,8 @@ pub struct Report {
     pub delta: f64,
     /// Seed.
     pub seed: u64,
+    /// Client policy: `core` (ferrite-sched) or `reference`.
+    pub policy: String,
     /// Whether deadline promotion was off.
     pub cpu_sched_rr_only: bool,
     /// Whether servers made no new jobs.
@@ -248,7 +254,8 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "Ferrite emulator: duration {:.0} s, time step {:.0} s, seed {}, round-robin only: {}, existing jobs only: {}",
+            "Ferrite emulator: policy {}, duration {:.0} s, time step {:.0} s, seed {}, round-robin only: {}, existing jobs only: {}",
+            self.policy,
             self.duration,
             self.delta,
             self.seed,

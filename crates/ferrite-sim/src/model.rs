@@ -46,6 +46,8 @@ pub struct Job {
     /// Whether it ever ran (its remaining time is then known exactly, as in the official
     /// emulator).
     pub started: bool,
+    /// Wall seconds it has been computing.
+    pub elapsed: f64,
     /// Start of the current time slice, if running.
     pub slice_start: f64,
     /// Peak FLOPs spent on it so far (what is "wasted" if it is reported late).

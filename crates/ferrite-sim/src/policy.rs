@@ -65,6 +65,26 @@ struct ProjectState {
     rsc: Vec<ProjectResource>,
 }
 
+/// What the emulator needs from a client policy. Two implementations exist: [`Policy`] (the
+/// reference policy written for this emulator) and [`crate::core::CorePolicy`] (Ferrite's
+/// scheduling core, `ferrite-sched`).
+pub trait ClientPolicy: std::fmt::Debug {
+    /// The step ending at `now` lasted `dt`; `used[p]` peak FLOPs project p used in it. Called
+    /// before the step's progress is applied (`jobs` still shows what ran during the step).
+    fn account(&mut self, now: f64, dt: f64, used: &[f64], jobs: &[Job]);
+    /// Gives up on jobs that can no longer meet their deadline; returns how many.
+    fn abort_doomed(&mut self, now: f64, jobs: &mut [Job]) -> usize;
+    /// Indices (into `jobs`) of the jobs to run now.
+    fn schedule(&mut self, now: f64, jobs: &[Job]) -> Vec<usize>;
+    /// The next RPC to make, if any; `contacted[p]` marks projects already contacted in this
+    /// step.
+    fn next_rpc(&mut self, now: f64, jobs: &[Job], contacted: &[bool]) -> Option<RpcPlan>;
+    /// An RPC to `p` failed (project down).
+    fn rpc_failed(&mut self, now: f64, p: usize);
+    /// An RPC to `p` carrying `req` succeeded and brought `new_jobs`.
+    fn handle_reply(&mut self, now: f64, p: usize, req: &WorkRequest, new_jobs: &[Job]);
+}
+
 /// A planned scheduler RPC.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcPlan {
@@ -141,7 +161,7 @@ impl Policy {
     }
 
     /// REC accounting: `used[p]` peak FLOPs project p used over the last `dt` seconds.
-    pub fn account(&mut self, dt: f64, used: &[f64]) {
+    pub fn account_rec(&mut self, dt: f64, used: &[f64]) {
         if dt <= 0.0 {
             return;
         }
@@ -594,6 +614,27 @@ fn water_fill(total: f64, cap: &[f64], shares: &[f64]) -> Vec<f64> {
         open = next_open;
     }
     rate
+}
+
+impl ClientPolicy for Policy {
+    fn account(&mut self, _now: f64, dt: f64, used: &[f64], _jobs: &[Job]) {
+        self.account_rec(dt, used);
+    }
+    fn abort_doomed(&mut self, now: f64, jobs: &mut [Job]) -> usize {
+        Policy::abort_doomed(self, now, jobs)
+    }
+    fn schedule(&mut self, now: f64, jobs: &[Job]) -> Vec<usize> {
+        Policy::schedule(self, now, jobs)
+    }
+    fn next_rpc(&mut self, now: f64, jobs: &[Job], contacted: &[bool]) -> Option<RpcPlan> {
+        Policy::next_rpc(self, now, jobs, contacted)
+    }
+    fn rpc_failed(&mut self, now: f64, p: usize) {
+        Policy::rpc_failed(self, now, p);
+    }
+    fn handle_reply(&mut self, now: f64, p: usize, req: &WorkRequest, new_jobs: &[Job]) {
+        Policy::handle_reply(self, now, p, req, new_jobs);
+    }
 }
 
 #[cfg(test)]

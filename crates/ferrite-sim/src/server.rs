@@ -157,6 +157,7 @@ impl ProjectServer {
                 state: JobState::Queued,
                 started: false,
                 slice_start: now,
+                elapsed: 0.0,
                 peak_used: 0.0,
                 seq: *seq,
             });
