@@ -40,4 +40,12 @@ pub enum SchedError {
         /// The bad reference.
         version: AppVersionId,
     },
+    /// A job's project differs from its app version's project.
+    #[error("job {job:?} belongs to another project than its app version {version:?}")]
+    ProjectMismatch {
+        /// The job.
+        job: JobId,
+        /// Its app version.
+        version: AppVersionId,
+    },
 }

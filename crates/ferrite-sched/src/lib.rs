@@ -41,6 +41,9 @@
 //! // contact to report finished jobs; `out.next_wakeup` when to run the next pass at the latest.
 //! ```
 //!
+//! The passes index the `World` vectors directly: check a snapshot built from outside data
+//! once with [`World::validate`] (dangling ids would panic).
+//!
 //! Between passes the caller applies the decision to its jobs (state `Running` with
 //! `run_started_at = now` for newly started ones, `Preempted { in_memory }` for preempted ones,
 //! `assigned_instances` from the entry), advances elapsed time, fraction done and checkpoints,
@@ -76,5 +79,7 @@ pub use model::*;
 pub use policy::{Policy, RecMode};
 pub use rng::{FixedJitter, Jitter, SplitMix64};
 pub use rrsim::SimResult;
-pub use runlist::{PreemptAction, PreemptReason, RunDecision, RunReason, SkipReason};
+pub use runlist::{
+    PreemptAction, PreemptEntry, PreemptReason, RunDecision, RunEntry, RunReason, SkipReason,
+};
 pub use scheduler::{PassOutput, Scheduler};

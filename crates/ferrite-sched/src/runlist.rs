@@ -423,10 +423,8 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
             pb.total_cmp(&pa)
                 .then(world.jobs[a].id.cmp(&world.jobs[b].id))
         });
+        // Every one is tried (no early stop) so a preempted one records the rule that stopped it.
         for i in open {
-            if full(&adm) {
-                break;
-            }
             push(
                 i,
                 RunReason::TimeSlice,

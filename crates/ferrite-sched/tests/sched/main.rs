@@ -4,4 +4,5 @@
 mod driver;
 mod fetching;
 mod properties;
+mod running;
 mod scenarios;
