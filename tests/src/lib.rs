@@ -1,1 +1,297 @@
-//! End-to-end tests live in `tests/`; this library holds their shared helpers.
+//! Shared helpers for Ferrite's end-to-end tests: locating the workspace's binaries, copying
+//! fixture data directories, running `ferrited` as a child process, and running the official
+//! BOINC client (Debian's `boinc-client`) as a compatibility peer on loopback.
+
+use std::fs;
+use std::io::{self, Read};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// This package's fixture folder.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The path of workspace binary `name`, built (once per test process) if needed.
+///
+/// Test executables live in `<target>/<profile>/deps/`; the binaries one level up.
+pub fn bin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let exe = std::env::current_exe().unwrap_or_default();
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| workspace_root().join("target/debug"));
+    let path = profile_dir.join(name);
+    BUILT.get_or_init(|| {
+        // `cargo test --workspace` builds every binary first; a test run of this package alone
+        // may not have, so build them (quick when up to date).
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--bins", "--workspace"])
+            .current_dir(workspace_root())
+            .status();
+        assert!(
+            status.map(|s| s.success()).unwrap_or(false),
+            "building the workspace binaries failed"
+        );
+    });
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// Copies directory `src` into `dst` recursively (symlinks copied as links).
+pub fn copy_dir(src: &Path, dst: &Path) -> io::Result<()> {
+    fs::create_dir_all(dst)?;
+    for entry in fs::read_dir(src)? {
+        let entry = entry?;
+        let ty = entry.file_type()?;
+        let to = dst.join(entry.file_name());
+        if ty.is_dir() {
+            copy_dir(&entry.path(), &to)?;
+        } else if ty.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(entry.path())?, &to)?;
+        } else {
+            fs::copy(entry.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh temporary copy of fixture data directory `name` (e.g. `02_tasks_running`).
+pub fn fixture_data_dir(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixtures().join("data_dir").join(name), dir.path()).expect("copy fixture");
+    dir
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A child process whose stderr (and stdout) go to a log file we can read while it runs.
+/// Killed when dropped.
+#[derive(Debug)]
+pub struct Proc {
+    child: Child,
+    log: PathBuf,
+    _log_dir: tempfile::TempDir,
+}
+
+impl Proc {
+    /// Spawns `cmd` with both output streams in a log file.
+    pub fn spawn(mut cmd: Command) -> Proc {
+        let log_dir = tempfile::tempdir().expect("tempdir");
+        let log = log_dir.path().join("output.log");
+        let file = fs::File::create(&log).expect("log file");
+        let file2 = file.try_clone().expect("clone log");
+        cmd.stdout(Stdio::from(file2))
+            .stderr(Stdio::from(file))
+            .stdin(Stdio::null());
+        let child = cmd.spawn().expect("spawn");
+        Proc {
+            child,
+            log,
+            _log_dir: log_dir,
+        }
+    }
+
+    /// `ferrited` with `args`.
+    pub fn ferrited(args: &[&str]) -> Proc {
+        let mut cmd = Command::new(bin("ferrited"));
+        cmd.args(args).env("RUST_LOG", "info").env("NO_COLOR", "1");
+        Proc::spawn(cmd)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid fits")
+    }
+
+    /// Everything the process has printed so far.
+    pub fn output(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = fs::File::open(&self.log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    /// Waits until the output contains `needle`; panics with the output after `timeout`.
+    pub fn wait_for(&mut self, needle: &str, timeout: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if self.output().contains(needle) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "process exited ({status}) before printing {needle:?}; output:\n{}",
+                    self.output()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "timed out waiting for {needle:?}; output:\n{}",
+            self.output()
+        );
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: sending a signal to our own child process.
+        let rc = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(rc, 0, "kill failed");
+    }
+
+    /// Waits for the process to exit, at most `timeout`; kills it and panics past that.
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if start.elapsed() > timeout {
+                let _ = self.child.kill();
+                panic!(
+                    "process did not exit in {timeout:?}; output:\n{}",
+                    self.output()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether Debian's official client and `boinccmd` are installed (`.ci/run` installs them).
+pub fn official_client_installed() -> bool {
+    ["boinc", "boinccmd"].iter().all(|b| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {b}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    })
+}
+
+/// The official BOINC client running on a data directory, on a loopback GUI RPC port.
+#[derive(Debug)]
+pub struct OfficialClient {
+    proc: Proc,
+    port: u16,
+    password: String,
+}
+
+impl OfficialClient {
+    /// Starts `boinc --dir dir` with GUI RPC on a free loopback port and waits until it answers.
+    ///
+    /// Computing and network activity are suspended through `boinccmd` as soon as it answers,
+    /// so the client only loads and serves its state. Panics with a hint when the official
+    /// client is not installed.
+    pub fn start(dir: &Path) -> OfficialClient {
+        assert!(
+            official_client_installed(),
+            "the official client is needed: install Debian's boinc-client (see .ci/run)"
+        );
+        let password = fs::read_to_string(dir.join("gui_rpc_auth.cfg"))
+            .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
+            .unwrap_or_default();
+        let port = free_port();
+        let mut cmd = Command::new("boinc");
+        cmd.arg("--dir")
+            .arg(dir)
+            .args([
+                "--gui_rpc_port",
+                &port.to_string(),
+                "--no_info_fetch",
+                "--no_gpus",
+            ])
+            .current_dir(dir);
+        let mut client = OfficialClient {
+            proc: Proc::spawn(cmd),
+            port,
+            password,
+        };
+        client.wait_ready(Duration::from_secs(30));
+        let _ = client.boinccmd(&["--set_run_mode", "never"]);
+        let _ = client.boinccmd(&["--set_network_mode", "never"]);
+        client
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok(Some(status)) = self.proc.child.try_wait() {
+                panic!("official client exited ({status}):\n{}", self.proc.output());
+            }
+            if self.boinccmd(&["--get_cc_status"]).0 {
+                return;
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        panic!(
+            "official client did not answer GUI RPC:\n{}",
+            self.proc.output()
+        );
+    }
+
+    /// Runs `boinccmd` against this client; returns (success, stdout).
+    pub fn boinccmd(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("boinccmd")
+            .args(["--host", &format!("127.0.0.1:{}", self.port)])
+            .args(["--passwd", &self.password])
+            .args(args)
+            .output();
+        match out {
+            Ok(o) => (
+                o.status.success(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            ),
+            Err(_) => (false, String::new()),
+        }
+    }
+
+    /// What the client printed.
+    pub fn output(&self) -> String {
+        self.proc.output()
+    }
+
+    /// Asks the client to quit and waits for it.
+    pub fn quit(mut self) -> String {
+        let _ = self.boinccmd(&["--quit"]);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if let Ok(Some(_)) = self.proc.child.try_wait() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        self.proc.output()
+    }
+}

@@ -1,0 +1,435 @@
+//! The Ferrite daemon: the imperative shell around Ferrite's pure cores.
+//!
+//! [`Daemon`] owns the client's state. One main loop ([`Daemon::run`]) takes [`Event`]s from
+//! everything else (signal listeners now; transfers, apps and GUI RPC connections as they come)
+//! and is the only code that changes state. The loop saves the state file through the
+//! crash-safe [`store`] whenever the state changed, at most once a second.
+
+pub mod cli;
+pub mod config;
+pub mod lock;
+pub mod logging;
+pub mod store;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use ferrite_hostinfo::{BenchmarkResult, HostDetector, HostProbeConfig};
+use ferrite_proto::client_state::ClientState;
+use ferrite_proto::xml::Warning;
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use crate::cli::Options;
+use crate::config::Config;
+use crate::lock::DirLock;
+use crate::logging::LogHandle;
+use crate::store::{LoadSource, SavePolicy, StateStore};
+
+/// How often to look for a GPU driver that was not there at start-up, seconds.
+const GPU_REPROBE_SECS: f64 = 120.0;
+
+/// Seconds since the Unix epoch, as BOINC counts time.
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// What the main loop reacts to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Stop: save the state, stop children, exit (SIGTERM, SIGINT, or a control request).
+    Shutdown(&'static str),
+    /// Re-read `cc_config.xml`, `global_prefs_override.xml` and every `app_config.xml` (SIGHUP).
+    Reload,
+    /// The CPU benchmarks finished (they run on a blocking thread).
+    BenchmarksDone(BenchmarkResult),
+}
+
+/// The running client.
+#[derive(Debug)]
+pub struct Daemon {
+    opts: Options,
+    dir: PathBuf,
+    _lock: DirLock,
+    store: StateStore,
+    state: ClientState,
+    config: Config,
+    save: SavePolicy,
+    log: LogHandle,
+    /// When to look for GPUs again (no driver answered yet).
+    gpu_retry_at: Option<f64>,
+    /// Warnings already logged, so each kind is logged once.
+    warned: HashSet<(Arc<str>, String, String)>,
+    events: mpsc::Sender<Event>,
+    inbox: mpsc::Receiver<Event>,
+}
+
+impl Daemon {
+    /// Locks the data directory and loads state and configuration.
+    pub fn start(opts: Options, log: LogHandle) -> anyhow::Result<Self> {
+        let dir = opts.data_dir();
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create data directory {}", dir.display()))?;
+        let lock = DirLock::acquire(&dir)?;
+        info!(
+            "Ferrite {} starting in {}",
+            env!("CARGO_PKG_VERSION"),
+            dir.display()
+        );
+
+        let (events, inbox) = mpsc::channel(64);
+        let mut daemon = Self {
+            store: StateStore::new(&dir),
+            state: ClientState::default(),
+            config: Config::empty(),
+            save: SavePolicy::new(1.0),
+            warned: HashSet::new(),
+            gpu_retry_at: None,
+            _lock: lock,
+            dir,
+            opts,
+            log,
+            events,
+            inbox,
+        };
+        daemon.load_state();
+        daemon.load_config();
+        for url in config::projects_without_account(&daemon.dir, &daemon.state) {
+            warn!(
+                "project {url} has no account file; its tasks are kept, but it cannot contact \
+                 its server until it is attached again"
+            );
+        }
+        daemon.detect_host();
+        daemon.apply_command_line()?;
+        Ok(daemon)
+    }
+
+    /// The state as loaded or changed so far.
+    pub fn state(&self) -> &ClientState {
+        &self.state
+    }
+
+    /// A sender for events to the main loop.
+    pub fn sender(&self) -> mpsc::Sender<Event> {
+        self.events.clone()
+    }
+
+    fn log_warnings(&mut self, warnings: impl IntoIterator<Item = Warning>) {
+        for w in warnings {
+            let key = (w.file.clone(), w.element.clone(), w.message.clone());
+            if self.warned.insert(key) {
+                warn!("{w}");
+            }
+        }
+    }
+
+    fn load_state(&mut self) {
+        let loaded = self.store.load(ClientState::parse);
+        for r in &loaded.rejected {
+            warn!("state file {} not used: {}", r.path.display(), r.reason);
+            // A damaged current or previous generation may still hold tasks a person can
+            // recover by hand: keep a copy before saves rotate it away. (A cut-short
+            // client_state_next.xml is the normal trace of a crash during a save.)
+            if !r.path.ends_with(store::STATE_FILE_NEXT) {
+                let stamp = now() as u64;
+                let mut kept = self.dir.join(format!("client_state_damaged_{stamp}.xml"));
+                let mut n = 1;
+                while kept.exists() {
+                    kept = self
+                        .dir
+                        .join(format!("client_state_damaged_{stamp}_{n}.xml"));
+                    n += 1;
+                }
+                match std::fs::copy(&r.path, &kept) {
+                    Ok(_) => warn!("kept a copy of the damaged file as {}", kept.display()),
+                    Err(e) => warn!("could not keep a copy of {}: {e}", r.path.display()),
+                }
+            }
+        }
+        match (loaded.value, loaded.source) {
+            (Some(parsed), source) => {
+                if source != LoadSource::Current {
+                    warn!(
+                        "loaded state from {} (the newest complete state file)",
+                        source.file_name().unwrap_or("?")
+                    );
+                }
+                self.log_warnings(parsed.warnings);
+                self.state = parsed.value;
+            }
+            (None, _) if !loaded.rejected.is_empty() => {
+                error!("no usable state file; starting with a fresh state");
+                self.state = ClientState::default();
+            }
+            (None, _) => info!("no state file; starting with a fresh state"),
+        }
+        for line in state_summary(&self.state) {
+            info!("{line}");
+        }
+        self.save.mark_dirty(now());
+    }
+
+    fn apply_command_line(&mut self) -> anyhow::Result<()> {
+        if let Some((url, key)) = self.opts.attach() {
+            let url = url.to_owned();
+            let key = key.to_owned();
+            config::attach_project(&self.dir, &mut self.state, &url, &key)
+                .with_context(|| format!("cannot attach to {url}"))?;
+            info!("attached to {url}; it will be contacted when the project loop runs");
+            self.save.mark_dirty(now());
+        }
+        if let Some(url) = self.opts.detach_project.clone() {
+            match config::detach_project(&self.dir, &mut self.state, &url) {
+                Ok(true) => {
+                    info!("detached from {url}");
+                    self.save.mark_dirty(now());
+                }
+                Ok(false) => warn!("--detach_project {url}: not attached to that project"),
+                Err(e) => return Err(e).with_context(|| format!("cannot detach from {url}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Saves the state if it changed; on failure keeps the last good file and retries later.
+    fn save_if_due(&mut self, now: f64, force: bool) {
+        if !(self.save.due(now) || (force && self.save.is_dirty())) {
+            return;
+        }
+        let xml = self.state.to_xml();
+        match self.store.save(&xml) {
+            Ok(()) => {
+                if self.save.failures() > 0 {
+                    info!(
+                        "state file saved again after {} failed attempts",
+                        self.save.failures()
+                    );
+                }
+                self.save.record(now, true);
+            }
+            Err(e) => {
+                self.save.record(now, false);
+                let hint = if e.is_disk_full() {
+                    " (disk full: free some space; the last good state is kept)"
+                } else {
+                    " (the last good state is kept)"
+                };
+                error!("saving the state failed: {e}{hint}; retrying");
+            }
+        }
+    }
+
+    fn load_config(&mut self) {
+        let (config, report) = Config::load(&self.dir, &self.state, now());
+        self.config = config;
+        self.log_warnings(report.warnings);
+        for e in report.errors {
+            error!("{e}");
+        }
+        self.log.set(&self.config.log_directives());
+    }
+
+    fn reload(&mut self) {
+        info!("re-reading configuration files");
+        // A re-read file may repeat old oddities: log them again.
+        self.warned.clear();
+        self.load_config();
+    }
+
+    /// Re-detects the host, keeping what the official client keeps from the state file (the
+    /// benchmark figures and the host's cross-project id).
+    fn detect_host(&mut self) {
+        let mut probe = HostProbeConfig::new(&self.dir);
+        probe.gpu = self.config.gpu_config(&self.opts);
+        let det = HostDetector::new(probe);
+        let found = det.detect_host();
+        for w in &found.warnings {
+            warn!("host detection: {w}");
+        }
+        let old = std::mem::take(&mut self.state.host_info);
+        let mut host = found.host;
+        host.p_fpops = old.p_fpops;
+        host.p_iops = old.p_iops;
+        host.p_membw = old.p_membw;
+        host.p_calculated = old.p_calculated;
+        host.p_vm_extensions_disabled = old.p_vm_extensions_disabled;
+        host.host_cpid = if old.host_cpid.is_empty() {
+            ferrite_hostinfo::generate_host_cpid(Path::new("/sys"), &self.dir)
+        } else {
+            old.host_cpid
+        };
+        if self.config.cc.options.ncpus > 0 {
+            host.p_ncpus = u32::try_from(self.config.cc.options.ncpus).unwrap_or(host.p_ncpus);
+        }
+        let gpus = det.probe_gpus();
+        for w in &gpus.warnings {
+            info!("GPU detection: {w}");
+        }
+        ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
+        self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
+        if host.p_fpops <= 0.0 {
+            let d = BenchmarkResult::defaults();
+            host.p_fpops = d.p_fpops;
+            host.p_iops = d.p_iops;
+            host.p_membw = d.p_membw;
+        }
+        info!(
+            "host: {} CPUs ({}), {:.1} GiB memory, {} NVIDIA GPUs, {} {}",
+            host.p_ncpus,
+            host.p_model,
+            host.m_nbytes / f64::from(1u32 << 30),
+            host.coprocs.nvidia.as_ref().map_or(0, |n| n.count),
+            host.os_name,
+            host.os_version
+        );
+        self.state.host_info = host;
+        let platforms = det.platforms();
+        if let Some((primary, alt)) = platforms.split_first() {
+            self.state.platform_name = primary.clone();
+            self.state.alt_platforms = alt.to_vec();
+        }
+        self.save.mark_dirty(now());
+    }
+
+    /// Re-probes GPUs after a start without a usable driver (it may load late at boot).
+    fn reprobe_gpus(&mut self, now: f64) {
+        let mut probe = HostProbeConfig::new(&self.dir);
+        probe.gpu = self.config.gpu_config(&self.opts);
+        let gpus = HostDetector::new(probe).probe_gpus();
+        let before = self.state.host_info.coprocs.clone();
+        ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
+        self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
+        if self.state.host_info.coprocs != before {
+            info!(
+                "GPUs found on re-probe: {} NVIDIA",
+                self.state
+                    .host_info
+                    .coprocs
+                    .nvidia
+                    .as_ref()
+                    .map_or(0, |n| n.count)
+            );
+            self.save.mark_dirty(now);
+        }
+    }
+
+    /// Whether the CPU benchmarks should run now.
+    fn benchmarks_wanted(&self, now: f64) -> bool {
+        if self.opts.skip_cpu_benchmarks {
+            return false;
+        }
+        self.opts.run_cpu_benchmarks
+            || ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now)
+    }
+
+    fn start_benchmarks(&self) {
+        let ncpus = self.state.host_info.p_ncpus.max(1);
+        let tx = self.events.clone();
+        info!("running CPU benchmarks on {ncpus} CPUs (under 10 s)");
+        tokio::task::spawn_blocking(move || {
+            let r = ferrite_hostinfo::run_benchmarks(ncpus, Duration::from_secs(8));
+            let _ = tx.blocking_send(Event::BenchmarksDone(r));
+        });
+    }
+
+    fn benchmarks_done(&mut self, r: BenchmarkResult, now: f64) {
+        info!(
+            "benchmarks: {:.2e} FLOPS, {:.2e} IOPS, {:.2e} B/s memory per CPU ({:.1} s{})",
+            r.p_fpops,
+            r.p_iops,
+            r.p_membw,
+            r.elapsed.as_secs_f64(),
+            if r.cpu_share < 0.8 {
+                format!(
+                    "; other work held {:.0}% of the CPUs, figures may be low",
+                    (1.0 - r.cpu_share) * 100.0
+                )
+            } else {
+                String::new()
+            }
+        );
+        let h = &mut self.state.host_info;
+        h.p_fpops = r.p_fpops;
+        h.p_iops = r.p_iops;
+        h.p_membw = r.p_membw;
+        h.p_calculated = now;
+        self.save.mark_dirty(now);
+    }
+
+    /// Runs the main loop until a shutdown event; then saves and stops.
+    pub async fn run(mut self) -> anyhow::Result<()> {
+        spawn_signal_listeners(self.events.clone())?;
+        self.save_if_due(now(), false);
+        if self.benchmarks_wanted(now()) {
+            self.start_benchmarks();
+        }
+        info!("entering main loop");
+        let reason = loop {
+            let t = now();
+            let next = [self.save.next_due(), self.gpu_retry_at]
+                .into_iter()
+                .flatten()
+                .fold(t + 1.0, f64::min);
+            let wait = (next - t).clamp(0.0, 1.0);
+            tokio::select! {
+                ev = self.inbox.recv() => match ev {
+                    Some(Event::Shutdown(why)) => break why,
+                    Some(Event::Reload) => self.reload(),
+                    Some(Event::BenchmarksDone(r)) => self.benchmarks_done(r, now()),
+                    None => break "event channel closed",
+                },
+                () = tokio::time::sleep(Duration::from_secs_f64(wait)) => {}
+            }
+            let t = now();
+            if self.gpu_retry_at.is_some_and(|at| t >= at) {
+                self.reprobe_gpus(t);
+            }
+            self.save_if_due(t, false);
+        };
+        info!("shutting down ({reason})");
+        self.save.mark_dirty(now());
+        self.save_if_due(now(), true);
+        if self.save.is_dirty() {
+            anyhow::bail!("exiting with the state not saved; the previous state file is intact");
+        }
+        info!("state saved; exiting");
+        Ok(())
+    }
+}
+
+fn spawn_signal_listeners(tx: mpsc::Sender<Event>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    tokio::spawn(async move {
+        loop {
+            let ev = tokio::select! {
+                _ = term.recv() => Event::Shutdown("SIGTERM"),
+                _ = int.recv() => Event::Shutdown("SIGINT"),
+                _ = hup.recv() => Event::Reload,
+            };
+            if tx.send(ev).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Lines describing a loaded state: projects, apps, tasks.
+pub fn state_summary(state: &ClientState) -> Vec<String> {
+    config::summary(state)
+}
+
+/// The `--detect_gpus` report.
+pub fn detect_report(opts: &Options) -> anyhow::Result<String> {
+    config::detect_report(opts)
+}

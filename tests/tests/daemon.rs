@@ -1,0 +1,310 @@
+//! `ferrited` as a process on real data directories: start-up, shutdown, reload, locking and
+//! damaged or unwritable state.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use ferrite_e2e::{fixture_data_dir, Proc};
+use ferrite_proto::client_state::ClientState;
+
+const T: Duration = Duration::from_secs(30);
+
+fn load(dir: &Path, name: &str) -> ClientState {
+    let text = fs::read_to_string(dir.join(name)).expect("read state");
+    ClientState::parse(&text, name).expect("parse state").value
+}
+
+fn result_names(state: &ClientState) -> Vec<String> {
+    let mut v: Vec<String> = state
+        .projects
+        .iter()
+        .flat_map(|p| p.results.iter().map(|r| r.name.clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn starts_on_reference_data_dir_logs_what_it_loaded_and_saves_on_sigterm() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let before = load(dir.path(), "client_state.xml");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks", "--no_gpus"]);
+    p.wait_for("entering main loop", T);
+    let out = p.output();
+    assert!(out.contains("1 project"), "{out}");
+    assert!(out.contains("Fixture Project"), "{out}");
+    assert!(out.contains("3 tasks"), "{out}");
+    assert!(out.contains("fixture_app"), "{out}");
+    p.signal(libc::SIGTERM);
+    let status = p.wait(T);
+    assert!(
+        status.success(),
+        "exit status {status}; output:\n{}",
+        p.output()
+    );
+    assert!(p.output().contains("state saved"), "{}", p.output());
+    let after = load(dir.path(), "client_state.xml");
+    assert_eq!(result_names(&after), result_names(&before));
+    assert_eq!(after.projects.len(), before.projects.len());
+    assert_eq!(
+        after.projects[0].project.master_url,
+        before.projects[0].project.master_url
+    );
+    assert!(dir.path().join("client_state_prev.xml").exists());
+    assert!(!dir.path().join("client_state_next.xml").exists());
+}
+
+#[test]
+fn sigint_also_saves_and_exits() {
+    let dir = fixture_data_dir("03_after_work");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    p.signal(libc::SIGINT);
+    assert!(p.wait(T).success(), "{}", p.output());
+    assert!(
+        p.output().contains("shutting down (SIGINT)"),
+        "{}",
+        p.output()
+    );
+}
+
+#[test]
+fn second_instance_is_refused_with_the_holders_pid() {
+    let dir = fixture_data_dir("01_after_attach");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut first = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    first.wait_for("entering main loop", T);
+    let mut second = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    let status = second.wait(T);
+    assert!(!status.success());
+    let msg = second.output();
+    assert!(
+        msg.contains(&format!(
+            "in use by another client (process {})",
+            first.pid()
+        )),
+        "{msg}"
+    );
+    first.signal(libc::SIGTERM);
+    assert!(first.wait(T).success());
+}
+
+#[test]
+fn sighup_rereads_configuration() {
+    let dir = fixture_data_dir("03_after_work");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    fs::write(
+        dir.path().join("cc_config.xml"),
+        "<cc_config><log_flags><no_such_flag_yet>1</no_such_flag_yet></log_flags></cc_config>",
+    )
+    .expect("write cc_config");
+    p.signal(libc::SIGHUP);
+    p.wait_for("re-reading configuration files", T);
+    p.wait_for("no_such_flag_yet", T);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+}
+
+#[test]
+fn truncated_state_file_falls_back_to_previous_generation() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let text = fs::read_to_string(dir.path().join("client_state.xml")).expect("read");
+    let good = load(dir.path(), "client_state.xml");
+    // A power cut while the file was written in place (not by Ferrite): the newest file is
+    // cut short and the previous generation holds the full state.
+    fs::write(dir.path().join("client_state_prev.xml"), &text).expect("write prev");
+    fs::write(dir.path().join("client_state.xml"), &text[..text.len() / 2]).expect("truncate");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    let out = p.output();
+    assert!(out.contains("client_state.xml not used"), "{out}");
+    assert!(out.contains("cut short"), "{out}");
+    assert!(
+        out.contains("loaded state from client_state_prev.xml"),
+        "{out}"
+    );
+    assert!(out.contains("3 tasks"), "{out}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    assert_eq!(
+        result_names(&load(dir.path(), "client_state.xml")),
+        result_names(&good)
+    );
+    // The damaged file is kept aside for inspection, not destroyed.
+    let kept: Vec<_> = fs::read_dir(dir.path())
+        .expect("read dir")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("client_state_damaged_")
+        })
+        .collect();
+    assert_eq!(kept.len(), 1, "damaged file kept");
+}
+
+#[test]
+fn garbage_in_the_middle_is_reported_with_its_line() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let text = fs::read_to_string(dir.path().join("client_state.xml")).expect("read");
+    fs::write(dir.path().join("client_state_prev.xml"), &text).expect("write prev");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(60, "\u{1}\u{2}<<<garbage>>> </project></result>");
+    fs::write(dir.path().join("client_state.xml"), lines.join("\n")).expect("write");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    let out = p.output();
+    assert!(
+        out.contains("client_state.xml:61"),
+        "error names the line: {out}"
+    );
+    assert!(
+        out.contains("loaded state from client_state_prev.xml"),
+        "{out}"
+    );
+    assert!(out.contains("3 tasks"), "{out}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success());
+}
+
+#[test]
+fn no_usable_state_starts_fresh_and_keeps_the_damaged_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(
+        dir.path().join("client_state.xml"),
+        "<client_state>\n<project>\n",
+    )
+    .expect("w");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    assert!(
+        p.output().contains("no usable state file"),
+        "{}",
+        p.output()
+    );
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success());
+    let damaged = fs::read_dir(dir.path())
+        .expect("read dir")
+        .filter_map(Result::ok)
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("client_state_damaged_")
+        })
+        .expect("damaged copy kept");
+    assert_eq!(
+        fs::read_to_string(damaged.path()).expect("read"),
+        "<client_state>\n<project>\n"
+    );
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Mounts a tmpfs of `size` at `dir` (root only); unmounted on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, opts: &str) -> Tmpfs {
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
+            .arg(dir)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "mounting a tmpfs failed");
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn unwritable_data_directory_is_a_clear_error() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let dir = base.path().join("data");
+    fs::create_dir(&dir).expect("mkdir");
+    // Root ignores permission bits: give root a read-only file system instead.
+    let _mount = if is_root() {
+        Some(Tmpfs::mount(&dir, "ro,size=1m"))
+    } else {
+        let mut perm = fs::metadata(&dir).expect("meta").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o555);
+        fs::set_permissions(&dir, perm).expect("chmod");
+        None
+    };
+    let d = dir.to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    let status = p.wait(T);
+    assert!(!status.success());
+    let out = p.output();
+    assert!(out.contains("cannot lock"), "{out}");
+    assert!(
+        out.contains("Read-only file system") || out.contains("Permission denied"),
+        "{out}"
+    );
+}
+
+#[test]
+fn full_disk_keeps_the_last_good_state_and_recovers_when_space_returns() {
+    if !is_root() {
+        eprintln!("needs root to mount a small tmpfs; CI runs as root");
+        return;
+    }
+    let base = tempfile::tempdir().expect("tempdir");
+    let dir = base.path().join("data");
+    fs::create_dir(&dir).expect("mkdir");
+    let _mount = Tmpfs::mount(&dir, "size=512k");
+    ferrite_e2e::copy_dir(
+        &ferrite_e2e::fixtures().join("data_dir/02_tasks_running"),
+        &dir,
+    )
+    .expect("copy");
+    let d = dir.to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    // The state as Ferrite saved it at start-up.
+    let good = fs::read_to_string(dir.join("client_state.xml")).expect("read");
+    // Fill the disk, then ask for the shutdown save.
+    let filler = dir.join("filler");
+    let _ = fs::write(&filler, vec![0u8; 1 << 20]);
+    p.signal(libc::SIGTERM);
+    let status = p.wait(T);
+    let out = p.output();
+    assert!(
+        !status.success(),
+        "a shutdown whose save failed says so: {out}"
+    );
+    assert!(out.contains("disk full"), "{out}");
+    assert_eq!(
+        fs::read_to_string(dir.join("client_state.xml")).expect("read"),
+        good
+    );
+    assert!(
+        !dir.join("client_state_next.xml").exists(),
+        "no torn file left"
+    );
+    // Space returns: the next run saves normally.
+    fs::remove_file(&filler).expect("rm filler");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    assert_eq!(result_names(&load(&dir, "client_state.xml")).len(), 3);
+}
