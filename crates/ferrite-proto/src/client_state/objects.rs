@@ -54,11 +54,13 @@ pub(crate) fn block_text<'a>(r: &mut XmlReader<'a>, t: &Tag<'a>) -> Result<Strin
 /// Writes `<name>\ntext\n</name>` the way BOINC writes keys and signatures.
 pub(crate) fn write_block(w: &mut XmlWriter, name: &str, text: &str) {
     let mut s = String::with_capacity(text.len() + 2 * name.len() + 8);
-    let _ = write!(
-        s,
-        "<{name}>\n{}\n</{name}>",
-        quick_xml::escape::partial_escape(text)
-    );
+    s.push('<');
+    s.push_str(name);
+    s.push_str(">\n");
+    crate::xml::push_escaped(&mut s, text);
+    s.push_str("\n</");
+    s.push_str(name);
+    s.push('>');
     w.raw(&s);
 }
 

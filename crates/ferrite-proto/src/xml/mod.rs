@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 pub use reader::{Num, Tag, XmlReader, MAX_KEPT_UNKNOWN, MAX_TEXT_LEN};
 pub use writer::XmlWriter;
+pub(crate) use writer::push_escaped;
 
 /// Something odd but survivable in a document: the value read is still usable.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -36,12 +36,14 @@ pub struct Tag<'a> {
     empty: bool,
     /// Byte offset of the `<` that opens the element, for line numbers and raw capture.
     offset: usize,
+    /// The element's name, sliced from the source.
+    name: &'a str,
 }
 
 impl<'a> Tag<'a> {
     /// The element's name, as written (BOINC uses no namespaces).
     pub fn name(&self) -> &str {
-        std::str::from_utf8(self.start.name().into_inner()).unwrap_or("?")
+        self.name
     }
 
     /// Whether the element was written as `<x/>`.
@@ -72,7 +74,7 @@ pub struct XmlReader<'a> {
     file: Arc<str>,
     warnings: Vec<Warning>,
     /// Names of the elements currently open, for error messages about truncation.
-    open: Vec<String>,
+    open: Vec<&'a str>,
 }
 
 impl<'a> XmlReader<'a> {
@@ -90,6 +92,34 @@ impl<'a> XmlReader<'a> {
             warnings: Vec::new(),
             open: Vec::new(),
         }
+    }
+
+    /// The element name of `tag` as a slice of the source (no allocation).
+    fn name_of(&self, tag: &Tag<'a>) -> &'a str {
+        tag.name
+    }
+
+    /// A tag for an element starting at byte `offset`; its name is sliced from the source
+    /// (which is valid UTF-8 already), not re-validated.
+    fn tag(&self, start: BytesStart<'a>, empty: bool, offset: usize) -> Tag<'a> {
+        let len = start.name().as_ref().len();
+        let from = offset + 1;
+        let src: &'a str = self.src;
+        let name = src.get(from..from + len).unwrap_or("?");
+        Tag {
+            start,
+            empty,
+            offset,
+            name,
+        }
+    }
+
+    /// The unescaped text that started at byte `at` and ends where the reader now is,
+    /// borrowed from the source when it has no entities.
+    fn borrowed_text(&self, at: usize) -> Option<Cow<'a, str>> {
+        let src: &'a str = self.src;
+        let raw = src.get(at..self.pos())?;
+        quick_xml::escape::unescape(raw).ok()
     }
 
     /// The name of the document being read.
@@ -120,7 +150,11 @@ impl<'a> XmlReader<'a> {
         XmlError::Truncated {
             file: self.file.clone(),
             line: self.line_at(self.src.len()),
-            element: self.open.last().cloned().unwrap_or_default(),
+            element: self
+                .open
+                .last()
+                .map(|n| (*n).to_owned())
+                .unwrap_or_default(),
         }
     }
 
@@ -162,11 +196,7 @@ impl<'a> XmlReader<'a> {
                 }
                 _ => continue,
             };
-            let tag = Tag {
-                start,
-                empty,
-                offset,
-            };
+            let tag = self.tag(start, empty, offset);
             if !expected.contains(&tag.name()) {
                 return Err(XmlError::WrongRoot {
                     file: self.file.clone(),
@@ -176,7 +206,7 @@ impl<'a> XmlReader<'a> {
                 });
             }
             if !empty {
-                self.open.push(tag.name().to_owned());
+                self.open.push(self.name_of(&tag));
             }
             return Ok(tag);
         }
@@ -192,21 +222,11 @@ impl<'a> XmlReader<'a> {
             let (offset, ev) = self.event()?;
             match ev {
                 Event::Start(start) => {
-                    let tag = Tag {
-                        start,
-                        empty: false,
-                        offset,
-                    };
-                    self.open.push(tag.name().to_owned());
+                    let tag = self.tag(start, false, offset);
+                    self.open.push(self.name_of(&tag));
                     return Ok(Some(tag));
                 }
-                Event::Empty(start) => {
-                    return Ok(Some(Tag {
-                        start,
-                        empty: true,
-                        offset,
-                    }))
-                }
+                Event::Empty(start) => return Ok(Some(self.tag(start, true, offset))),
                 Event::End(_) => {
                     self.open.pop();
                     return Ok(None);
@@ -267,16 +287,58 @@ impl<'a> XmlReader<'a> {
     /// Nested elements inside a text value are skipped with a warning. Text longer than
     /// [`MAX_TEXT_LEN`] is cut with a warning.
     pub fn text(&mut self, tag: &Tag<'a>) -> Result<String, XmlError> {
+        Ok(self.scalar(tag)?.into_owned())
+    }
+
+    /// Like [`text`](Self::text), but borrowing from the source when the value is a single
+    /// plain text node (the common case): numbers and flags are read without allocating.
+    fn scalar(&mut self, tag: &Tag<'a>) -> Result<Cow<'a, str>, XmlError> {
         if tag.empty {
-            return Ok(String::new());
+            return Ok(Cow::Borrowed(""));
         }
-        let mut out = String::new();
-        let mut cut = false;
+        let (at, ev) = self.event()?;
+        match ev {
+            Event::End(_) => {
+                self.open.pop();
+                Ok(Cow::Borrowed(""))
+            }
+            Event::Text(t) => match self.borrowed_text(at) {
+                Some(v) => {
+                    let (at2, ev2) = self.event()?;
+                    if matches!(ev2, Event::End(_)) && v.len() <= MAX_TEXT_LEN {
+                        self.open.pop();
+                        return Ok(v);
+                    }
+                    let mut acc = TextAcc::default();
+                    acc.push(&v);
+                    self.text_loop(tag, acc, Some((at2, ev2))).map(Cow::Owned)
+                }
+                None => self
+                    .text_loop(tag, TextAcc::default(), Some((at, Event::Text(t))))
+                    .map(Cow::Owned),
+            },
+            other => self
+                .text_loop(tag, TextAcc::default(), Some((at, other)))
+                .map(Cow::Owned),
+        }
+    }
+
+    /// The general text reader: gathers text and CDATA pieces up to the end tag, starting
+    /// with `pending` when given.
+    fn text_loop(
+        &mut self,
+        tag: &Tag<'a>,
+        mut acc: TextAcc,
+        mut pending: Option<(usize, Event<'a>)>,
+    ) -> Result<String, XmlError> {
         loop {
-            let (at, ev) = self.event()?;
-            let piece: Cow<'_, str> = match ev {
+            let (at, ev) = match pending.take() {
+                Some(p) => p,
+                None => self.event()?,
+            };
+            match ev {
                 Event::Text(t) => match t.unescape() {
-                    Ok(s) => s,
+                    Ok(s) => acc.push(&s),
                     Err(_) => {
                         // BOINC writes some values unescaped; keep the raw text.
                         self.warn_at(
@@ -284,62 +346,49 @@ impl<'a> XmlReader<'a> {
                             tag.name(),
                             "invalid character reference; kept as written",
                         );
-                        Cow::Owned(String::from_utf8_lossy(&t.into_inner()).into_owned())
+                        acc.push(&String::from_utf8_lossy(&t.into_inner()));
                     }
                 },
-                Event::CData(c) => {
-                    Cow::Owned(String::from_utf8_lossy(&c.into_inner()).into_owned())
-                }
+                Event::CData(c) => acc.push(&String::from_utf8_lossy(&c.into_inner())),
                 Event::Start(inner) => {
-                    let child = Tag {
-                        start: inner,
-                        empty: false,
-                        offset: at,
-                    };
-                    self.open.push(child.name().to_owned());
+                    let child = self.tag(inner, false, at);
+                    self.open.push(self.name_of(&child));
                     let msg = format!(
                         "unexpected element <{}> inside a value; ignored",
                         child.name()
                     );
                     self.warn_at(at, tag.name(), msg);
                     self.skip(&child)?;
-                    continue;
                 }
-                Event::Empty(_) => continue,
                 Event::End(_) => {
                     self.open.pop();
                     break;
                 }
                 Event::Eof => return Err(self.truncated()),
-                _ => continue,
-            };
-            if !cut {
-                if out.len() + piece.len() > MAX_TEXT_LEN {
-                    let room = MAX_TEXT_LEN.saturating_sub(out.len());
-                    out.push_str(floor_slice(&piece, room));
-                    cut = true;
-                } else {
-                    out.push_str(&piece);
-                }
+                _ => {}
             }
         }
-        if cut {
+        if acc.cut {
             let msg = format!("value longer than {MAX_TEXT_LEN} bytes; cut");
             self.warn_at(tag.offset, tag.name(), msg);
         }
-        Ok(out)
+        Ok(acc.out)
     }
 
     /// The trimmed text of `tag`.
     pub fn string(&mut self, tag: &Tag<'a>) -> Result<String, XmlError> {
-        let s = self.text(tag)?;
+        let s = self.scalar(tag)?;
         let t = s.trim();
-        Ok(if t.len() == s.len() { s } else { t.to_owned() })
+        Ok(if t.len() == s.len() {
+            s.into_owned()
+        } else {
+            t.to_owned()
+        })
     }
 
     /// A number; an unparsable value gives `None` and a warning.
     pub fn num<T: Num>(&mut self, tag: &Tag<'a>) -> Result<Option<T>, XmlError> {
-        let s = self.text(tag)?;
+        let s = self.scalar(tag)?;
         let t = s.trim();
         match T::parse_lenient(t) {
             Some(v) => Ok(Some(v)),
@@ -384,7 +433,7 @@ impl<'a> XmlReader<'a> {
         if tag.empty {
             return Ok(true);
         }
-        let s = self.text(tag)?;
+        let s = self.scalar(tag)?;
         let t = s.trim();
         if t.is_empty() {
             return Ok(true);
@@ -487,6 +536,28 @@ impl<'a> XmlReader<'a> {
             }
         }
         Ok(self.take_warnings())
+    }
+}
+
+/// A text value being gathered, cut at [`MAX_TEXT_LEN`].
+#[derive(Default)]
+struct TextAcc {
+    out: String,
+    cut: bool,
+}
+
+impl TextAcc {
+    fn push(&mut self, piece: &str) {
+        if self.cut {
+            return;
+        }
+        if self.out.len() + piece.len() > MAX_TEXT_LEN {
+            let room = MAX_TEXT_LEN.saturating_sub(self.out.len());
+            self.out.push_str(floor_slice(piece, room));
+            self.cut = true;
+        } else {
+            self.out.push_str(piece);
+        }
     }
 }
 
