@@ -201,6 +201,219 @@ pub struct FetchDecision {
     pub blocks: Vec<FetchBlock>,
 }
 
+/// Everything the fetch rules look at, computed once per decision.
+struct Ctx<'a> {
+    world: &'a World,
+    sim: &'a SimResult,
+    nr: usize,
+    np: usize,
+    /// Resource below the minimum buffer (the fetch trigger).
+    low: Vec<bool>,
+    /// Resource below the maximum buffer (worth topping up).
+    below_max: Vec<bool>,
+    /// Project-wide rule blocking each project, if any.
+    project_rule: Vec<Option<FetchRule>>,
+    /// Per (project, resource) rule, if any (computed for every project).
+    rsc_rule: Vec<Vec<Option<FetchRule>>>,
+    /// Project has max-concurrent limits.
+    has_mc: Vec<bool>,
+    /// Fetch priority per (project, resource).
+    prio: Vec<Vec<f64>>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        world: &'a World,
+        now: Time,
+        sim: &'a SimResult,
+        prio: &[Priorities],
+        state: &[ProjectFetchState],
+        policy: &Policy,
+    ) -> Self {
+        let nr = world.n_resources();
+        let np = world.projects.len();
+        let inst: Vec<f64> = (0..nr)
+            .map(|r| world.instances(ResourceId(r as u8)))
+            .collect();
+        let buf_min = world.prefs.work_buf_min();
+        let buf_total = world.prefs.work_buf_total();
+        let low = (0..nr)
+            .map(|r| inst[r] > 0.0 && sim.resources[r].saturated_time < buf_min)
+            .collect();
+        let below_max = (0..nr)
+            .map(|r| inst[r] > 0.0 && sim.resources[r].saturated_time < buf_total)
+            .collect();
+
+        let mut runnable = vec![0usize; np];
+        for j in world.jobs.iter().filter(|j| j.state.is_unfinished()) {
+            runnable[j.project.index()] += 1;
+        }
+        let any_idle = (0..nr).any(|r| sim.resources[r].nidle_now > 1e-6);
+        let project_rule = (0..np)
+            .map(|p| {
+                let pr = &world.projects[p];
+                let st = state.get(p);
+                if pr.suspended {
+                    Some(FetchRule::Suspended)
+                } else if pr.no_new_work {
+                    Some(FetchRule::NoNewWork)
+                } else if let Some(until) = st.map(|s| s.min_rpc_time).filter(|&t| t > now) {
+                    Some(FetchRule::RpcBackoff { until })
+                } else if runnable[p] > WF_MAX_RUNNABLE_JOBS {
+                    Some(FetchRule::TooManyJobs)
+                } else {
+                    pr.last_upload_started
+                        .map(|u| u + WF_UPLOAD_DEFER_INTERVAL)
+                        .filter(|&until| until > now && !any_idle)
+                        .map(|until| FetchRule::UploadDeferral { until })
+                }
+            })
+            .collect();
+
+        let mut has_apps = vec![vec![false; nr]; np];
+        for v in &world.app_versions {
+            has_apps[v.project.index()][v.resource.index()] = true;
+        }
+        let mut has_mc: Vec<bool> = world
+            .projects
+            .iter()
+            .map(|p| p.max_concurrent.is_some())
+            .collect();
+        for a in world.apps.iter().filter(|a| a.max_concurrent.is_some()) {
+            has_mc[a.project.index()] = true;
+        }
+        let rsc_rule = (0..np)
+            .map(|p| {
+                (0..nr)
+                    .map(|r| {
+                        let pr = &world.projects[p];
+                        let rid = ResourceId(r as u8);
+                        if !has_apps[p][r] || pr.no_work_for.contains(rid) {
+                            Some(FetchRule::NoApps)
+                        } else if non_excluded(world, p, r) <= 0.0 {
+                            Some(FetchRule::AllInstancesExcluded)
+                        } else if pr.resource_share <= 0.0 && sim.resources[r].nidle_now <= 1e-6 {
+                            Some(FetchRule::ZeroShareNotIdle)
+                        } else if has_mc[p] && sim.projects[p][r].capacity_shortfall <= 1e-6 {
+                            Some(FetchRule::MaxConcurrent)
+                        } else {
+                            state
+                                .get(p)
+                                .and_then(|s| s.backoff_until.get(r).copied())
+                                .filter(|&until| until > now)
+                                .map(|until| FetchRule::ResourceBackoff { until })
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+
+        // Fetch priority: scheduling priority minus queued work as a fraction of a full buffer.
+        let speeds: Vec<f64> = (0..nr)
+            .map(|r| relative_speed(world, ResourceId(r as u8), policy))
+            .collect();
+        let capacity: f64 = (0..nr).map(|r| inst[r] * speeds[r]).sum();
+        let mut queued = vec![0.0; np];
+        for j in world.jobs.iter().filter(|j| j.state.is_unfinished()) {
+            let v = world.version_of(j);
+            queued[j.project.index()] +=
+                remaining_secs(world, j) * v.usage() * speeds[v.resource.index()];
+        }
+        let prio = (0..np)
+            .map(|p| {
+                (0..nr)
+                    .map(|r| {
+                        prio.get(r).map_or(0.0, |x| x.value[p])
+                            - queued[p] / (buf_total * capacity.max(1e-9))
+                    })
+                    .collect()
+            })
+            .collect();
+        Ctx {
+            world,
+            sim,
+            nr,
+            np,
+            low,
+            below_max,
+            project_rule,
+            rsc_rule,
+            has_mc,
+            prio,
+        }
+    }
+
+    fn ok(&self, p: usize, r: usize) -> bool {
+        self.project_rule[p].is_none() && self.rsc_rule[p][r].is_none()
+    }
+
+    /// Projects able to ask for `r`, best first.
+    fn candidates(&self, r: usize) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.np).filter(|&p| self.ok(p, r)).collect();
+        v.sort_by(|&a, &b| self.prio[b][r].total_cmp(&self.prio[a][r]).then(a.cmp(&b)));
+        v
+    }
+
+    /// What project `p` should ask for resource `r` (None if nothing).
+    fn request(&self, p: usize, r: usize) -> Option<ResourceRequest> {
+        let world = self.world;
+        let pr = &world.projects[p];
+        let rid = ResourceId(r as u8);
+        let rs = &self.sim.resources[r];
+        let inst = world.instances(rid).max(1e-9);
+        let non_ex = non_excluded(world, p, r);
+        let (mut secs, ninst) = if pr.resource_share <= 0.0 {
+            if rs.nidle_now > 1e-6 {
+                (1.0, 1.0)
+            } else {
+                (0.0, 0.0)
+            }
+        } else if self.has_mc[p] {
+            (self.sim.projects[p][r].capacity_shortfall, 0.0)
+        } else {
+            (rs.shortfall * non_ex / inst, rs.nidle_now.min(non_ex))
+        };
+        if (pr.dcf < 0.02 || pr.dcf > 80.0) && secs > 0.0 {
+            secs = 1.0; // wacky duration correction: ask for a token amount
+        }
+        if ninst > 0.0 && secs <= 0.0 {
+            secs = 1.0;
+        }
+        (secs > 0.0).then(|| ResourceRequest {
+            resource: rid,
+            req_secs: secs,
+            req_instances: ninst.max(0.0),
+            estimated_delay: rs.busy_time,
+        })
+    }
+}
+
+/// Non-excluded instances of resource `r` for project `p`.
+fn non_excluded(world: &World, p: usize, r: usize) -> f64 {
+    let rid = ResourceId(r as u8);
+    let n = world.instances(rid);
+    if r == 0 {
+        return n;
+    }
+    let mask = world.projects[p].excluded_mask(rid);
+    (0..(n as u32).min(64))
+        .filter(|&k| mask & (1 << k) == 0)
+        .count() as f64
+}
+
+fn finish(project: usize, reason: RpcReason, resources: Vec<ResourceRequest>) -> WorkRequest {
+    let work_req_seconds = resources
+        .iter()
+        .find(|x| x.resource.is_cpu())
+        .map_or(0.0, |x| x.req_secs);
+    WorkRequest {
+        project: ProjectId(project as u32),
+        reason,
+        resources,
+        work_req_seconds,
+    }
+}
+
 /// Decide whether, whom and what to ask for work at `now`.
 pub fn decide(
     world: &World,
@@ -210,316 +423,146 @@ pub fn decide(
     state: &[ProjectFetchState],
     policy: &Policy,
 ) -> FetchDecision {
-    let nr = world.n_resources();
-    let np = world.projects.len();
+    let c = Ctx::new(world, now, sim, prio, state, policy);
+    let (nr, np) = (c.nr, c.np);
     let mut out = FetchDecision::default();
-    let state_of = |p: usize| state.get(p);
-
-    // Project-wide rules.
-    let mut runnable = vec![0usize; np];
-    for j in &world.jobs {
-        if j.state.is_unfinished() {
-            runnable[j.project.index()] += 1;
-        }
-    }
-    let any_idle = (0..nr).any(|r| sim.resources[r].nidle_now > 1e-6);
-    let project_rule = |p: usize| -> Option<FetchRule> {
-        let pr = &world.projects[p];
-        if pr.suspended {
-            return Some(FetchRule::Suspended);
-        }
-        if pr.no_new_work {
-            return Some(FetchRule::NoNewWork);
-        }
-        if let Some(s) = state_of(p) {
-            if s.min_rpc_time > now {
-                return Some(FetchRule::RpcBackoff {
-                    until: s.min_rpc_time,
-                });
-            }
-        }
-        if runnable[p] > WF_MAX_RUNNABLE_JOBS {
-            return Some(FetchRule::TooManyJobs);
-        }
-        if let Some(u) = pr.last_upload_started {
-            let until = u + WF_UPLOAD_DEFER_INTERVAL;
-            if until > now && !any_idle {
-                return Some(FetchRule::UploadDeferral { until });
-            }
-        }
-        None
+    let block = |p: Option<usize>, r: Option<usize>, rule: FetchRule| FetchBlock {
+        project: p.map(|p| ProjectId(p as u32)),
+        resource: r.map(|r| ResourceId(r as u8)),
+        rule,
     };
 
-    // 1. First contact after attaching.
+    // 1. First contact after attaching: 1 s per resource it may use.
     for p in 0..np {
         let pr = &world.projects[p];
         if !pr.initial_rpc_pending {
             continue;
         }
-        if let Some(rule) = project_rule(p).filter(|r| !matches!(r, FetchRule::NoNewWork)) {
-            out.blocks.push(FetchBlock {
-                project: Some(ProjectId(p as u32)),
-                resource: None,
-                rule,
-            });
+        if let Some(rule) = c.project_rule[p].filter(|r| !matches!(r, FetchRule::NoNewWork)) {
+            out.blocks.push(block(Some(p), None, rule));
             continue;
         }
         let ask = pr.resource_share > 0.0 && !pr.no_new_work;
         let resources = (0..nr)
-            .map(|r| ResourceId(r as u8))
             .filter(|&r| {
-                let n = world.instances(r) as u32;
-                let all_excluded = !r.is_cpu()
-                    && n > 0
-                    && (0..n.min(64)).all(|k| pr.excluded_mask(r) & (1 << k) != 0);
-                !pr.no_work_for.contains(r) && !all_excluded
+                !pr.no_work_for.contains(ResourceId(r as u8)) && non_excluded(world, p, r) > 0.0
             })
             .map(|r| ResourceRequest {
-                resource: r,
+                resource: ResourceId(r as u8),
                 req_secs: if ask { 1.0 } else { 0.0 },
                 req_instances: 0.0,
-                estimated_delay: sim.resources[r.index()].busy_time,
+                estimated_delay: sim.resources[r].busy_time,
             })
-            .collect::<Vec<_>>();
-        let work_req_seconds = resources
-            .iter()
-            .find(|x| x.resource.is_cpu())
-            .map_or(0.0, |x| x.req_secs);
-        out.request = Some(WorkRequest {
-            project: ProjectId(p as u32),
-            reason: RpcReason::Init,
-            resources,
-            work_req_seconds,
-        });
+            .collect();
+        out.request = Some(finish(p, RpcReason::Init, resources));
         return out;
     }
 
-    // 2. Which resources are low / below the max buffer.
-    let buf_min = world.prefs.work_buf_min();
-    let buf_total = world.prefs.work_buf_total();
-    let low: Vec<bool> = (0..nr)
-        .map(|r| {
-            world.instances(ResourceId(r as u8)) > 0.0 && sim.resources[r].saturated_time < buf_min
-        })
-        .collect();
-    let below_max: Vec<bool> = (0..nr)
-        .map(|r| {
-            world.instances(ResourceId(r as u8)) > 0.0
-                && sim.resources[r].saturated_time < buf_total
-        })
-        .collect();
+    // 2. Is any resource low?
     for r in 0..nr {
-        if !low[r] && world.instances(ResourceId(r as u8)) > 0.0 {
-            out.blocks.push(FetchBlock {
-                project: None,
-                resource: Some(ResourceId(r as u8)),
-                rule: FetchRule::BufferFull {
+        if !c.low[r] && world.instances(ResourceId(r as u8)) > 0.0 {
+            out.blocks.push(block(
+                None,
+                Some(r),
+                FetchRule::BufferFull {
                     saturated: sim.resources[r].saturated_time,
-                    min_buffer: buf_min,
+                    min_buffer: world.prefs.work_buf_min(),
                 },
-            });
+            ));
         }
     }
-    if !low.iter().any(|&x| x) {
+    if !c.low.iter().any(|&x| x) {
         return out;
     }
-
-    // 3. Per (project, resource) rules.
-    let mut has_apps = vec![vec![false; nr]; np];
-    for v in &world.app_versions {
-        has_apps[v.project.index()][v.resource.index()] = true;
-    }
-    let has_mc: Vec<bool> = (0..np)
-        .map(|p| {
-            world.projects[p].max_concurrent.is_some()
-                || world
-                    .apps
-                    .iter()
-                    .any(|a| a.project.index() == p && a.max_concurrent.is_some())
-        })
-        .collect();
-    let n_non_excluded = |p: usize, r: usize| -> f64 {
-        let n = world.instances(ResourceId(r as u8));
-        if r == 0 {
-            return n;
-        }
-        let mask = world.projects[p].excluded_mask(ResourceId(r as u8));
-        (0..(n as u32).min(64))
-            .filter(|&k| mask & (1 << k) == 0)
-            .count() as f64
-    };
-    let rsc_rule = |p: usize, r: usize| -> Option<FetchRule> {
-        let pr = &world.projects[p];
-        let rid = ResourceId(r as u8);
-        if !has_apps[p][r] || pr.no_work_for.contains(rid) {
-            return Some(FetchRule::NoApps);
-        }
-        if n_non_excluded(p, r) <= 0.0 {
-            return Some(FetchRule::AllInstancesExcluded);
-        }
-        if pr.resource_share <= 0.0 && sim.resources[r].nidle_now <= 1e-6 {
-            return Some(FetchRule::ZeroShareNotIdle);
-        }
-        if has_mc[p] && sim.projects[p][r].capacity_shortfall <= 1e-6 {
-            return Some(FetchRule::MaxConcurrent);
-        }
-        if let Some(s) = state_of(p) {
-            if let Some(&until) = s.backoff_until.get(r) {
-                if until > now {
-                    return Some(FetchRule::ResourceBackoff { until });
-                }
-            }
-        }
-        None
-    };
-
-    // 4. Fetch priority: scheduling priority minus queued work as a fraction of a full buffer.
-    let speeds: Vec<f64> = (0..nr)
-        .map(|r| relative_speed(world, ResourceId(r as u8), policy))
-        .collect();
-    let total_capacity: f64 = (0..nr)
-        .map(|r| world.instances(ResourceId(r as u8)) * speeds[r])
-        .sum();
-    let mut queued = vec![0.0; np];
-    for j in world.jobs.iter().filter(|j| j.state.is_unfinished()) {
-        let v = world.version_of(j);
-        queued[j.project.index()] +=
-            remaining_secs(world, j) * v.usage() * speeds[v.resource.index()];
-    }
-    let fetch_prio = |p: usize, r: usize| -> f64 {
-        let base = prio.get(r).map_or(0.0, |x| x.value[p]);
-        base - queued[p] / (buf_total * total_capacity.max(1e-9))
-    };
-
-    let mut project_ok = vec![true; np];
-    for (p, ok) in project_ok.iter_mut().enumerate() {
-        if let Some(rule) = project_rule(p) {
-            *ok = false;
-            out.blocks.push(FetchBlock {
-                project: Some(ProjectId(p as u32)),
-                resource: None,
-                rule,
-            });
-        }
-    }
-    let mut rule_cache: Vec<Vec<Option<FetchRule>>> = vec![vec![None; nr]; np];
     for p in 0..np {
-        for r in 0..nr {
-            rule_cache[p][r] = if project_ok[p] { rsc_rule(p, r) } else { None };
+        if let Some(rule) = c.project_rule[p] {
+            out.blocks.push(block(Some(p), None, rule));
         }
     }
-    let ok = |p: usize, r: usize| project_ok[p] && rule_cache[p][r].is_none();
 
-    // Best candidate per resource, then the first project (by priority) able to supply a low one.
-    let mut best_for: Vec<Option<usize>> = vec![None; nr];
+    // 3. The best candidate per resource; ask the most deserving best candidate of a low one.
+    let cands: Vec<Vec<usize>> = (0..nr).map(|r| c.candidates(r)).collect();
     let mut chosen: Option<usize> = None;
-    let mut best_score = f64::NEG_INFINITY;
-    for r in 0..nr {
-        let mut order: Vec<usize> = (0..np).filter(|&p| ok(p, r)).collect();
-        order.sort_by(|&a, &b| {
-            fetch_prio(b, r)
-                .total_cmp(&fetch_prio(a, r))
-                .then(a.cmp(&b))
-        });
-        best_for[r] = order.first().copied();
-        if low[r] {
-            if let Some(&p) = order.first() {
-                // Across low resources, ask the most deserving of the best candidates.
-                let s = fetch_prio(p, r);
-                if s > best_score {
-                    best_score = s;
-                    chosen = Some(p);
-                }
+    let mut best = f64::NEG_INFINITY;
+    for r in (0..nr).filter(|&r| c.low[r]) {
+        if let Some(&p) = cands[r].first() {
+            if c.prio[p][r] > best {
+                best = c.prio[p][r];
+                chosen = Some(p);
             }
-            for p in 0..np {
-                if let Some(rule) = rule_cache[p][r] {
-                    out.blocks.push(FetchBlock {
-                        project: Some(ProjectId(p as u32)),
-                        resource: Some(ResourceId(r as u8)),
-                        rule,
-                    });
-                }
+        }
+        for p in (0..np).filter(|&p| c.project_rule[p].is_none()) {
+            if let Some(rule) = c.rsc_rule[p][r] {
+                out.blocks.push(block(Some(p), Some(r), rule));
             }
         }
     }
     let Some(p) = chosen else { return out };
 
-    let pr = &world.projects[p];
-    let wacky = pr.dcf < 0.02 || pr.dcf > 80.0;
+    // 4. Ask it for every low resource it can supply, and top up the resources below the
+    //    max buffer for which it is the best candidate.
     let mut resources = Vec::new();
-    for r in 0..nr {
-        let rid = ResourceId(r as u8);
-        if !ok(p, r) {
-            continue;
-        }
-        let wanted = low[r] || (best_for[r] == Some(p) && below_max[r]);
-        if !wanted {
-            if low[r] || below_max[r] {
-                out.blocks.push(FetchBlock {
-                    project: Some(ProjectId(p as u32)),
-                    resource: Some(rid),
-                    rule: FetchRule::LowerPriority,
-                });
-            }
-            continue;
-        }
-        let rs = &sim.resources[r];
-        let inst = world.instances(rid).max(1e-9);
-        let non_ex = n_non_excluded(p, r);
-        let (mut secs, mut ninst) = if pr.resource_share <= 0.0 {
-            if rs.nidle_now > 1e-6 {
-                (1.0, 1.0)
-            } else {
-                (0.0, 0.0)
-            }
-        } else if has_mc[p] {
-            (sim.projects[p][r].capacity_shortfall, 0.0)
-        } else {
-            (rs.shortfall * non_ex / inst, rs.nidle_now.min(non_ex))
-        };
-        if wacky && secs > 0.0 {
-            secs = 1.0;
-        }
-        if ninst > 0.0 && secs <= 0.0 {
-            secs = 1.0;
-        }
-        if secs <= 0.0 {
-            continue;
-        }
-        ninst = ninst.max(0.0);
-        resources.push(ResourceRequest {
-            resource: rid,
-            req_secs: secs,
-            req_instances: ninst,
-            estimated_delay: rs.busy_time,
-        });
-    }
-    // Other projects that could supply a low resource are lower priority.
-    for r in 0..nr {
-        if low[r] {
-            for q in (0..np).filter(|&q| q != p && ok(q, r)) {
-                out.blocks.push(FetchBlock {
-                    project: Some(ProjectId(q as u32)),
-                    resource: Some(ResourceId(r as u8)),
-                    rule: FetchRule::LowerPriority,
-                });
-            }
+    for r in (0..nr).filter(|&r| c.ok(p, r)) {
+        let wanted = c.low[r] || (cands[r].first() == Some(&p) && c.below_max[r]);
+        if wanted {
+            resources.extend(c.request(p, r));
         }
     }
-    if resources.is_empty() {
-        return out;
+    for r in (0..nr).filter(|&r| c.low[r]) {
+        for &q in cands[r].iter().filter(|&&q| q != p) {
+            out.blocks
+                .push(block(Some(q), Some(r), FetchRule::LowerPriority));
+        }
     }
-    let work_req_seconds = resources
-        .iter()
-        .find(|x| x.resource.is_cpu())
-        .map_or(0.0, |x| x.req_secs);
-    out.request = Some(WorkRequest {
-        project: ProjectId(p as u32),
-        reason: RpcReason::NeedWork,
-        resources,
-        work_req_seconds,
-    });
+    if !resources.is_empty() {
+        out.request = Some(finish(p, RpcReason::NeedWork, resources));
+    }
     out
+}
+
+/// Work to request from `project` on an RPC made for another reason (reporting, a
+/// project- or user-requested update): every resource below the max buffer that the project
+/// may be asked for (a resource backoff does not stop it, the RPC happens anyway) and for which
+/// no project of strictly higher priority could be asked.
+pub fn piggyback(
+    world: &World,
+    now: Time,
+    sim: &SimResult,
+    prio: &[Priorities],
+    state: &[ProjectFetchState],
+    policy: &Policy,
+    project: ProjectId,
+) -> Option<WorkRequest> {
+    let c = Ctx::new(world, now, sim, prio, state, policy);
+    let p = project.index();
+    if p >= c.np {
+        return None;
+    }
+    let project_ok = matches!(
+        c.project_rule[p],
+        None | Some(FetchRule::RpcBackoff { .. }) | Some(FetchRule::UploadDeferral { .. })
+    );
+    if !project_ok {
+        return None;
+    }
+    let mut resources = Vec::new();
+    for r in 0..c.nr {
+        let rule_ok = matches!(
+            c.rsc_rule[p][r],
+            None | Some(FetchRule::ResourceBackoff { .. })
+        );
+        if !rule_ok || !c.below_max[r] {
+            continue;
+        }
+        let better = c
+            .candidates(r)
+            .into_iter()
+            .any(|q| q != p && c.prio[q][r] > c.prio[p][r]);
+        if !better {
+            resources.extend(c.request(p, r));
+        }
+    }
+    (!resources.is_empty()).then(|| finish(p, RpcReason::NeedWork, resources))
 }
 
 /// Why finished jobs are reported now.

@@ -143,6 +143,28 @@ impl Scheduler {
         fetch::decide(world, now, sim, &prio, &self.fetch_state, &self.policy)
     }
 
+    /// Work to ask from `project` on an RPC made for another reason (reporting, update),
+    /// given this pass's simulation.
+    pub fn piggyback(
+        &mut self,
+        world: &World,
+        now: Time,
+        sim: &SimResult,
+        project: ProjectId,
+    ) -> Option<WorkRequest> {
+        self.resize(world);
+        let prio = self.priorities(world);
+        fetch::piggyback(
+            world,
+            now,
+            sim,
+            &prio,
+            &self.fetch_state,
+            &self.policy,
+            project,
+        )
+    }
+
     /// Projects whose finished jobs should be reported now.
     pub fn decide_reports(&self, world: &World, now: Time) -> Vec<ReportDue> {
         fetch::reports_due(world, now, &self.fetch_state)

@@ -234,3 +234,32 @@ fn finished_jobs_are_reported_after_an_hour_or_when_no_new_work() {
         ReportRule::NoNewWork
     );
 }
+
+#[test]
+fn piggyback_asks_below_the_max_buffer_unless_a_better_project_could() {
+    // 2 CPUs; P holds 10 h of work (above the 0.1-day min buffer, below the 0.6-day max).
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let (p, _) = busy_project(&mut w, "P", 10, 0);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None, "not low: no fetch of its own");
+    // P backed off for the CPU: a piggybacked request still goes out on its report RPC.
+    s.fetch_state[p.index()].backoff_until[0] = T0 + H;
+    let req = s
+        .piggyback(&w, T0, &out.sim, p)
+        .expect("below the max buffer");
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU");
+    assert!((cpu.req_secs - out.sim.resources[0].shortfall).abs() < 1e-6);
+    // A project that has had less CPU recently (higher priority) could be asked instead.
+    let (q, _) = busy_project(&mut w, "Q", 0, 100);
+    w.jobs[0].state = JobState::Running;
+    w.jobs[0].run_started_at = Some(T0);
+    let mut t = T0;
+    while t < T0 + DAY {
+        s.account(&w, t);
+        t += 60.0;
+    }
+    let out = s.pass(&w, t);
+    assert_eq!(s.piggyback(&w, t, &out.sim, p), None);
+    assert!(s.piggyback(&w, t, &out.sim, q).is_some());
+}
