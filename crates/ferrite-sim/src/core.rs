@@ -14,6 +14,9 @@ use crate::random::uniform;
 use crate::scenario::Scenario;
 use crate::server::WorkRequest;
 
+/// Longest interval handed to the core's accounting at once, seconds.
+const ACCOUNTING_PIECE: f64 = 60.0;
+
 /// Backoff jitter for the core, drawn from the emulator's seeded stream.
 #[derive(Debug)]
 struct ChaChaJitter(ChaCha8Rng);
@@ -214,9 +217,17 @@ impl Fingerprint {
 }
 
 impl ClientPolicy for CorePolicy {
-    fn account(&mut self, now: f64, _dt: f64, _used: &[f64], jobs: &[Job]) {
+    fn account(&mut self, now: f64, dt: f64, _used: &[f64], jobs: &[Job]) {
         self.mirror(now, jobs);
-        self.sched.account(&self.world, now);
+        // The core discards accounting intervals longer than its sanity limit (a host that
+        // slept); a long emulator step is not one, so it is accounted in pieces of at most a
+        // minute.
+        let pieces = (dt / ACCOUNTING_PIECE).ceil().max(1.0);
+        let start = now - dt;
+        for k in 1..=(pieces as u32) {
+            let t = start + dt * f64::from(k) / pieces;
+            self.sched.account(&self.world, t);
+        }
     }
 
     fn abort_doomed(&mut self, _now: f64, _jobs: &mut [Job]) -> usize {

@@ -45,8 +45,15 @@ enum PolicyArg {
     Reference,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     let args = Args::parse();
+    if let Err(e) = emulate(&args) {
+        eprintln!("ferrite-sim: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn emulate(args: &Args) -> anyhow::Result<()> {
     let scenario = Scenario::load(&args.scenario_dir)
         .with_context(|| format!("loading scenario {}", args.scenario_dir.display()))?;
     let opts = SimOptions {

@@ -24,7 +24,7 @@ pub const MIN_WORK_BUF: f64 = 180.0;
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// A file could not be read.
-    #[error("cannot read {file}: {source}")]
+    #[error("cannot read {file}")]
     Read {
         /// The file.
         file: PathBuf,
