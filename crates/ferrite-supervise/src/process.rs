@@ -1,0 +1,277 @@
+//! Starting an app process and signalling or reaping it.
+//!
+//! Each app becomes the leader of a new session and process group (so a signal to the group
+//! reaches every descendant that stayed in it, and a terminal Ctrl-C on the daemon does not
+//! reach the apps). The child gets the signal state the BOINC API needs (empty mask, default
+//! dispositions, so SIGALRM works) and idle priority unless told otherwise.
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::slot::STDERR_FILE;
+
+/// How the app's CPU priority is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// CPU job: nice 19 and SCHED_IDLE.
+    CpuJob,
+    /// GPU job, job using less than one CPU, or wrapper: nice 10, normal policy.
+    HighPriorityJob,
+    /// Leave the daemon's priority (cc_config `no_priority_change`).
+    Unchanged,
+}
+
+impl Priority {
+    /// The priority for a job: `no_priority_change` wins, then GPU or < 1 CPU gives nice 10.
+    pub fn for_job(uses_gpu: bool, avg_ncpus: f64, no_priority_change: bool) -> Priority {
+        if no_priority_change {
+            Priority::Unchanged
+        } else if uses_gpu || avg_ncpus < 1.0 {
+            Priority::HighPriorityJob
+        } else {
+            Priority::CpuJob
+        }
+    }
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct SpawnRequest {
+    /// The executable (BOINC passes the physical file in the project dir, relative to the slot:
+    /// `../../projects/P/prog`). A relative path is taken relative to the slot directory.
+    pub program: PathBuf,
+    /// Arguments after argv[0].
+    pub args: Vec<String>,
+    /// The slot directory; becomes the working directory and holds `stderr.txt`.
+    pub slot_dir: PathBuf,
+    /// Extra environment variables (the daemon's environment is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    /// Priority class.
+    pub priority: Priority,
+}
+
+/// Errors while starting an app.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// `stderr.txt` could not be opened.
+    #[error("cannot open stderr file in {0}")]
+    Stderr(PathBuf, #[source] io::Error),
+    /// fork or exec failed (exec errors come back from the child through std's error pipe).
+    #[error("cannot execute {0}")]
+    Exec(PathBuf, #[source] io::Error),
+}
+
+/// Starts the app; returns its PID (also its process group and session ID).
+pub fn spawn(req: &SpawnRequest) -> Result<i32, SpawnError> {
+    let stderr_path = req.slot_dir.join(STDERR_FILE);
+    let stderr = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&stderr_path)
+        .map_err(|e| SpawnError::Stderr(req.slot_dir.clone(), e))?;
+    let program = if req.program.is_absolute() {
+        req.program.clone()
+    } else {
+        req.slot_dir.join(&req.program)
+    };
+    let mut cmd = Command::new(&program);
+    // argv[0] as BOINC passes it (the path as given).
+    cmd.arg0(req.program.as_os_str())
+        .args(&req.args)
+        .current_dir(&req.slot_dir)
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr));
+    let priority = req.priority;
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // async-signal-safe functions (setsid, sigprocmask, sigaction, setpriority,
+    // sched_setscheduler); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || child_setup(priority));
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| SpawnError::Exec(program.clone(), e))?;
+    // The Child handle is dropped without waiting: the task reaps the PID with wait4.
+    Ok(child.id() as i32)
+}
+
+fn child_setup(priority: Priority) -> io::Result<()> {
+    // SAFETY: plain libc calls on this (child) process; every pointer passed is to a local.
+    unsafe {
+        if libc::setsid() < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut dfl.sa_mask);
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                // Errors (invalid signal numbers) are harmless here.
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+        match priority {
+            Priority::Unchanged => {}
+            Priority::HighPriorityJob => {
+                libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+            }
+            Priority::CpuJob => {
+                libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends `sig` to process group `pgid`. A group that no longer exists counts as success
+/// (returns `Ok(false)`); `Ok(true)` means at least one process got the signal.
+pub fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
+    if pgid <= 1 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: killpg has no memory-safety preconditions.
+    let rc = unsafe { libc::killpg(pgid, sig) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
+/// Sends `sig` to one process; a process that is gone counts as success (`Ok(false)`).
+pub fn signal_pid(pid: i32, sig: i32) -> io::Result<bool> {
+    if pid <= 1 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid, sig) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
+/// How a reaped process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessExit {
+    /// `exit(code)`.
+    Exited(i32),
+    /// Killed by a signal.
+    Signaled(i32),
+    /// Anything else (raw wait status).
+    Other(i32),
+}
+
+impl ProcessExit {
+    /// Decodes a raw wait status.
+    pub fn from_raw(status: i32) -> ProcessExit {
+        if libc::WIFEXITED(status) {
+            ProcessExit::Exited(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            ProcessExit::Signaled(libc::WTERMSIG(status))
+        } else {
+            ProcessExit::Other(status)
+        }
+    }
+}
+
+/// The result of reaping a child.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reaped {
+    /// How it ended.
+    pub exit: ProcessExit,
+    /// CPU seconds of the process and its waited-for children (from rusage).
+    pub cpu_time: f64,
+    /// Peak resident set of the process, bytes (from rusage).
+    pub max_rss: u64,
+}
+
+/// Reaps `pid` if it has exited (never blocks). `Ok(None)` while it runs.
+pub fn try_reap(pid: i32) -> io::Result<Option<Reaped>> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data and fully written by wait4 on success.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pointers to locals; WNOHANG keeps the call non-blocking.
+    let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+    match rc {
+        0 => Ok(None),
+        r if r == pid => {
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            Ok(Some(Reaped {
+                exit: ProcessExit::from_raw(status),
+                cpu_time: tv(ru.ru_utime) + tv(ru.ru_stime),
+                max_rss: (ru.ru_maxrss.max(0) as u64) * 1024,
+            }))
+        }
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_choice() {
+        assert_eq!(Priority::for_job(false, 1.0, false), Priority::CpuJob);
+        assert_eq!(Priority::for_job(true, 1.0, false), Priority::HighPriorityJob);
+        assert_eq!(Priority::for_job(false, 0.5, false), Priority::HighPriorityJob);
+        assert_eq!(Priority::for_job(false, 1.0, true), Priority::Unchanged);
+    }
+
+    #[test]
+    fn signalling_a_gone_group_is_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid = spawn(&SpawnRequest {
+            program: "/bin/true".into(),
+            args: vec![],
+            slot_dir: dir.path().to_owned(),
+            env: vec![],
+            priority: Priority::Unchanged,
+        })
+        .unwrap();
+        let reaped = loop {
+            if let Some(r) = try_reap(pid).unwrap() {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(reaped.exit, ProcessExit::Exited(0));
+        assert!(!signal_group(pid, libc::SIGKILL).unwrap());
+        assert!(!signal_pid(pid, libc::SIGKILL).unwrap());
+    }
+
+    #[test]
+    fn exec_failure_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = spawn(&SpawnRequest {
+            program: "no_such_program".into(),
+            args: vec![],
+            slot_dir: dir.path().to_owned(),
+            env: vec![],
+            priority: Priority::Unchanged,
+        })
+        .unwrap_err();
+        assert!(matches!(err, SpawnError::Exec(..)));
+    }
+}
