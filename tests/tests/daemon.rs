@@ -308,3 +308,26 @@ fn full_disk_keeps_the_last_good_state_and_recovers_when_space_returns() {
     assert!(p.wait(T).success(), "{}", p.output());
     assert_eq!(result_names(&load(&dir, "client_state.xml")).len(), 3);
 }
+
+#[test]
+fn loads_a_boinc_8_layout_and_keeps_its_newer_fields() {
+    // 02_tasks_running with the elements a BOINC 8.x client adds to its state file
+    // (workunit sub_appname and job keywords, user_cpids, docker fields, version 8.2.4).
+    let dir = fixture_data_dir("8x_layout");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    assert!(p.output().contains("3 tasks"), "{}", p.output());
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    let text = fs::read_to_string(dir.path().join("client_state.xml")).expect("read");
+    for needle in [
+        "<sub_appname>short</sub_appname>",
+        "<job_keyword_ids>12, 34</job_keyword_ids>",
+        "<cpid>11111111111111111111111111111111</cpid>",
+        "<core_client_major_version>8</core_client_major_version>",
+    ] {
+        assert!(text.contains(needle), "{needle} lost:\n{text}");
+    }
+    assert_eq!(result_names(&load(dir.path(), "client_state.xml")).len(), 3);
+}

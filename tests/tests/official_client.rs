@@ -9,7 +9,18 @@ use ferrite_proto::client_state::ClientState;
 
 #[test]
 fn official_client_loads_the_state_ferrite_wrote() {
-    let dir = fixture_data_dir("02_tasks_running");
+    round_trip_through_ferrite("02_tasks_running");
+}
+
+#[test]
+fn official_client_loads_what_ferrite_wrote_from_a_boinc_8_layout() {
+    round_trip_through_ferrite("8x_layout");
+}
+
+/// Runs Ferrite on a copy of fixture data directory `name`, stops it, then has the official
+/// client load the result and checks every project, app and task is there.
+fn round_trip_through_ferrite(name: &str) {
+    let dir = fixture_data_dir(name);
     let original = ClientState::parse(
         &fs::read_to_string(dir.path().join("client_state.xml")).expect("read"),
         "client_state.xml",
