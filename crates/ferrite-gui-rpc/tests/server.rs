@@ -59,15 +59,24 @@ fn body_of(name: &str, index: usize) -> String {
 
 /// boinccmd's stdout recorded at the end of a `.txt` transcript.
 fn recorded_stdout(name: &str) -> String {
+    recorded_stream(name, "stdout")
+}
+
+/// boinccmd's stderr recorded at the end of a `.txt` transcript.
+fn recorded_stderr(name: &str) -> String {
+    recorded_stream(name, "stderr")
+}
+
+fn recorded_stream(name: &str, stream: &str) -> String {
     let text = std::fs::read_to_string(fixture_path(&format!("{name}.txt"))).unwrap();
     let mut out = String::new();
     let mut inside = false;
     for line in text.lines() {
-        if line == "# boinccmd stdout:" {
+        if line == format!("# boinccmd {stream}:") {
             inside = true;
             continue;
         }
-        if line.starts_with("# boinccmd stderr:") {
+        if inside && line.starts_with("# boinccmd ") {
             break;
         }
         if inside {
@@ -352,6 +361,64 @@ async fn official_authenticated_transcripts() {
         .iter()
         .all(|(_, p)| p.authorized && p.is_local));
     h.stop().await;
+}
+
+// ---------------------------------------------------------------- parsing real requests
+
+#[derive(Debug, serde::Deserialize)]
+struct CapturedRequests {
+    requests: Vec<CapturedRequest>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct CapturedRequest {
+    capture: String,
+    text: String,
+}
+
+/// Every request boinccmd, a Manager-like client and boinctui sent in the captures parses into
+/// the op it names, and its arguments come through.
+#[test]
+fn every_captured_request_parses() {
+    use ferrite_gui_rpc::request::{parse_document, parse_request, RequestError};
+    let text = std::fs::read_to_string(fixture_path("all_requests.json")).unwrap();
+    let all: CapturedRequests = serde_json::from_str(&text).unwrap();
+    assert!(all.requests.len() > 300);
+    let mut typed = 0;
+    let mut lookups = 0;
+    for r in &all.requests {
+        let body = r.text.strip_suffix('\u{3}').unwrap();
+        let op = parse_document(body).unwrap().op().bare().to_owned();
+        if op == "auth1" || op == "auth2" {
+            continue;
+        }
+        match parse_request(body) {
+            Ok(request) => {
+                assert_eq!(request.op_name(), op, "{}: {body}", r.capture);
+                typed += 1;
+            }
+            Err(RequestError::UnrecognizedOp(name)) => {
+                assert!(
+                    name == "--nopw" || name == "no_such_operation/",
+                    "{}: {body}",
+                    r.capture
+                );
+            }
+            Err(e) => panic!("{}: {e}: {body}", r.capture),
+        }
+        if op == "lookup_account" {
+            let Ok(Request::LookupAccount(a)) = parse_request(body) else {
+                panic!("{body}");
+            };
+            assert!(a.url.starts_with("http://127.0.0.1:180"), "{}", a.url);
+            assert_eq!(a.email_addr, "fixture@example.com");
+            assert_eq!(a.passwd_hash.len(), 32);
+            assert!(!a.ldap_auth, "<ldap_auth>0</ldap_auth> is false");
+            lookups += 1;
+        }
+    }
+    assert!(typed > 150, "{typed}");
+    assert_eq!(lookups, 3);
 }
 
 // ---------------------------------------------------------------- framing
@@ -805,20 +872,14 @@ async fn boinccmd_against_our_server() {
 
     let out = run_boinccmd(cwd, &["--host", &host, "--passwd", "wrong", "--quit"]).await;
     assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("Authorization failure: -155"),
-        "{}",
-        out.stderr
-    );
+    assert_eq!(out.stderr, recorded_stderr("auth_wrong_password"));
+    assert!(out.stderr.contains("Authorization failure: -155"));
 
     // No password: boinccmd does not authenticate, the local client is refused control.
     let out = run_boinccmd(cwd, &["--host", &host, "--passwd", "", "--quit"]).await;
     assert_eq!(out.code, 101);
-    assert!(
-        out.stderr.contains("authentication error"),
-        "{}",
-        out.stderr
-    );
+    assert_eq!(out.stderr, recorded_stderr("auth_no_password_quit"));
+    assert!(out.stderr.contains("authentication error"));
 
     // Over the Unix socket (boinccmd connects to ./boinc_socket).
     let out = run_boinccmd(
