@@ -145,7 +145,7 @@ pub enum PeerTransport {
 }
 
 /// Facts about the connection a request came on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PeerInfo {
     /// Unique per server: the daemon keys per-connection state on it (notice refresh flag,
     /// pending lookup/attach polls).
@@ -158,6 +158,9 @@ pub struct PeerInfo {
     pub authorized: bool,
     /// The GUI's name from `exchange_versions`, if it sent one.
     pub client_name: Option<String>,
+    /// Cancelled when the connection ends, so the daemon can drop per-connection state
+    /// kept under `connection_id` (await it, or check `is_cancelled()` when pruning).
+    pub closed: CancellationToken,
 }
 
 /// One request for the daemon. Answer it by sending the reply body (e.g.
@@ -537,6 +540,8 @@ async fn serve<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let connection_id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let closed = CancellationToken::new();
+    let _cancel_on_return = closed.clone().drop_guard();
     let mut session = Session::new(shared.password.clone(), is_local, shared.version);
     let mut frames = FrameBuffer::new(shared.max_request_bytes);
     let mut buf = vec![0u8; 16 * 1024];
@@ -560,6 +565,7 @@ async fn serve<S>(
                         is_local,
                         authorized: session.is_authorized(),
                         client_name: session.client_name().map(str::to_owned),
+                        closed: closed.clone(),
                     };
                     match dispatch(&shared.calls, request, peer, &token).await {
                         Some(body) => (body, false),

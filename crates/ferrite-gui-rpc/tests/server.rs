@@ -698,6 +698,14 @@ async fn unix_socket_with_mode_and_peer_credentials() {
         other => panic!("expected a Unix peer, got {other:?}"),
     }
     assert!(seen[0].1.is_local);
+    assert!(
+        !seen[0].1.closed.is_cancelled(),
+        "the connection is still open"
+    );
+    drop(client);
+    tokio::time::timeout(TIMEOUT, seen[0].1.closed.cancelled())
+        .await
+        .expect("the daemon learns that the connection ended");
     h.stop().await;
     assert!(!path.exists(), "socket removed on shutdown");
 }
