@@ -105,6 +105,10 @@ struct SimJob {
     cpu: f64,
     /// App index, for per-app max-concurrent.
     app: usize,
+    /// Project index.
+    project: usize,
+    /// Resource index.
+    res: usize,
     /// Computation deadline (report deadline minus the min buffer).
     deadline: Time,
     /// Current rate fraction (0..=1).
@@ -124,9 +128,37 @@ struct Queue {
     head: usize,
 }
 
+/// Raw cap of a project without max-concurrent limits on one resource: the usage of its
+/// first pending jobs, up to `limit` (the instances). Advances the queue head past done jobs.
+fn walk_raw_cap(q: &mut Queue, sjobs: &[SimJob], limit: f64) -> f64 {
+    while q.head < q.jobs.len() && sjobs[q.jobs[q.head]].done {
+        q.head += 1;
+    }
+    let mut c = 0.0;
+    for &sj in &q.jobs[q.head..] {
+        if c >= limit - EPS {
+            break;
+        }
+        if !sjobs[sj].done {
+            c += sjobs[sj].usage;
+        }
+    }
+    c.min(limit)
+}
+
 /// Run the simulation at `now`. `priority[p]` orders projects (higher first) for leftover
 /// capacity and tie-breaks; it must have one entry per project.
 pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
+    simulate_impl(world, now, priority, true)
+}
+
+/// The same simulation recomputing every allocation at every event (no incremental fast
+/// path): slower, kept as the reference the fast path is tested against.
+pub fn simulate_exhaustive(world: &World, now: Time, priority: &[f64]) -> SimResult {
+    simulate_impl(world, now, priority, false)
+}
+
+fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) -> SimResult {
     let nr = world.n_resources();
     let np = world.projects.len();
     let buf_min = world.prefs.work_buf_min();
@@ -222,6 +254,8 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
             usage,
             cpu: v.avg_ncpus.max(0.0),
             app: v.app.index(),
+            project: j.project.index(),
+            res: r.index(),
             deadline: j.report_deadline - buf_min,
             rate: 0.0,
             done: false,
@@ -303,172 +337,215 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
     let mut first = true;
     let res_order: Vec<usize> = (1..nr).rev().chain(std::iter::once(0)).collect();
 
+    // Fast path: when only CPU jobs of projects without max-concurrent limits finished and
+    // their projects can still use as much as before, every allocation stays the same; those
+    // projects just hand their CPU allocation to their next jobs.
+    let mut full = true;
+    let mut fast_projects: Vec<usize> = Vec::new();
+    let mut finished: Vec<usize> = Vec::new();
+    let mut alloc_cpu = vec![0.0f64; np];
+
     loop {
         // ---- allocate ----
-        for s in &active {
-            sjobs[*s].rate = 0.0;
-        }
-        active.clear();
-        proj_running.iter_mut().for_each(|x| *x = 0);
-        app_running.iter_mut().for_each(|x| *x = 0);
-        used.iter_mut().for_each(|x| *x = 0.0);
-        for pu in proj_used.iter_mut() {
-            pu.iter_mut().for_each(|x| *x = 0.0);
-        }
-        let mut gpu_cpu = 0.0;
-        for &r in &res_order {
-            let capacity = if r == 0 {
-                (instances[0] - gpu_cpu).max(0.0)
-            } else {
-                instances[r]
-            };
-            // Caps: how much each project could use, walking its FIFO jobs under its limits.
-            // Without max-concurrent limits a project's raw cap only changes when one of its
-            // jobs finishes, so it is cached until then.
-            let mut any = false;
-            for p in 0..np {
-                let q = &mut queues[p][r];
-                while q.head < q.jobs.len() && sjobs[q.jobs[q.head]].done {
-                    q.head += 1;
+        if !full {
+            active.retain(|&s| {
+                let sj = &sjobs[s];
+                !sj.done && !(sj.res == 0 && fast_projects.contains(&sj.project))
+            });
+            for &p in &fast_projects {
+                let mut a = alloc_cpu[p];
+                let q = &queues[p][0];
+                for &sj in &q.jobs[q.head..] {
+                    if a <= EPS {
+                        break;
+                    }
+                    if sjobs[sj].done {
+                        continue;
+                    }
+                    let give = a.min(sjobs[sj].usage);
+                    a -= give;
+                    sjobs[sj].rate = give / sjobs[sj].usage;
+                    active.push(sj);
                 }
-                if !has_mc[p] {
-                    if let Some(raw) = raw_cap[p][r] {
+            }
+        }
+        if full {
+            for s in &active {
+                sjobs[*s].rate = 0.0;
+            }
+            active.clear();
+            proj_running.iter_mut().for_each(|x| *x = 0);
+            app_running.iter_mut().for_each(|x| *x = 0);
+            used.iter_mut().for_each(|x| *x = 0.0);
+            for pu in proj_used.iter_mut() {
+                pu.iter_mut().for_each(|x| *x = 0.0);
+            }
+            let mut gpu_cpu = 0.0;
+            for &r in &res_order {
+                let capacity = if r == 0 {
+                    (instances[0] - gpu_cpu).max(0.0)
+                } else {
+                    instances[r]
+                };
+                // Caps: how much each project could use, walking its FIFO jobs under its limits.
+                // Without max-concurrent limits a project's raw cap only changes when one of its
+                // jobs finishes, so it is cached until then.
+                let mut any = false;
+                for p in 0..np {
+                    if !has_mc[p] {
+                        let raw = match raw_cap[p][r] {
+                            Some(raw) => raw,
+                            None => {
+                                let raw = walk_raw_cap(&mut queues[p][r], &sjobs, instances[r]);
+                                raw_cap[p][r] = Some(raw);
+                                raw
+                            }
+                        };
                         cap[p] = raw.min(capacity);
                         alloc[p] = 0.0;
                         any |= cap[p] > EPS;
                         continue;
                     }
-                }
-                let q = &queues[p][r];
-                let limit = if has_mc[p] { capacity } else { instances[r] };
-                let mut c = 0.0;
-                let mut pr = proj_running[p];
-                let mut counted_apps: Vec<(usize, u32)> = Vec::new();
-                for &sj in &q.jobs[q.head..] {
-                    if c >= limit - EPS {
-                        break;
+                    let q = &mut queues[p][r];
+                    while q.head < q.jobs.len() && sjobs[q.jobs[q.head]].done {
+                        q.head += 1;
                     }
-                    let s = &sjobs[sj];
-                    if s.done {
-                        continue;
-                    }
-                    if proj_mc[p].is_some_and(|m| pr >= m) {
-                        break;
-                    }
-                    if let Some(m) = app_mc[s.app] {
-                        let n = app_running[s.app]
-                            + counted_apps
-                                .iter()
-                                .find(|(a, _)| *a == s.app)
-                                .map_or(0, |x| x.1);
-                        if n >= m {
+                    let q = &queues[p][r];
+                    let limit = capacity;
+                    let mut c = 0.0;
+                    let mut pr = proj_running[p];
+                    let mut counted_apps: Vec<(usize, u32)> = Vec::new();
+                    for &sj in &q.jobs[q.head..] {
+                        if c >= limit - EPS {
+                            break;
+                        }
+                        let s = &sjobs[sj];
+                        if s.done {
                             continue;
                         }
-                        match counted_apps.iter_mut().find(|(a, _)| *a == s.app) {
-                            Some(x) => x.1 += 1,
-                            None => counted_apps.push((s.app, 1)),
+                        if proj_mc[p].is_some_and(|m| pr >= m) {
+                            break;
                         }
+                        if let Some(m) = app_mc[s.app] {
+                            let n = app_running[s.app]
+                                + counted_apps
+                                    .iter()
+                                    .find(|(a, _)| *a == s.app)
+                                    .map_or(0, |x| x.1);
+                            if n >= m {
+                                continue;
+                            }
+                            match counted_apps.iter_mut().find(|(a, _)| *a == s.app) {
+                                Some(x) => x.1 += 1,
+                                None => counted_apps.push((s.app, 1)),
+                            }
+                        }
+                        pr += 1;
+                        c += s.usage;
                     }
-                    pr += 1;
-                    c += s.usage;
+                    cap[p] = c.min(capacity);
+                    alloc[p] = 0.0;
+                    any |= cap[p] > EPS;
                 }
-                if !has_mc[p] {
-                    raw_cap[p][r] = Some(c);
-                }
-                cap[p] = c.min(capacity);
-                alloc[p] = 0.0;
-                any |= cap[p] > EPS;
-            }
-            if !any {
-                continue;
-            }
-            // Water-fill positive shares.
-            let mut remaining = capacity;
-            loop {
-                let wsum: f64 = (0..np)
-                    .filter(|&p| cap[p] - alloc[p] > EPS && world.projects[p].resource_share > 0.0)
-                    .map(|p| world.projects[p].resource_share)
-                    .sum();
-                if wsum <= 0.0 || remaining <= EPS {
-                    break;
-                }
-                let mut capped = false;
-                let mut given = 0.0;
-                for &p in &by_priority {
-                    let room = cap[p] - alloc[p];
-                    if room <= EPS || world.projects[p].resource_share <= 0.0 {
-                        continue;
+                if !any {
+                    if r == 0 {
+                        alloc_cpu.iter_mut().for_each(|x| *x = 0.0);
                     }
-                    let want = remaining * world.projects[p].resource_share / wsum;
-                    if want >= room {
-                        alloc[p] += room;
-                        given += room;
-                        capped = true;
-                    } else {
-                        alloc[p] += want;
-                        given += want;
-                    }
-                }
-                remaining -= given;
-                if !capped {
-                    break;
-                }
-            }
-            // Leftover to zero-share projects by priority.
-            for &p in &by_priority {
-                if remaining <= EPS {
-                    break;
-                }
-                if world.projects[p].resource_share <= 0.0 && cap[p] > EPS {
-                    let g = cap[p].min(remaining);
-                    alloc[p] += g;
-                    remaining -= g;
-                }
-            }
-            // Distribute each project's allocation FIFO over its jobs.
-            for p in 0..np {
-                let mut a = alloc[p];
-                if a <= EPS {
                     continue;
                 }
-                let q = &queues[p][r];
-                for &sj in &q.jobs[q.head..] {
+                // Water-fill positive shares.
+                let mut remaining = capacity;
+                loop {
+                    let wsum: f64 = (0..np)
+                        .filter(|&p| {
+                            cap[p] - alloc[p] > EPS && world.projects[p].resource_share > 0.0
+                        })
+                        .map(|p| world.projects[p].resource_share)
+                        .sum();
+                    if wsum <= 0.0 || remaining <= EPS {
+                        break;
+                    }
+                    let mut capped = false;
+                    let mut given = 0.0;
+                    for &p in &by_priority {
+                        let room = cap[p] - alloc[p];
+                        if room <= EPS || world.projects[p].resource_share <= 0.0 {
+                            continue;
+                        }
+                        let want = remaining * world.projects[p].resource_share / wsum;
+                        if want >= room {
+                            alloc[p] += room;
+                            given += room;
+                            capped = true;
+                        } else {
+                            alloc[p] += want;
+                            given += want;
+                        }
+                    }
+                    remaining -= given;
+                    if !capped {
+                        break;
+                    }
+                }
+                // Leftover to zero-share projects by priority.
+                for &p in &by_priority {
+                    if remaining <= EPS {
+                        break;
+                    }
+                    if world.projects[p].resource_share <= 0.0 && cap[p] > EPS {
+                        let g = cap[p].min(remaining);
+                        alloc[p] += g;
+                        remaining -= g;
+                    }
+                }
+                if r == 0 {
+                    alloc_cpu.copy_from_slice(&alloc);
+                }
+                // Distribute each project's allocation FIFO over its jobs.
+                for p in 0..np {
+                    let mut a = alloc[p];
                     if a <= EPS {
-                        break;
-                    }
-                    let (done, app, usage, cpu) = (
-                        sjobs[sj].done,
-                        sjobs[sj].app,
-                        sjobs[sj].usage,
-                        sjobs[sj].cpu,
-                    );
-                    if done {
                         continue;
                     }
-                    if proj_mc[p].is_some_and(|m| proj_running[p] >= m) {
-                        break;
-                    }
-                    if app_mc[app].is_some_and(|m| app_running[app] >= m) {
-                        continue;
-                    }
-                    let give = a.min(usage);
-                    let rate = give / usage;
-                    a -= give;
-                    proj_running[p] += 1;
-                    app_running[app] += 1;
-                    let cpu = cpu * rate;
-                    sjobs[sj].rate = rate;
-                    active.push(sj);
-                    used[r] += give;
-                    proj_used[p][r] += give;
-                    if r != 0 {
-                        gpu_cpu += cpu;
-                        proj_used[p][0] += cpu;
+                    let q = &queues[p][r];
+                    for &sj in &q.jobs[q.head..] {
+                        if a <= EPS {
+                            break;
+                        }
+                        let (done, app, usage, cpu) = (
+                            sjobs[sj].done,
+                            sjobs[sj].app,
+                            sjobs[sj].usage,
+                            sjobs[sj].cpu,
+                        );
+                        if done {
+                            continue;
+                        }
+                        if proj_mc[p].is_some_and(|m| proj_running[p] >= m) {
+                            break;
+                        }
+                        if app_mc[app].is_some_and(|m| app_running[app] >= m) {
+                            continue;
+                        }
+                        let give = a.min(usage);
+                        let rate = give / usage;
+                        a -= give;
+                        proj_running[p] += 1;
+                        app_running[app] += 1;
+                        let cpu = cpu * rate;
+                        sjobs[sj].rate = rate;
+                        active.push(sj);
+                        used[r] += give;
+                        proj_used[p][r] += give;
+                        if r != 0 {
+                            gpu_cpu += cpu;
+                            proj_used[p][0] += cpu;
+                        }
                     }
                 }
             }
+            used[0] += gpu_cpu;
         }
-        used[0] += gpu_cpu;
 
         if first {
             for r in 0..nr {
@@ -520,8 +597,7 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
                 sj.left = 0.0;
                 sj.done = true;
                 out.job_finish[sj.index] = Some(t_next);
-                let jp = world.jobs[sj.index].project.index();
-                raw_cap[jp].iter_mut().for_each(|c| *c = None);
+                finished.push(s);
                 if t_next > sj.deadline {
                     let j = &world.jobs[sj.index];
                     let r = world.version_of(j).resource.index();
@@ -534,6 +610,28 @@ pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
             }
         }
         t = t_next;
+
+        // ---- what changed ----
+        full = false;
+        fast_projects.clear();
+        for &s in &finished {
+            let (p, r) = (sjobs[s].project, sjobs[s].res);
+            let old = raw_cap[p][r];
+            raw_cap[p][r] = None;
+            if r != 0 || has_mc[p] {
+                full = true;
+                continue;
+            }
+            let raw = walk_raw_cap(&mut queues[p][r], &sjobs, instances[r]);
+            raw_cap[p][r] = Some(raw);
+            if old != Some(raw) || !incremental {
+                full = true;
+            }
+            if !fast_projects.contains(&p) {
+                fast_projects.push(p);
+            }
+        }
+        finished.clear();
     }
 
     // Nothing runs after the last completion.

@@ -211,6 +211,31 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The simulation's incremental fast path gives the same answers as recomputing every
+    /// allocation at every event.
+    #[test]
+    fn incremental_simulation_matches_exhaustive(seed in any::<u64>()) {
+        let w = random_world(seed);
+        let prio: Vec<f64> = (0..w.projects.len()).map(|p| -(p as f64)).collect();
+        let a = rrsim::simulate(&w, T0, &prio);
+        let b = rrsim::simulate_exhaustive(&w, T0, &prio);
+        prop_assert_eq!(&a.missed, &b.missed);
+        for (x, y) in a.job_finish.iter().zip(&b.job_finish) {
+            match (x, y) {
+                (Some(x), Some(y)) => prop_assert!((x - y).abs() < 1e-6 * (1.0 + (y - T0).abs()), "{x} vs {y}"),
+                _ => prop_assert_eq!(x, y),
+            }
+        }
+        for (ra, rb) in a.resources.iter().zip(&b.resources) {
+            prop_assert!((ra.shortfall - rb.shortfall).abs() < 1e-3 * (1.0 + rb.shortfall));
+            prop_assert!((ra.saturated_time - rb.saturated_time).abs() < 1e-3 * (1.0 + rb.saturated_time));
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
     /// One CPU, jobs with deadlines for which earliest-deadline-first meets every deadline
