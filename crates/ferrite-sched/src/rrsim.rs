@@ -350,7 +350,8 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
         if !full {
             active.retain(|&s| {
                 let sj = &sjobs[s];
-                !sj.done && !(sj.res == 0 && fast_projects.contains(&sj.project))
+                let redistributed = sj.res == 0 && fast_projects.contains(&sj.project);
+                !sj.done && !redistributed
             });
             for &p in &fast_projects {
                 let mut a = alloc_cpu[p];
