@@ -137,6 +137,8 @@ pub enum FetchRule {
     ZeroShareNotIdle,
     /// A project of higher priority is asked instead.
     LowerPriority,
+    /// BOINC is over its allowed disk space.
+    DiskFull,
 }
 
 /// One reason for not fetching: which project (or all), which resource (or all), which rule.
@@ -343,6 +345,19 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Share of `p` among the projects that may be asked for `r` (1 if none has a share).
+    fn fetchable_share(&self, p: usize, r: usize) -> f64 {
+        let total: f64 = (0..self.np)
+            .filter(|&q| self.ok(q, r))
+            .map(|q| self.world.projects[q].resource_share.max(0.0))
+            .sum();
+        if total > 0.0 {
+            self.world.projects[p].resource_share.max(0.0) / total
+        } else {
+            1.0
+        }
+    }
+
     fn ok(&self, p: usize, r: usize) -> bool {
         self.project_rule[p].is_none() && self.rsc_rule[p][r].is_none()
     }
@@ -371,7 +386,14 @@ impl<'a> Ctx<'a> {
         } else if self.has_mc[p] {
             (self.sim.projects[p][r].capacity_shortfall, 0.0)
         } else {
-            (rs.shortfall * non_ex / inst, rs.nidle_now.min(non_ex))
+            // Idle instances now, or the instances its share entitles it to beyond what its
+            // queued jobs use, whichever is larger.
+            let entitled = (inst * self.fetchable_share(p, r)).min(non_ex);
+            let by_share = (entitled - self.sim.projects[p][r].nused_total).max(0.0);
+            (
+                rs.shortfall * non_ex / inst,
+                rs.nidle_now.min(non_ex).max(by_share),
+            )
         };
         if (pr.dcf < 0.02 || pr.dcf > 80.0) && secs > 0.0 {
             secs = 1.0; // wacky duration correction: ask for a token amount
@@ -455,6 +477,11 @@ pub fn decide(
             })
             .collect();
         out.request = Some(finish(p, RpcReason::Init, resources));
+        return out;
+    }
+
+    if world.disk_full {
+        out.blocks.push(block(None, None, FetchRule::DiskFull));
         return out;
     }
 

@@ -262,7 +262,57 @@ impl Default for TimeStats {
     }
 }
 
+/// What the client observed since the last time-statistics update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// Computing was allowed (no suspend reason other than CPU throttling).
+    pub computing: bool,
+    /// GPU computing was allowed too.
+    pub gpu: bool,
+    /// Network connection state, if the platform knows it (`None`: unknown, as on Linux).
+    pub connected: Option<bool>,
+}
+
+/// Averaging time constant of the time statistics (`ALPHA` = 10 days).
+pub const TIME_STATS_ALPHA: f64 = 10.0 * 86400.0;
+
 impl TimeStats {
+    /// Fold `dt` seconds of observation into the fractions (BOINC's `TIME_STATS::update`).
+    /// `first_after_start`: the client was off for `dt` (ignored beyond 14 days). A gap over
+    /// 100 s while running means the host slept: it counts as off.
+    pub fn update(&mut self, dt: f64, first_after_start: bool, seen: Observed) {
+        if dt <= 0.0 {
+            return;
+        }
+        let w1 = 1.0 - (-dt / TIME_STATS_ALPHA).exp();
+        let w2 = 1.0 - w1;
+        if first_after_start {
+            if dt <= 14.0 * 86400.0 {
+                self.on_frac *= w2;
+            }
+            return;
+        }
+        if dt > 100.0 {
+            self.on_frac *= w2;
+            return;
+        }
+        let b = |x: bool| if x { 1.0 } else { 0.0 };
+        self.on_frac = w1 + w2 * self.on_frac;
+        self.active_frac = w2 * self.active_frac + w1 * b(seen.computing);
+        self.gpu_active_frac = w2 * self.gpu_active_frac + w1 * b(seen.computing && seen.gpu);
+        self.connected_frac = match seen.connected {
+            None => -1.0,
+            Some(c) => {
+                let prev = if self.connected_frac < 0.0 {
+                    1.0
+                } else {
+                    self.connected_frac
+                };
+                w2 * prev + w1 * b(c)
+            }
+        };
+    }
+
     /// `overall_cpu_frac` = on × active, clamped to [0.01, 1].
     pub fn overall_cpu_frac(&self) -> f64 {
         (self.on_frac * self.active_frac).clamp(0.01, 1.0)
@@ -581,6 +631,9 @@ pub struct World {
     pub time_stats: TimeStats,
     /// The user is active now (selects the RAM budget).
     pub user_active: bool,
+    /// BOINC uses more disk than allowed ([`crate::disk::DiskPlan::over_by`] > 0): no work is
+    /// fetched until space is recovered.
+    pub disk_full: bool,
     /// Attached projects; `ProjectId(i)` is `projects[i]`.
     pub projects: Vec<Project>,
     /// Apps; `AppId(i)` is `apps[i]`.
@@ -599,6 +652,7 @@ impl World {
             prefs: Prefs::default(),
             time_stats: TimeStats::default(),
             user_active: false,
+            disk_full: false,
             projects: Vec::new(),
             apps: Vec::new(),
             app_versions: Vec::new(),
@@ -701,5 +755,56 @@ impl World {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_stats_decay_with_a_ten_day_constant() {
+        let mut ts = TimeStats::default();
+        let off = Observed {
+            computing: false,
+            gpu: false,
+            connected: None,
+        };
+        // Ten days of 60 s steps with computing suspended: active → e^-1.
+        for _ in 0..(10 * 1440) {
+            ts.update(60.0, false, off);
+        }
+        assert!(
+            (ts.active_frac - (-1.0f64).exp()).abs() < 1e-6,
+            "{}",
+            ts.active_frac
+        );
+        assert!((ts.gpu_active_frac - ts.active_frac).abs() < 1e-12);
+        assert!((ts.on_frac - 1.0).abs() < 1e-12);
+        assert_eq!(ts.connected_frac, -1.0);
+        assert!((ts.overall_cpu_frac() - ts.active_frac).abs() < 1e-12);
+        // A 5-day sleep halves nothing but scales on_frac by e^-0.5.
+        ts.update(5.0 * 86400.0, false, off);
+        assert!((ts.on_frac - (-0.5f64).exp()).abs() < 1e-9);
+        // A restart after more than 14 days off leaves it alone.
+        let before = ts.on_frac;
+        ts.update(20.0 * 86400.0, true, off);
+        assert_eq!(ts.on_frac, before);
+    }
+
+    #[test]
+    fn usable_cpus_and_buffers_follow_boinc_rules() {
+        let mut p = Prefs::default();
+        assert_eq!(p.usable_cpus(8), 8);
+        p.max_ncpus_pct = 60.0;
+        assert_eq!(p.usable_cpus(8), 4);
+        p.max_ncpus_pct = 1.0;
+        assert_eq!(p.usable_cpus(8), 1);
+        p.work_buf_min_days = 0.0;
+        p.work_buf_additional_days = 0.0;
+        assert_eq!(p.work_buf_min(), WF_EST_FETCH_TIME);
+        assert_eq!(p.work_buf_total(), WF_EST_FETCH_TIME);
+        p.cpu_scheduling_period_minutes = 0.0;
+        assert_eq!(p.sched_period(), 3600.0);
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Order of admission, per resource, coprocessor types first and the CPU last:
 //! 1. deadline-endangered jobs, earliest deadline first — exactly the jobs the simulation
-//!    flagged, plus jobs that already ran for a deadline and are not finished (hysteresis);
+//!    flagged, plus jobs that already ran for a deadline and are not finished (hysteresis),
+//!    plus every job of a project whose duration correction factor is ≥ 90;
 //!    skipped when [`Policy::edf`] is off (`--cpu_sched_rr_only`);
 //! 2. running jobs whose time slice is not over (a slice ends at the first checkpoint after
 //!    `cpu_scheduling_period`; a job about to finish keeps running);
@@ -364,7 +365,14 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
             let mut edf: Vec<usize> = jobs
                 .iter()
                 .copied()
-                .filter(|&i| inp.sim.misses(i) || inp.ran_edf.contains(&world.jobs[i].id))
+                .filter(|&i| {
+                    let j = &world.jobs[i];
+                    // A project whose duration correction is ≥ 90 has estimates so far off that
+                    // all its jobs are treated as endangered (as BOINC does).
+                    inp.sim.misses(i)
+                        || inp.ran_edf.contains(&j.id)
+                        || world.projects[j.project.index()].dcf >= 90.0
+                })
                 .collect();
             let mut keyed: Vec<(f64, bool, f64, JobId, usize)> = edf
                 .iter()

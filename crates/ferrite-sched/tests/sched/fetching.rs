@@ -263,3 +263,20 @@ fn piggyback_asks_below_the_max_buffer_unless_a_better_project_could() {
     assert_eq!(s.piggyback(&w, t, &out.sim, p), None);
     assert!(s.piggyback(&w, t, &out.sim, q).is_some());
 }
+
+#[test]
+fn disk_over_the_limit_stops_fetch() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    busy_project(&mut w, "P", 0, 0);
+    w.disk_full = true;
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None);
+    assert!(out.fetch.blocks.contains(&FetchBlock {
+        project: None,
+        resource: None,
+        rule: FetchRule::DiskFull
+    }));
+    w.disk_full = false;
+    assert!(s.pass(&w, T0 + 1.0).fetch.request.is_some());
+}

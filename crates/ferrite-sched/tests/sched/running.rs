@@ -227,3 +227,27 @@ fn snapshot_validation_catches_dangling_ids() {
         Err(SchedError::UnknownProject { .. })
     ));
 }
+
+#[test]
+fn wacky_duration_correction_makes_every_job_deadline_scheduled() {
+    let (mut w, va, vb) = two_projects();
+    let pa = w.app_versions[va.index()].project;
+    let pb = w.app_versions[vb.index()].project;
+    w.add_job(Job::new(JobId(1), pa, va, H * 1e9, T0, T0 + 30.0 * DAY));
+    w.add_job(Job::new(
+        JobId(2),
+        pb,
+        vb,
+        H * 1e9,
+        T0 - 1.0,
+        T0 + 30.0 * DAY,
+    ));
+    w.projects[pa.index()].dcf = 95.0;
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(
+        (out.run.run[0].job, out.run.run[0].reason),
+        (JobId(1), RunReason::Deadline)
+    );
+    assert_eq!(out.run.run.len(), 1);
+}
