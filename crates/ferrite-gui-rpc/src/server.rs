@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, UnixListener};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -113,7 +113,13 @@ pub struct ServerConfig {
     pub version: ServerVersion,
     /// Request size cap, terminator included.
     pub max_request_bytes: usize,
+    /// Connections served at once; further ones are closed at once. Bounds the memory a
+    /// local process can pin with idle connections (each may buffer up to the request cap).
+    pub max_connections: usize,
 }
+
+/// Default for [`ServerConfig::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 impl ServerConfig {
     /// TCP on the official port, loopback only, no Unix socket.
@@ -124,6 +130,7 @@ impl ServerConfig {
             password,
             version: ServerVersion::default(),
             max_request_bytes: MAX_REQUEST_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -217,6 +224,8 @@ struct Shared {
     version: ServerVersion,
     /// See [`ServerConfig::max_request_bytes`].
     max_request_bytes: usize,
+    /// One permit per open connection (see [`ServerConfig::max_connections`]).
+    connection_slots: Arc<Semaphore>,
     /// Where calls go.
     calls: mpsc::Sender<Call>,
     /// Next connection id.
@@ -252,6 +261,11 @@ impl GuiRpcServer {
         if config.tcp.is_none() && config.unix.is_none() {
             return Err(ServerError::NoListener);
         }
+        if config.tcp.as_ref().is_some_and(|t| t.allow_remote) && !config.password.is_required() {
+            tracing::warn!(
+                "remote GUI RPC is allowed but no password is set: remote hosts get full control"
+            );
+        }
         let token = shutdown.child_token();
         let tracker = TaskTracker::new();
         let tcp_listener = match &config.tcp {
@@ -266,6 +280,7 @@ impl GuiRpcServer {
             password: config.password,
             version: config.version,
             max_request_bytes: config.max_request_bytes,
+            connection_slots: Arc::new(Semaphore::new(config.max_connections)),
             calls,
             next_id: AtomicU64::new(1),
             last_refusal_log: Mutex::new(None),
@@ -413,9 +428,13 @@ async fn accept_tcp(
         };
         match accepted {
             Ok((stream, addr)) => {
+                let Some(slot) = take_slot(&shared) else {
+                    continue;
+                };
                 let shared = shared.clone();
                 let token = token.clone();
                 tracker.spawn(async move {
+                    let _slot = slot;
                     if !tcp_peer_allowed(&shared, addr.ip()).await {
                         log_refusal(&shared, addr);
                         return;
@@ -461,6 +480,16 @@ async fn tcp_peer_allowed(shared: &Shared, ip: IpAddr) -> bool {
     }
 }
 
+/// A connection slot, or `None` (with a log line) when the server is full; the caller then
+/// drops the stream, which closes it.
+fn take_slot(shared: &Shared) -> Option<OwnedSemaphorePermit> {
+    let slot = shared.connection_slots.clone().try_acquire_owned().ok();
+    if slot.is_none() {
+        tracing::warn!("too many GUI RPC connections; closing a new one");
+    }
+    slot
+}
+
 fn log_refusal(shared: &Shared, addr: SocketAddr) {
     let Ok(mut last) = shared.last_refusal_log.lock() else {
         return;
@@ -485,6 +514,9 @@ async fn accept_unix(
         };
         match accepted {
             Ok((stream, _)) => {
+                let Some(slot) = take_slot(&shared) else {
+                    continue;
+                };
                 let transport = match stream.peer_cred() {
                     Ok(cred) => PeerTransport::Unix {
                         uid: cred.uid(),
@@ -499,13 +531,11 @@ async fn accept_unix(
                 if let PeerTransport::Unix { uid, gid, pid } = &transport {
                     tracing::info!(uid, gid, pid, "GUI RPC connection on the Unix socket");
                 }
-                tracker.spawn(serve(
-                    stream,
-                    transport,
-                    true,
-                    shared.clone(),
-                    token.clone(),
-                ));
+                let (shared, token) = (shared.clone(), token.clone());
+                tracker.spawn(async move {
+                    let _slot = slot;
+                    serve(stream, transport, true, shared, token).await;
+                });
             }
             Err(e) => {
                 tracing::warn!(error = %e, "GUI RPC accept failed");

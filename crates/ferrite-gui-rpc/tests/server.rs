@@ -623,6 +623,44 @@ async fn slow_and_stalled_clients_do_not_block_others() {
     writer.abort();
 }
 
+#[tokio::test]
+async fn connections_beyond_the_limit_are_closed() {
+    let mut config = ServerConfig::new(Password::Disabled);
+    config.tcp = Some(TcpConfig::local(0));
+    config.max_connections = 2;
+    let (tx, rx) = mpsc::channel(4);
+    spawn_dispatcher(rx, Seen::default());
+    let shutdown = CancellationToken::new();
+    let server = GuiRpcServer::start(config, tx, shutdown.clone())
+        .await
+        .unwrap();
+    let addr = server.tcp_addr().unwrap();
+    let mut first = Raw::connect(addr).await;
+    let mut second = Raw::connect(addr).await;
+    for conn in [&mut first, &mut second] {
+        conn.send(&doc("<get_message_count/>")).await;
+        assert!(conn.reply().await.is_some());
+    }
+    let mut third = Raw::connect(addr).await;
+    third.send(&doc("<get_message_count/>")).await;
+    assert!(third.is_closed().await);
+    // A slot frees up when a connection ends.
+    drop(first);
+    let mut again = None;
+    for _ in 0..100 {
+        let mut conn = Raw::connect(addr).await;
+        conn.send(&doc("<get_message_count/>")).await;
+        if conn.reply().await.is_some() {
+            again = Some(conn);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(again.is_some(), "a freed slot is reused");
+    shutdown.cancel();
+    server.wait().await;
+}
+
 // ---------------------------------------------------------------- remote access
 
 #[tokio::test]
