@@ -435,7 +435,11 @@ async fn accept_tcp(
                 let token = token.clone();
                 tracker.spawn(async move {
                     let _slot = slot;
-                    if !tcp_peer_allowed(&shared, addr.ip()).await {
+                    let allowed = match &shared.tcp {
+                        Some(tcp) => tcp_peer_allowed(tcp, addr.ip()).await,
+                        None => false,
+                    };
+                    if !allowed {
                         log_refusal(&shared, addr);
                         return;
                     }
@@ -453,13 +457,13 @@ async fn accept_tcp(
     }
 }
 
-async fn tcp_peer_allowed(shared: &Shared, ip: IpAddr) -> bool {
+/// The access decision made for every accepted TCP peer: loopback always; others only with
+/// `allow_remote`, and then only those in `remote_hosts_file` when that file exists (an
+/// unreadable file admits no remote host).
+pub async fn tcp_peer_allowed(tcp: &TcpConfig, ip: IpAddr) -> bool {
     if access::is_local(ip) {
         return true;
     }
-    let Some(tcp) = &shared.tcp else {
-        return false;
-    };
     if !tcp.allow_remote {
         return false;
     }

@@ -706,6 +706,37 @@ async fn remote_peers_are_checked_against_remote_hosts_cfg() {
     );
 }
 
+#[tokio::test]
+async fn the_accept_time_decision_for_remote_peers() {
+    use ferrite_gui_rpc::server::tcp_peer_allowed;
+    let dir = tempfile::tempdir().unwrap();
+    let listed: std::net::IpAddr = "192.168.1.7".parse().unwrap();
+    let other: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+    let loopback: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+
+    let mut tcp = TcpConfig::local(0);
+    tcp.remote_hosts_file = Some(dir.path().join(access::REMOTE_HOSTS_FILE));
+    // Remote access not allowed: the host list does not matter.
+    std::fs::write(dir.path().join(access::REMOTE_HOSTS_FILE), "192.168.1.7\n").unwrap();
+    assert!(tcp_peer_allowed(&tcp, loopback).await);
+    assert!(!tcp_peer_allowed(&tcp, listed).await);
+    // Allowed, with a list: only listed hosts.
+    tcp.allow_remote = true;
+    assert!(tcp_peer_allowed(&tcp, listed).await);
+    assert!(!tcp_peer_allowed(&tcp, other).await);
+    // The file is reread on every connection.
+    std::fs::write(dir.path().join(access::REMOTE_HOSTS_FILE), "# nobody\n").unwrap();
+    assert!(!tcp_peer_allowed(&tcp, listed).await);
+    // An unreadable list admits nobody remote.
+    std::fs::remove_file(dir.path().join(access::REMOTE_HOSTS_FILE)).unwrap();
+    std::fs::create_dir(dir.path().join(access::REMOTE_HOSTS_FILE)).unwrap();
+    assert!(!tcp_peer_allowed(&tcp, listed).await);
+    assert!(tcp_peer_allowed(&tcp, loopback).await);
+    // Allowed, no list: any host.
+    tcp.remote_hosts_file = Some(dir.path().join("absent.cfg"));
+    assert!(tcp_peer_allowed(&tcp, other).await);
+}
+
 // ---------------------------------------------------------------- Unix socket
 
 #[tokio::test]
