@@ -41,6 +41,10 @@
 //! // contact to report finished jobs; `out.next_wakeup` when to run the next pass at the latest.
 //! ```
 //!
+//! Project, app and app-version ids must stay the same from one snapshot to the next (the
+//! scheduler keeps REC and backoffs per project index): keep a detached project's entry
+//! (suspended) or start a new `Scheduler`. Job ids are free-form but must be unique.
+//!
 //! The passes index the `World` vectors directly: check a snapshot built from outside data
 //! once with [`World::validate`] (dangling ids would panic).
 //!

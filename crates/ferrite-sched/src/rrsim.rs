@@ -242,6 +242,13 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
         let r = v.resource;
         let avail = world.time_stats.availability(r);
         let left = remaining_secs(world, j) / avail;
+        // Garbage estimates must not stall the event loop: NaN or negative counts as nothing
+        // left, infinite as "longer than any deadline" (~30,000 years).
+        let left = if left.is_nan() || left < 0.0 {
+            0.0
+        } else {
+            left.min(1e12)
+        };
         let usage = v.usage().max(1e-3);
         let pr = &mut out.projects[j.project.index()][r.index()];
         pr.n_runnable_jobs += 1;
@@ -564,6 +571,9 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
             .map(|&s| sjobs[s].left / sjobs[s].rate)
             .fold(f64::INFINITY, f64::min)
             .max(0.0);
+        if !dt.is_finite() {
+            break;
+        }
         let t_next = t + dt;
 
         // ---- statistics over [t, t_next] ----

@@ -251,3 +251,18 @@ fn wacky_duration_correction_makes_every_job_deadline_scheduled() {
     );
     assert_eq!(out.run.run.len(), 1);
 }
+
+#[test]
+fn garbage_estimates_do_not_stall_a_pass() {
+    let (mut w, va, vb) = two_projects();
+    let pa = w.app_versions[va.index()].project;
+    let pb = w.app_versions[vb.index()].project;
+    w.add_job(Job::new(JobId(1), pa, va, f64::NAN, T0, T0 + DAY));
+    w.add_job(Job::new(JobId(2), pb, vb, f64::INFINITY, T0, T0 + DAY));
+    w.add_job(Job::new(JobId(3), pb, vb, -5.0, T0, T0 + DAY));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.run.run.len(), 1);
+    // The endless job is predicted to miss its deadline.
+    assert!(out.sim.missed_ids(&w).contains(&JobId(2)));
+}
