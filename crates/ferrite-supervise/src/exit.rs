@@ -198,7 +198,6 @@ pub fn classify(
     }
 }
 
-
 /// Reads the finish and temporary-exit files of a slot and classifies the ending.
 pub fn classify_in_slot(slot_dir: &Path, exit: ProcessExit, requested: Requested) -> ExitOutcome {
     let finish = fs::read_to_string(slot_dir.join(FINISH_FILE))
@@ -211,6 +210,7 @@ pub fn classify_in_slot(slot_dir: &Path, exit: ProcessExit, requested: Requested
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -229,9 +229,15 @@ mod tests {
             }
         );
         let t = TemporaryExitFile::parse("77\nwaiting for GPU\n").unwrap();
-        assert_eq!((t.delay, t.reason.as_str(), t.notice), (77.0, "waiting for GPU", false));
+        assert_eq!(
+            (t.delay, t.reason.as_str(), t.notice),
+            (77.0, "waiting for GPU", false)
+        );
         assert_eq!(TemporaryExitFile::parse("77\n"), None);
-        assert_eq!(TemporaryExitFile::parse("999999\nx\n").unwrap().delay, 300.0);
+        assert_eq!(
+            TemporaryExitFile::parse("999999\nx\n").unwrap().delay,
+            300.0
+        );
         assert_eq!(TemporaryExitFile::parse("-1\nx\n").unwrap().delay, 300.0);
     }
 
@@ -247,7 +253,10 @@ mod tests {
             classify(Exited(0), n, None, None),
             ExitOutcome::ExitedWithoutFinishing
         );
-        assert_eq!(classify(Exited(5), n, fin(), None), ExitOutcome::ExitedWithError(5));
+        assert_eq!(
+            classify(Exited(5), n, fin(), None),
+            ExitOutcome::ExitedWithError(5)
+        );
         assert_eq!(
             classify(Exited(193), n, None, None),
             ExitOutcome::Crashed {
@@ -271,7 +280,10 @@ mod tests {
             classify(Exited(0), n, fin(), t.clone()),
             ExitOutcome::TemporaryExit(_)
         ));
-        assert_eq!(classify(Exited(0), Requested::Quit, fin(), t), ExitOutcome::Quit);
+        assert_eq!(
+            classify(Exited(0), Requested::Quit, fin(), t),
+            ExitOutcome::Quit
+        );
         assert_eq!(
             classify(Signaled(9), Requested::Abort(197), None, None),
             ExitOutcome::Aborted(197)

@@ -9,8 +9,8 @@
 pub mod exit;
 pub mod limits;
 pub mod msg;
-pub mod procinfo;
 pub mod process;
+pub mod procinfo;
 pub mod queue;
 pub mod record;
 pub mod shmem;

@@ -138,6 +138,7 @@ pub fn dir_size(dir: &Path) -> io::Result<u64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -160,9 +160,7 @@ impl AppStatus {
         let fd = tag_f64(text, "fraction_done").filter(|v| *v != 0.0);
         AppStatus {
             current_cpu_time: tag_f64(text, "current_cpu_time").unwrap_or(0.0).max(0.0),
-            checkpoint_cpu_time: tag_f64(text, "checkpoint_cpu_time")
-                .unwrap_or(0.0)
-                .max(0.0),
+            checkpoint_cpu_time: tag_f64(text, "checkpoint_cpu_time").unwrap_or(0.0).max(0.0),
             fraction_done: fd.map(|v| v.clamp(0.0, 1.0)),
             wss: tag_f64(text, "wss"),
             want_network: tag_f64(text, "want_network").is_some_and(|v| v != 0.0),
@@ -294,6 +292,7 @@ fn tag_f64(text: &str, tag: &str) -> Option<f64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

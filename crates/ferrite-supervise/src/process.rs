@@ -110,13 +110,20 @@ fn child_setup(priority: Priority) -> io::Result<()> {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigemptyset(&mut dfl.sa_mask);
-        for sig in 1..libc::SIGRTMAX() {
+        // Default disposition for every signal, through the raw system call so that the
+        // signals glibc reserves for itself (32, 33), which its wrapper refuses, are reset too.
+        // An all-zero kernel sigaction is SIG_DFL with no flags and an empty mask.
+        let dfl = [0u64; 4];
+        for sig in 1..=64 {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 // Errors (invalid signal numbers) are harmless here.
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    dfl.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
             }
         }
         match priority {
@@ -228,14 +235,21 @@ pub fn try_reap(pid: i32) -> io::Result<Option<Reaped>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn priority_choice() {
         assert_eq!(Priority::for_job(false, 1.0, false), Priority::CpuJob);
-        assert_eq!(Priority::for_job(true, 1.0, false), Priority::HighPriorityJob);
-        assert_eq!(Priority::for_job(false, 0.5, false), Priority::HighPriorityJob);
+        assert_eq!(
+            Priority::for_job(true, 1.0, false),
+            Priority::HighPriorityJob
+        );
+        assert_eq!(
+            Priority::for_job(false, 0.5, false),
+            Priority::HighPriorityJob
+        );
         assert_eq!(Priority::for_job(false, 1.0, true), Priority::Unchanged);
     }
 

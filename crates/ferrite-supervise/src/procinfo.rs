@@ -195,6 +195,7 @@ pub fn proc_cwd(pid: i32) -> io::Result<PathBuf> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

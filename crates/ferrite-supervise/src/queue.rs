@@ -59,6 +59,7 @@ impl ControlQueue {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -71,7 +72,10 @@ mod tests {
         q.push(ControlMsg::Quit);
         q.push(ControlMsg::Suspend);
         q.push(ControlMsg::Resume);
-        assert_eq!(q.pending().copied().collect::<Vec<_>>(), vec![ControlMsg::Quit]);
+        assert_eq!(
+            q.pending().copied().collect::<Vec<_>>(),
+            vec![ControlMsg::Quit]
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::procinfo::{proc_cwd, ProcStat};
 use crate::process::{signal_group, signal_pid};
+use crate::procinfo::{proc_cwd, ProcStat};
 use crate::task::Checkpoint;
 
 /// What the daemon persists about a task between runs.

@@ -252,6 +252,7 @@ impl Drop for SharedMem {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

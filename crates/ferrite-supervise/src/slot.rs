@@ -387,6 +387,7 @@ pub fn read_stderr_file(path: &Path, head: bool) -> Result<String, SlotError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::exit::{classify_in_slot, ExitOutcome, Requested};
 use crate::limits::{check_disk, check_elapsed, dir_size, LimitExceeded, Limits};
 use crate::msg::{AppStatus, ControlMsg, Heartbeat, TrickleDownNotice, TrickleUpNotice};
-use crate::procinfo::{sample_tree, ProcId, ProcStat};
 use crate::process::{self, Priority, Reaped, SpawnError, SpawnRequest};
+use crate::procinfo::{sample_tree, ProcId, ProcStat};
 use crate::queue::ControlQueue;
 use crate::record::TaskRecord;
 use crate::shmem::{Channel, SharedMem, ShmemError, MMAP_FILE_NAME};
@@ -553,7 +553,7 @@ impl Task {
         self.usage.working_set = tree.working_set;
         self.usage.peak_working_set = self.usage.peak_working_set.max(tree.working_set);
         // Forget members that are gone; remember new ones.
-        self.members.retain(|m| is_alive(m));
+        self.members.retain(is_alive);
         self.members.extend(tree.members);
     }
 
@@ -713,8 +713,8 @@ impl Task {
         }
         self.shm = None;
         let outcome = classify_in_slot(&self.cfg.slot_dir, reaped.exit, self.requested);
-        let stderr = read_stderr_file(&self.cfg.slot_dir.join(STDERR_FILE), false)
-            .unwrap_or_default();
+        let stderr =
+            read_stderr_file(&self.cfg.slot_dir.join(STDERR_FILE), false).unwrap_or_default();
         tracing::debug!(pid = self.pid, ?outcome, "app exited");
         events.push(TaskEvent::Exited(TaskExit {
             outcome,
@@ -753,4 +753,3 @@ fn ld_library_path(cfg: &TaskConfig) -> OsString {
     }
     v
 }
-
