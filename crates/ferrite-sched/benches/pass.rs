@@ -8,7 +8,8 @@ use ferrite_sched::*;
 
 const T0: f64 = 1.7e9;
 
-fn world() -> World {
+/// `deadline_days`: deadlines are spread uniformly over (min, min + spread) days.
+fn world(deadline_min: f64, deadline_spread: f64) -> World {
     let mut host = Host::cpu_only(16, 4e9, 64e9);
     host.coprocs.push(Coproc {
         kind: CoprocKind::Nvidia,
@@ -50,7 +51,7 @@ fn world() -> World {
         };
         let flops = w.app_versions[v.index()].flops;
         let secs = 1800.0 + seed.next_unit() * 4.0 * 3600.0;
-        let deadline = T0 + 86400.0 * (0.5 + seed.next_unit() * 14.0);
+        let deadline = T0 + 86400.0 * (deadline_min + seed.next_unit() * deadline_spread);
         let p = w.app_versions[v.index()].project;
         let mut j = Job::new(
             JobId(id),
@@ -92,7 +93,9 @@ fn world() -> World {
 }
 
 fn bench(c: &mut Criterion) {
-    let w = world();
+    // Overloaded: about 10 days of queued work, deadlines within 0.5..14.5 days (many
+    // predicted misses, long EDF lists).
+    let w = world(0.5, 14.0);
     let mut s = Scheduler::new(Policy::default());
     // Warm the accounting so priorities differ.
     s.account(&w, T0 - 60.0);
@@ -124,6 +127,17 @@ fn bench(c: &mut Criterion) {
     c.bench_function("rr_simulation_only", |b| {
         let prio = s.priorities(&w);
         b.iter(|| black_box(rrsim::simulate(black_box(&w), T0, &prio[0].value)))
+    });
+    // Feasible: the same work with deadlines within 14..28 days.
+    let w2 = world(14.0, 14.0);
+    let mut s2 = Scheduler::new(Policy::default());
+    let out = s2.pass(&w2, T0);
+    eprintln!(
+        "feasible scenario: {} predicted misses",
+        out.sim.missed.len()
+    );
+    c.bench_function("pass_2000_jobs_feasible_deadlines", |b| {
+        b.iter(|| black_box(s2.pass(black_box(&w2), T0)))
     });
 }
 

@@ -266,3 +266,25 @@ fn garbage_estimates_do_not_stall_a_pass() {
     // The endless job is predicted to miss its deadline.
     assert!(out.sim.missed_ids(&w).contains(&JobId(2)));
 }
+
+#[test]
+fn next_wakeup_is_the_earliest_slice_end_backoff_or_periodic_pass() {
+    let (mut w, va, _) = two_projects();
+    let pa = w.app_versions[va.index()].project;
+    // Slice started 59.5 min ago: it ends in 30 s.
+    w.add_job(running(1, &w, va, T0 - 3600.0 + 30.0, Some(T0 - 10.0)));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert!(
+        (out.next_wakeup - (T0 + 30.0)).abs() < 1e-6,
+        "{}",
+        out.next_wakeup - T0
+    );
+    // Without the running job: the periodic pass (60 s), or a backoff ending sooner.
+    w.jobs.clear();
+    let out = s.pass(&w, T0);
+    assert!((out.next_wakeup - (T0 + 60.0)).abs() < 1e-6);
+    s.handle_rpc_failed(T0, pa, &mut FixedJitter(0.0)); // min_rpc_time = T0 + 60 × 2 × 0.5
+    s.fetch_state[pa.index()].backoff_until[0] = T0 + 20.0;
+    assert!((s.next_wakeup(&w, T0) - (T0 + 20.0)).abs() < 1e-6);
+}
