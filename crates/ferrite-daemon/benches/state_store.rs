@@ -78,8 +78,17 @@ fn main() {
     });
     println!("tokenize   {:7.1} ms", ms(tokenize));
     println!("convert    {:7.1} ms", ms(parse.saturating_sub(tokenize)));
-    println!("parse      {:7.1} ms (tokenize + convert, one pass)", ms(parse));
-    println!("load       {:7.1} ms (read file + parse; target < 100 ms)", ms(load));
+    println!(
+        "parse      {:7.1} ms (tokenize + convert, one pass)",
+        ms(parse)
+    );
+    println!(
+        "load       {:7.1} ms (read file + parse; target < 100 ms)",
+        ms(load)
+    );
     println!("serialize  {:7.1} ms", ms(serialize));
-    println!("save       {:7.1} ms (serialize + write + fsync + rotate; target < 50 ms)", ms(save));
+    println!(
+        "save       {:7.1} ms (serialize + write + fsync + rotate; target < 50 ms)",
+        ms(save)
+    );
 }

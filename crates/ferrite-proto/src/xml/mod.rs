@@ -14,8 +14,8 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use reader::{Num, Tag, XmlReader, MAX_KEPT_UNKNOWN, MAX_TEXT_LEN};
-pub use writer::XmlWriter;
 pub(crate) use writer::push_escaped;
+pub use writer::XmlWriter;
 
 /// Something odd but survivable in a document: the value read is still usable.
 #[derive(Debug, Clone, PartialEq, Eq)]
