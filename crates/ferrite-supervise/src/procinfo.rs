@@ -189,6 +189,66 @@ pub fn sample_tree_in(procs: &[ProcStat], pgid: i32, extra_roots: &[i32]) -> Tre
     usage
 }
 
+/// The children of a process, from `/proc/PID/task/*/children` (empty if it is gone).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut kids = Vec::new();
+    for t in tasks.filter_map(|t| t.ok()) {
+        let path = t.path().join("children");
+        if let Ok(text) = fs::read_to_string(path) {
+            kids.extend(
+                text.split_whitespace()
+                    .filter_map(|k| k.parse::<i32>().ok()),
+            );
+        }
+    }
+    kids
+}
+
+/// A cheaper [`sample_tree`] for periodic use: walks the children links from `roots` (the
+/// leader and the members seen before) instead of scanning all of `/proc`. A process whose
+/// parent died between two samples is found only by the full scan, which
+/// is what the final sweep uses.
+pub fn sample_tree_from(roots: &[i32]) -> TreeUsage {
+    let mut seen: BTreeSet<i32> = BTreeSet::new();
+    let mut stack: Vec<i32> = roots.to_vec();
+    let mut procs = Vec::new();
+    while let Some(pid) = stack.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        if let Some(st) = ProcStat::read(pid) {
+            stack.extend(children_of(pid));
+            procs.push(st);
+        }
+    }
+    let page = page_size();
+    let mut usage = TreeUsage {
+        all_stopped: true,
+        ..TreeUsage::default()
+    };
+    let mut any = false;
+    for p in &procs {
+        usage.cpu_time += p.cpu_seconds();
+        if p.is_dead() {
+            continue;
+        }
+        any = true;
+        usage.working_set += p.rss_pages * page;
+        usage.members.insert(ProcId {
+            pid: p.pid,
+            starttime: p.starttime,
+        });
+        if !matches!(p.state, 'T' | 't') {
+            usage.all_stopped = false;
+        }
+    }
+    usage.all_stopped &= any;
+    usage
+}
+
 /// The working directory of a process.
 pub fn proc_cwd(pid: i32) -> io::Result<PathBuf> {
     fs::read_link(format!("/proc/{pid}/cwd"))
@@ -239,6 +299,28 @@ mod tests {
         let me = ProcStat::read(std::process::id() as i32).unwrap();
         assert_eq!(me.pid, std::process::id() as i32);
         assert!(me.rss_pages > 0);
+    }
+
+    #[test]
+    fn children_walk_finds_grandchildren() {
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 5 & sleep 5; wait"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut found = 0;
+        for _ in 0..100 {
+            found = sample_tree_from(&[pid]).members.len();
+            if found == 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let full = sample_tree(ProcStat::read(pid).unwrap().pgrp, &[]);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(found, 3);
+        assert!(full.members.len() >= 3);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::exit::{classify_in_slot, ExitOutcome, Requested};
 use crate::limits::{check_disk, check_elapsed, dir_size, LimitExceeded, Limits};
 use crate::msg::{AppStatus, ControlMsg, Heartbeat, TrickleDownNotice, TrickleUpNotice};
 use crate::process::{self, Priority, Reaped, SpawnError, SpawnRequest};
-use crate::procinfo::{sample_tree, ProcId, ProcStat};
+use crate::procinfo::{sample_tree, sample_tree_from, ProcId, ProcStat};
 use crate::queue::ControlQueue;
 use crate::record::TaskRecord;
 use crate::shmem::{Channel, SharedMem, ShmemError, MMAP_FILE_NAME};
@@ -544,7 +544,11 @@ impl Task {
     }
 
     fn sample(&mut self) {
-        let tree = sample_tree(self.pid, &[]);
+        // Forget members that are gone (their PIDs may be reused), then walk from the rest.
+        self.members.retain(is_alive);
+        let mut roots = vec![self.pid];
+        roots.extend(self.members.iter().map(|m| m.pid));
+        let tree = sample_tree_from(&roots);
         self.episode_cpu = self.episode_cpu.max(tree.cpu_time);
         self.usage.cpu_time = self
             .usage
@@ -552,8 +556,6 @@ impl Task {
             .max(self.cfg.resume_from.cpu_time + self.episode_cpu);
         self.usage.working_set = tree.working_set;
         self.usage.peak_working_set = self.usage.peak_working_set.max(tree.working_set);
-        // Forget members that are gone; remember new ones.
-        self.members.retain(is_alive);
         self.members.extend(tree.members);
     }
 
@@ -608,7 +610,9 @@ impl Task {
         if now < at {
             return;
         }
-        let cpu = sample_tree(self.pid, &[]).cpu_time;
+        let mut roots = vec![self.pid];
+        roots.extend(self.members.iter().map(|m| m.pid));
+        let cpu = sample_tree_from(&roots).cpu_time;
         match baseline {
             None => self.suspend_check = Some((now + self.cfg.timing.poll_period, Some(cpu))),
             Some(base) => {
