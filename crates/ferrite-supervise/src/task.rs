@@ -20,7 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::exit::{classify_in_slot, ExitOutcome, Requested};
 use crate::limits::{check_disk, check_elapsed, dir_size, LimitExceeded, Limits};
-use crate::msg::{AppStatus, ControlMsg, Heartbeat, TrickleDownNotice, TrickleUpNotice};
+use crate::msg::{
+    AppStatus, ControlMsg, GraphicsReply, Heartbeat, TrickleDownNotice, TrickleUpNotice,
+};
 use crate::process::{self, Priority, Reaped, SpawnError, SpawnRequest};
 use crate::procinfo::{sample_tree, sample_tree_from, ProcId, ProcStat};
 use crate::queue::ControlQueue;
@@ -42,6 +44,12 @@ pub struct Timing {
     pub term_grace: Duration,
     /// How long an app may keep using CPU after `<suspend/>` before it is SIGSTOPped.
     pub suspend_grace: Duration,
+    /// A process-control message that cannot be delivered for this long means the app hangs:
+    /// it is killed and will restart (BOINC: 180 s).
+    pub message_block_timeout: Duration,
+    /// How long the process may live on after writing `boinc_finish_called` before it is
+    /// aborted with EXIT_ABORTED_BY_CLIENT (BOINC: 300 s).
+    pub finish_file_timeout: Duration,
 }
 
 impl Default for Timing {
@@ -51,6 +59,8 @@ impl Default for Timing {
             quit_timeout: Duration::from_secs(5),
             term_grace: Duration::from_secs(3),
             suspend_grace: Duration::from_secs(5),
+            message_block_timeout: Duration::from_secs(180),
+            finish_file_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -183,6 +193,9 @@ pub enum TaskEvent {
     LimitExceeded(LimitExceeded),
     /// The app kept computing after `<suspend/>` (or has no API): its group was SIGSTOPped.
     StoppedBySignal,
+    /// A control message stayed undelivered beyond `message_block_timeout`: the app was
+    /// killed and will restart.
+    Hung,
     /// The process ended; the task is finished with (see [`ExitOutcome::will_restart`]).
     Exited(TaskExit),
 }
@@ -230,8 +243,14 @@ pub struct Task {
     status: Option<AppStatus>,
     /// Network suspended (sent in heartbeats).
     network_suspended: bool,
-    /// A limit violation that started the abort.
+    /// A limit that caused the abort, if any.
     limit: Option<LimitExceeded>,
+    /// Extra processes the app reported (`<other_pid>`, e.g. a VM); sampled and killed with it.
+    other_pids: Vec<i32>,
+    /// The last graphics reply (web graphics URL, remote desktop address).
+    graphics: GraphicsReply,
+    /// When `boinc_finish_called` was first seen while the process still ran.
+    finish_seen: Option<Instant>,
     /// Set once the process was reaped or abandoned: Drop must not kill anything.
     done: bool,
 }
@@ -288,6 +307,9 @@ impl Task {
             status: None,
             network_suspended: false,
             limit: None,
+            other_pids: Vec::new(),
+            graphics: GraphicsReply::default(),
+            finish_seen: None,
             done: false,
             cfg,
         };
@@ -313,6 +335,11 @@ impl Task {
     /// The last status message the app sent.
     pub fn last_status(&self) -> Option<AppStatus> {
         self.status
+    }
+
+    /// The last graphics reply of the app.
+    pub fn graphics(&self) -> &GraphicsReply {
+        &self.graphics
     }
 
     /// Whether the group is currently stopped by SIGSTOP.
@@ -464,6 +491,7 @@ impl Task {
             self.send_heartbeat();
         }
         self.flush_queue(now);
+        self.check_hung(now, &mut events);
         self.check_limits(now, &mut events);
         self.check_suspend_obeyed(now, &mut events);
         self.escalate(now);
@@ -482,6 +510,9 @@ impl Task {
         let Some(shm) = &self.shm else { return };
         let status = shm.receive(Channel::AppStatus);
         let trickle = shm.receive(Channel::TrickleUp);
+        if let Some(text) = shm.receive(Channel::GraphicsReply) {
+            self.graphics = GraphicsReply::decode(&text);
+        }
         if let Some(text) = status {
             let st = AppStatus::decode(&text);
             self.apply_status(st, events);
@@ -505,6 +536,9 @@ impl Task {
             self.usage.fraction_done = fd;
         }
         self.usage.cpu_time = self.usage.cpu_time.max(st.current_cpu_time);
+        if let Some(other) = st.other_pid.filter(|p| *p > 1) {
+            self.other_pids = vec![other];
+        }
         if let Some(b) = st.bytes_sent {
             self.usage.bytes_sent = b;
         }
@@ -548,13 +582,19 @@ impl Task {
         self.members.retain(is_alive);
         let mut roots = vec![self.pid];
         roots.extend(self.members.iter().map(|m| m.pid));
+        roots.extend(&self.other_pids);
         let tree = sample_tree_from(&roots);
         self.episode_cpu = self.episode_cpu.max(tree.cpu_time);
         self.usage.cpu_time = self
             .usage
             .cpu_time
             .max(self.cfg.resume_from.cpu_time + self.episode_cpu);
-        self.usage.working_set = tree.working_set;
+        // Like the official client, prefer the working set the app reports about itself
+        // (wrappers report their child's, a VM's is invisible to /proc).
+        self.usage.working_set = match self.status.and_then(|s| s.wss) {
+            Some(w) if w > 0.0 => w as u64,
+            _ => tree.working_set,
+        };
         self.usage.peak_working_set = self.usage.peak_working_set.max(tree.working_set);
         self.members.extend(tree.members);
     }
@@ -576,6 +616,35 @@ impl Task {
     fn flush_queue(&mut self, now: Instant) {
         if let Some(shm) = &self.shm {
             self.queue.flush(shm, now);
+        }
+    }
+
+    fn check_hung(&mut self, now: Instant, events: &mut Vec<TaskEvent>) {
+        let timing = self.cfg.timing.clone();
+        if let Some(since) = self.queue.blocked_since() {
+            if now >= since + timing.message_block_timeout && self.kill_time.is_none() {
+                tracing::warn!(
+                    pid = self.pid,
+                    "app does not read control messages; killing it"
+                );
+                events.push(TaskEvent::Hung);
+                self.kill(now);
+            }
+        }
+        match self.finish_seen {
+            None => {
+                if self.cfg.slot_dir.join(FINISH_FILE).exists() {
+                    self.finish_seen = Some(now);
+                }
+            }
+            Some(seen) => {
+                if now >= seen + timing.finish_file_timeout
+                    && !matches!(self.requested, Requested::Abort(_))
+                {
+                    tracing::warn!(pid = self.pid, "process still present after finish file");
+                    self.abort(crate::limits::EXIT_ABORTED_BY_CLIENT, now);
+                }
+            }
         }
     }
 
@@ -689,7 +758,8 @@ impl Task {
         if let Err(e) = process::signal_group(self.pid, sig) {
             tracing::warn!(pgid = self.pid, sig, error = %e, "cannot signal process group");
         }
-        self.members.extend(sample_tree(self.pid, &[]).members);
+        self.members
+            .extend(sample_tree(self.pid, &self.other_pids).members);
         for m in &self.members {
             if m.pid != self.pid && is_alive(m) {
                 let _ = process::signal_pid(m.pid, sig);

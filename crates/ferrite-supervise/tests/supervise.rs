@@ -568,6 +568,152 @@ fn shell_app_quit_uses_sigterm() {
     assert_eq!(exit.unwrap().outcome, ExitOutcome::Quit);
 }
 
+// ---------------------------------------------------------------- channels with a fake app
+
+/// Reads a channel of a live `boinc_mmap_file` and clears its flag, as an app would.
+fn app_take(mmap: &Path, ch: Channel) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(mmap)
+        .unwrap();
+    let mut buf = vec![0u8; SHMEM_SIZE];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    let msg = shmem::take(&mut buf, ch)?;
+    f.write_all_at(&[0], ch.offset() as u64).unwrap();
+    Some(msg)
+}
+
+/// Writes a message into a channel as an app would (payload first, then the flag).
+fn app_put(mmap: &Path, ch: Channel, msg: &str) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(mmap).unwrap();
+    let mut payload = msg.as_bytes().to_vec();
+    payload.push(0);
+    f.write_all_at(&payload, ch.offset() as u64 + 1).unwrap();
+    f.write_all_at(&[1], ch.offset() as u64).unwrap();
+}
+
+/// A task whose "app" is `sleep`, marked as using the API, so the test plays the app's side.
+fn fake_api_task(
+    dd: &DataDir,
+    name: &str,
+) -> (ferrite_supervise::Slot, ferrite_supervise::TaskConfig) {
+    let slot = dd.slots.allocate().unwrap();
+    slot.setup(&[], &init_data(slot.number(), Checkpoint::default()))
+        .unwrap();
+    let mut cfg = config_for(&slot, name, &["30"]);
+    cfg.program = "/bin/sleep".into();
+    cfg.timing.quit_timeout = Duration::from_millis(500);
+    (slot, cfg)
+}
+
+#[test]
+fn channels_carry_heartbeats_status_graphics_trickles_and_queued_control() {
+    let dd = DataDir::new();
+    let (slot, cfg) = fake_api_task(&dd, "fake");
+    let mmap = slot.dir().join("boinc_mmap_file");
+    let mut task = Task::start(cfg, Instant::now()).unwrap();
+    // A heartbeat is there from the start.
+    let hb = Heartbeat::decode(&app_take(&mmap, Channel::Heartbeat).unwrap()).unwrap();
+    assert_eq!(hb.max_wss, 4e9);
+    assert!(!hb.network_suspended);
+    task.set_network_suspended(true);
+    idle(&mut task, secs(0.5));
+    let hb = Heartbeat::decode(&app_take(&mmap, Channel::Heartbeat).unwrap()).unwrap();
+    assert!(hb.network_suspended);
+
+    // Status from the app.
+    let st = AppStatus {
+        current_cpu_time: 3.0,
+        checkpoint_cpu_time: 2.0,
+        fraction_done: Some(0.5),
+        wss: Some(123_456_789.0),
+        want_network: true,
+        ..AppStatus::default()
+    };
+    app_put(&mmap, Channel::AppStatus, &st.encode());
+    app_put(
+        &mmap,
+        Channel::GraphicsReply,
+        "<web_graphics_url>http://127.0.0.1:1/g</web_graphics_url>",
+    );
+    let events = idle(&mut task, secs(0.5));
+    assert!(events.contains(&TaskEvent::WantNetwork(true)), "{events:?}");
+    assert!(events.iter().any(
+        |e| matches!(e, TaskEvent::Checkpoint(c) if c.cpu_time == 2.0 && c.fraction_done == 0.5)
+    ));
+    let u = task.usage();
+    assert!(u.cpu_time >= 3.0);
+    assert_eq!(u.fraction_done, 0.5);
+    assert_eq!(u.working_set, 123_456_789);
+    assert!(u.want_network);
+    assert_eq!(
+        task.graphics().web_graphics_url.as_deref(),
+        Some("http://127.0.0.1:1/g")
+    );
+    assert_eq!(task.record().checkpoint_cpu_time, 2.0);
+
+    // Trickle-down notice.
+    assert!(task.notify_trickle_down());
+    assert_eq!(
+        app_take(&mmap, Channel::TrickleDown).as_deref(),
+        Some("<have_trickle_down/>\n")
+    );
+
+    // Control messages wait for the channel in order; suspend + resume do not cancel once sent.
+    let now = Instant::now();
+    task.suspend(now);
+    task.resume(now);
+    task.suspend(now); // cancels the queued resume
+    task.resume(now);
+    task.quit(now);
+    assert_eq!(
+        app_take(&mmap, Channel::ProcessControlRequest).as_deref(),
+        Some("<suspend/>")
+    );
+    idle(&mut task, secs(0.1));
+    assert_eq!(
+        app_take(&mmap, Channel::ProcessControlRequest).as_deref(),
+        Some("<resume/>")
+    );
+    idle(&mut task, secs(0.1));
+    assert_eq!(
+        app_take(&mmap, Channel::ProcessControlRequest).as_deref(),
+        Some("<quit/>")
+    );
+    // `sleep` does not obey: SIGTERM follows after the quit timeout.
+    let (exit, _) = run(&mut task, secs(10.0));
+    assert_eq!(exit.unwrap().outcome, ExitOutcome::Quit);
+}
+
+#[test]
+fn app_not_reading_control_messages_is_killed_as_hung() {
+    let dd = DataDir::new();
+    let (_slot, mut cfg) = fake_api_task(&dd, "hung");
+    cfg.timing.message_block_timeout = Duration::from_millis(800);
+    let mut task = Task::start(cfg, Instant::now()).unwrap();
+    task.suspend(Instant::now());
+    task.reread_app_info(Instant::now()); // stays queued behind the unread suspend
+    let (exit, events) = run(&mut task, secs(10.0));
+    assert!(events.contains(&TaskEvent::Hung), "{events:?}");
+    let exit = exit.unwrap();
+    assert_eq!(exit.outcome, ExitOutcome::Quit);
+    assert!(exit.outcome.will_restart());
+}
+
+#[test]
+fn process_lingering_after_finish_file_is_aborted_with_194() {
+    let dd = DataDir::new();
+    let (slot, mut cfg) = fake_api_task(&dd, "linger");
+    cfg.timing.finish_file_timeout = Duration::from_millis(700);
+    let mut task = Task::start(cfg, Instant::now()).unwrap();
+    std::fs::write(slot.dir().join("boinc_finish_called"), "0\n").unwrap();
+    let (exit, _) = run(&mut task, secs(10.0));
+    assert_eq!(exit.unwrap().outcome, ExitOutcome::Aborted(194));
+}
+
 // ---------------------------------------------------------------- process state
 
 fn read_status_field(pid: i32, field: &str) -> String {

@@ -121,6 +121,7 @@ pub fn fast_timing() -> Timing {
         quit_timeout: Duration::from_secs(3),
         term_grace: Duration::from_secs(2),
         suspend_grace: Duration::from_millis(600),
+        ..Timing::default()
     }
 }
 
