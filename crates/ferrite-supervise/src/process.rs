@@ -213,6 +213,27 @@ pub struct Reaped {
     pub max_rss: u64,
 }
 
+/// Whether child `pid` has exited, without reaping it: while it stays a zombie its PID (and
+/// so its process-group ID) cannot be reused, so the group can still be signalled safely.
+pub fn has_exited(pid: i32) -> io::Result<bool> {
+    // SAFETY: siginfo_t is plain data; waitid fills it. WNOHANG|WNOWAIT neither blocks nor reaps.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pointer to a local.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: si_pid is valid for a child-state siginfo; zero means "no child changed state".
+    Ok(unsafe { info.si_pid() } != 0)
+}
+
 /// Reaps `pid` if it has exited (never blocks). `Ok(None)` while it runs.
 pub fn try_reap(pid: i32) -> io::Result<Option<Reaped>> {
     let mut status = 0;

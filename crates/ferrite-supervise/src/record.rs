@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::process::{signal_group, signal_pid};
-use crate::procinfo::{proc_cwd, ProcStat};
+use crate::procinfo::{proc_cwd, scan_all, ProcStat};
 use crate::task::Checkpoint;
 
 /// What the daemon persists about a task between runs.
@@ -61,8 +61,11 @@ pub struct Orphan {
     pub result_name: String,
     /// The recorded PID.
     pub pid: i32,
-    /// Its process group (killed as a whole when the PID leads it).
+    /// Its process group.
     pub pgid: i32,
+    /// Whether the whole group is signalled: only for a group the task's own app leads (never
+    /// a group shared with other programs, as apps of the official client are).
+    pub whole_group: bool,
 }
 
 /// The recorded apps that are still running in their slots.
@@ -72,21 +75,34 @@ pub fn find_orphans(records: &[TaskRecord]) -> Vec<Orphan> {
 
 fn orphan_of(rec: &TaskRecord) -> Option<Orphan> {
     let pid = rec.pid.filter(|p| *p > 1)?;
-    let stat = ProcStat::read(pid)?;
-    if stat.is_dead() {
-        return None;
+    match ProcStat::read(pid).filter(|s| !s.is_dead()) {
+        Some(stat) => {
+            if rec.pid_starttime != 0 && stat.starttime != rec.pid_starttime {
+                return None;
+            }
+            if !same_dir(&proc_cwd(pid).ok()?, &rec.slot_dir) {
+                return None;
+            }
+            Some(Orphan {
+                result_name: rec.result_name.clone(),
+                pid,
+                pgid: stat.pgrp,
+                whole_group: stat.pgrp == pid,
+            })
+        }
+        // The main process is gone, but members of its group may live on: the group ID stays
+        // reserved while any member exists, and the member must also work in the slot.
+        None => scan_all()
+            .into_iter()
+            .filter(|s| s.pgrp == pid && !s.is_dead())
+            .find(|s| proc_cwd(s.pid).is_ok_and(|cwd| same_dir(&cwd, &rec.slot_dir)))
+            .map(|s| Orphan {
+                result_name: rec.result_name.clone(),
+                pid: s.pid,
+                pgid: pid,
+                whole_group: true,
+            }),
     }
-    if rec.pid_starttime != 0 && stat.starttime != rec.pid_starttime {
-        return None;
-    }
-    if !same_dir(&proc_cwd(pid).ok()?, &rec.slot_dir) {
-        return None;
-    }
-    Some(Orphan {
-        result_name: rec.result_name.clone(),
-        pid,
-        pgid: stat.pgrp,
-    })
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {
@@ -100,8 +116,10 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// `grace` for them to go, then SIGKILL. Blocks for at most about `grace`; meant for startup.
 /// Processes already gone count as ended.
 pub fn end_orphans(orphans: &[Orphan], grace: Duration) -> io::Result<()> {
+    // SAFETY: getpgrp has no preconditions.
+    let own_group = unsafe { libc::getpgrp() };
     let send = |o: &Orphan, sig| {
-        if o.pgid == o.pid {
+        if o.whole_group && o.pgid > 1 && o.pgid != own_group {
             signal_group(o.pgid, sig)
         } else {
             signal_pid(o.pid, sig)

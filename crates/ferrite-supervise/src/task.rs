@@ -358,7 +358,7 @@ impl Task {
             result_name: self.cfg.result_name.clone(),
             slot: self.cfg.slot,
             slot_dir: self.cfg.slot_dir.clone(),
-            pid: (!self.done || self.state != TaskState::Exited).then_some(self.pid),
+            pid: (self.state != TaskState::Exited).then_some(self.pid),
             pid_starttime: self.pid_starttime,
             checkpoint_cpu_time: self.usage.checkpoint.cpu_time,
             checkpoint_elapsed_time: self.usage.checkpoint.elapsed_time,
@@ -475,12 +475,12 @@ impl Task {
         }
         self.account_elapsed(now);
         self.read_messages(&mut events);
-        match process::try_reap(self.pid) {
-            Ok(Some(reaped)) => {
-                self.finish(reaped, &mut events);
+        match process::has_exited(self.pid) {
+            Ok(true) => {
+                self.finish(&mut events);
                 return events;
             }
-            Ok(None) => {}
+            Ok(false) => {}
             Err(e) => {
                 tracing::error!(pid = self.pid, error = %e, "cannot wait for app");
             }
@@ -767,14 +767,27 @@ impl Task {
         }
     }
 
-    fn finish(&mut self, reaped: Reaped, events: &mut Vec<TaskEvent>) {
-        self.done = true;
-        self.state = TaskState::Exited;
+    /// The main process has exited and is still a zombie (so its group ID is still ours):
+    /// take the final figures, kill whatever is left of the tree, then reap.
+    fn finish(&mut self, events: &mut Vec<TaskEvent>) {
         // Final figures: the last messages, then the tree (children that outlived the main
         // process still count), then rusage.
         self.read_messages(events);
         self.sample();
         self.kill_tree(libc::SIGKILL);
+        let reaped = match process::try_reap(self.pid) {
+            Ok(Some(r)) => r,
+            Ok(None) | Err(_) => {
+                tracing::error!(pid = self.pid, "exited app could not be reaped");
+                Reaped {
+                    exit: process::ProcessExit::Other(-1),
+                    cpu_time: 0.0,
+                    max_rss: 0,
+                }
+            }
+        };
+        self.done = true;
+        self.state = TaskState::Exited;
         self.episode_cpu = self.episode_cpu.max(reaped.cpu_time);
         self.usage.cpu_time = self
             .usage

@@ -816,6 +816,41 @@ fn orphan_from_a_previous_daemon_is_found_by_pid_and_ended() {
 }
 
 #[test]
+fn orphaned_group_members_are_found_after_their_leader_died() {
+    let dd = DataDir::new();
+    let (_slot, cfg) = api_task(&dd, "orphan_group", 1, &["--forever", "--fork"]);
+    let task = Task::start(cfg, Instant::now()).unwrap();
+    let pid = task.pid();
+    let deadline = Instant::now() + secs(10.0);
+    let child = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let members = sample_tree(pid, &[]).members;
+        if let Some(c) = members.iter().find(|m| m.pid != pid) {
+            break c.pid;
+        }
+        assert!(Instant::now() < deadline, "child never appeared");
+    };
+    let record = task.abandon();
+    // The old app's main process dies; its forked child lives on in the group.
+    // SAFETY: signalling and reaping our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+    }
+    assert!(alive(child));
+    let orphans = find_orphans(std::slice::from_ref(&record));
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    assert_eq!((orphans[0].pid, orphans[0].pgid), (child, pid));
+    end_orphans(&orphans, secs(3.0)).unwrap();
+    let gone = Instant::now() + secs(5.0);
+    while alive(child) && Instant::now() < gone {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(child), "orphaned child {child} survived");
+}
+
+#[test]
 fn stderr_keeps_the_last_63_kib() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stderr.txt");
