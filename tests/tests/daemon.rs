@@ -331,3 +331,55 @@ fn loads_a_boinc_8_layout_and_keeps_its_newer_fields() {
     }
     assert_eq!(result_names(&load(dir.path(), "client_state.xml")).len(), 3);
 }
+
+#[test]
+fn huge_unknown_element_and_bad_prefs_are_reported_and_nothing_is_lost() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let before = load(dir.path(), "client_state.xml");
+    let text = fs::read_to_string(dir.path().join("client_state.xml")).expect("read");
+    // A 50 MB element from some future client inside the project, and a future element
+    // the daemon does not know but must keep.
+    let huge = format!("<future_blob>{}</future_blob>\n", "x".repeat(50 << 20));
+    let text = text.replacen(
+        "</project>",
+        &format!("{huge}<future_small>7</future_small>\n</project>"),
+        1,
+    );
+    fs::write(dir.path().join("client_state.xml"), text).expect("write");
+    fs::write(
+        dir.path().join("global_prefs_override.xml"),
+        "<global_preferences>\n<max_ncpus_pct>lots</max_ncpus_pct>\n<work_buf_min_days>-3</work_buf_min_days>\n</global_preferences>\n",
+    )
+    .expect("write prefs");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
+    p.wait_for("entering main loop", T);
+    let out = p.output();
+    assert!(out.contains("future_blob"), "huge element reported: {out}");
+    assert!(out.contains("dropped"), "{out}");
+    assert!(
+        out.contains("global_prefs_override.xml:2: <max_ncpus_pct>"),
+        "{out}"
+    );
+    assert!(
+        out.contains("global_prefs_override.xml:3: <work_buf_min_days>"),
+        "{out}"
+    );
+    assert!(out.contains("3 tasks"), "{out}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    let written = fs::read_to_string(dir.path().join("client_state.xml")).expect("read");
+    assert!(
+        written.contains("<future_small>7</future_small>"),
+        "small unknown kept"
+    );
+    assert!(
+        !written.contains("future_blob"),
+        "huge unknown not carried on"
+    );
+    assert!(written.len() < 1 << 20);
+    assert_eq!(
+        result_names(&load(dir.path(), "client_state.xml")),
+        result_names(&before)
+    );
+}
