@@ -1,0 +1,1 @@
+//! A loopback BOINC project server.
