@@ -768,6 +768,29 @@ fn apps_get_own_session_idle_priority_and_clean_signal_state() {
 }
 
 #[test]
+fn dropping_a_task_kills_its_tree() {
+    let dd = DataDir::new();
+    let (_slot, cfg) = api_task(&dd, "drop", 1, &["--forever", "--fork"]);
+    let task = Task::start(cfg, Instant::now()).unwrap();
+    let pid = task.pid();
+    std::thread::sleep(Duration::from_millis(500));
+    let members: Vec<i32> = sample_tree(pid, &[])
+        .members
+        .iter()
+        .map(|m| m.pid)
+        .collect();
+    assert!(members.len() >= 2, "{members:?}");
+    drop(task);
+    let deadline = Instant::now() + secs(5.0);
+    while members.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for p in members {
+        assert!(!alive(p), "{p} survived its task");
+    }
+}
+
+#[test]
 fn exec_failure_is_reported_at_start() {
     let dd = DataDir::new();
     let slot = dd.slots.allocate().unwrap();
