@@ -131,18 +131,12 @@ impl AccountFile {
 
     /// Parses an account file.
     pub fn parse(text: &str, file: &str) -> Result<Parsed<Self>, XmlError> {
-        let mut r = XmlReader::new(text, file);
-        let root = r.root("account")?;
-        let value = Self::read(&mut r, &root)?;
-        let warnings = r.finish()?;
-        Ok(Parsed { value, warnings })
+        crate::xml::parse_document(text, file, "account", Self::read)
     }
 
     /// The file as BOINC writes it.
     pub fn to_xml(&self) -> String {
-        let mut w = XmlWriter::new();
-        self.write(&mut w);
-        w.finish()
+        crate::xml::write_document(|w| self.write(w))
     }
 
     /// The client-relevant values in the project preferences, for `host_venue`.

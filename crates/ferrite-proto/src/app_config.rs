@@ -203,18 +203,12 @@ impl AppConfig {
 
     /// Parses `app_config.xml`.
     pub fn parse(text: &str, file: &str) -> Result<Parsed<Self>, XmlError> {
-        let mut r = XmlReader::new(text, file);
-        let root = r.root("app_config")?;
-        let value = Self::read(&mut r, &root)?;
-        let warnings = r.finish()?;
-        Ok(Parsed { value, warnings })
+        crate::xml::parse_document(text, file, "app_config", Self::read)
     }
 
     /// The document.
     pub fn to_xml(&self) -> String {
-        let mut w = XmlWriter::new();
-        self.write(&mut w);
-        w.finish()
+        crate::xml::write_document(|w| self.write(w))
     }
 
     /// The settings for app `name`, if any.

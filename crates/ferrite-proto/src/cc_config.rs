@@ -871,17 +871,11 @@ impl CcConfig {
 
     /// Parses `cc_config.xml`. (A missing file means [`CcConfig::default`].)
     pub fn parse(text: &str, file: &str) -> Result<Parsed<Self>, XmlError> {
-        let mut r = XmlReader::new(text, file);
-        let root = r.root("cc_config")?;
-        let value = Self::read(&mut r, &root)?;
-        let warnings = r.finish()?;
-        Ok(Parsed { value, warnings })
+        crate::xml::parse_document(text, file, "cc_config", Self::read)
     }
 
     /// The document as BOINC writes it.
     pub fn to_xml(&self) -> String {
-        let mut w = XmlWriter::with_capacity(4096);
-        self.write(&mut w);
-        w.finish()
+        crate::xml::write_document(|w| self.write(w))
     }
 }

@@ -325,17 +325,11 @@ impl AppInitData {
 
     /// Parses an `init_data.xml`.
     pub fn parse(text: &str, file: &str) -> Result<Parsed<Self>, XmlError> {
-        let mut r = XmlReader::new(text, file);
-        let root = r.root("app_init_data")?;
-        let value = Self::read(&mut r, &root)?;
-        let warnings = r.finish()?;
-        Ok(Parsed { value, warnings })
+        crate::xml::parse_document(text, file, "app_init_data", Self::read)
     }
 
     /// The file as the client writes it.
     pub fn to_xml(&self) -> String {
-        let mut w = XmlWriter::with_capacity(8192);
-        self.write(&mut w);
-        w.finish()
+        crate::xml::write_document(|w| self.write(w))
     }
 }

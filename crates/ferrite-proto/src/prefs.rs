@@ -276,11 +276,7 @@ impl GlobalPrefs {
 
     /// Parses a whole prefs document as [`read`](Self::read) does.
     pub fn parse(text: &str, file: &str) -> Result<Parsed<Self>, XmlError> {
-        let mut r = XmlReader::new(text, file);
-        let root = r.root("global_preferences")?;
-        let value = Self::read(&mut r, &root)?;
-        let warnings = r.finish()?;
-        Ok(Parsed { value, warnings })
+        crate::xml::parse_document(text, file, "global_preferences", Self::read)
     }
 
     /// Parses `global_prefs.xml` (network prefs) the way BOINC's full parse does: from

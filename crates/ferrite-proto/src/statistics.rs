@@ -97,18 +97,12 @@ impl ProjectStatistics {
 
     /// Parses a statistics file.
     pub fn parse(text: &str, file: &str) -> Result<Parsed<Self>, XmlError> {
-        let mut r = XmlReader::new(text, file);
-        let root = r.root("project_statistics")?;
-        let value = Self::read(&mut r, &root)?;
-        let warnings = r.finish()?;
-        Ok(Parsed { value, warnings })
+        crate::xml::parse_document(text, file, "project_statistics", Self::read)
     }
 
     /// The file as BOINC writes it.
     pub fn to_xml(&self) -> String {
-        let mut w = XmlWriter::new();
-        self.write(&mut w);
-        w.finish()
+        crate::xml::write_document(|w| self.write(w))
     }
 
     /// Records today's totals: replaces the record of `day` if it is the last one, else

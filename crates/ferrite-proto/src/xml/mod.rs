@@ -110,6 +110,28 @@ pub struct Parsed<T> {
     pub warnings: Vec<Warning>,
 }
 
+/// Reads a whole document whose root element is `root`: `read` consumes the root's content,
+/// and anything after the root is reported as a warning.
+pub fn parse_document<T>(
+    text: &str,
+    file: &str,
+    root: &str,
+    read: impl FnOnce(&mut XmlReader<'_>, &Tag<'_>) -> Result<T, XmlError>,
+) -> Result<Parsed<T>, XmlError> {
+    let mut r = XmlReader::new(text, file);
+    let tag = r.root(root)?;
+    let value = read(&mut r, &tag)?;
+    let warnings = r.finish()?;
+    Ok(Parsed { value, warnings })
+}
+
+/// Writes a whole document with `write`.
+pub fn write_document(write: impl FnOnce(&mut XmlWriter)) -> String {
+    let mut w = XmlWriter::new();
+    write(&mut w);
+    w.finish()
+}
+
 /// Formats a double the way BOINC's `%f` does: six decimals.
 pub fn fmt_f64(v: f64) -> String {
     format!("{v:.6}")
