@@ -5,6 +5,9 @@
 //! process still exists, started at the recorded time (when known) and has its working
 //! directory in the recorded slot, so a reused PID is never killed. [`end_orphans`] then stops
 //! them (SIGTERM, then SIGKILL to the group) and the task restarts from the recorded checkpoint.
+//!
+//! Like the official client, a task also leaves `boinc_task_state.xml` in its slot at every
+//! checkpoint ([`TaskStateFile`]), so either client can resume the task from that slot.
 
 use std::fs;
 use std::io;
@@ -51,6 +54,106 @@ impl TaskRecord {
             elapsed_time: self.checkpoint_elapsed_time,
             fraction_done: self.fraction_done,
         }
+    }
+}
+
+/// Name of the per-slot checkpoint file the official client writes.
+pub const TASK_STATE_FILE: &str = "boinc_task_state.xml";
+
+/// `boinc_task_state.xml`: the checkpoint figures of a slot, in the official client's format.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskStateFile {
+    /// Master URL of the task's project (checked against the state file on reading).
+    pub project_master_url: String,
+    /// Result name (checked likewise).
+    pub result_name: String,
+    /// CPU seconds at the checkpoint.
+    pub checkpoint_cpu_time: f64,
+    /// Elapsed seconds at the checkpoint.
+    pub checkpoint_elapsed_time: f64,
+    /// Fraction done at the checkpoint (written, not read back by the official client).
+    pub fraction_done: f64,
+    /// Peak working set, bytes.
+    pub peak_working_set_size: f64,
+    /// Peak swap, bytes.
+    pub peak_swap_size: f64,
+    /// Peak slot disk usage, bytes.
+    pub peak_disk_usage: f64,
+}
+
+impl TaskStateFile {
+    /// The file text, laid out as the official client writes it.
+    pub fn encode(&self) -> String {
+        format!(
+            "<active_task>\n    <project_master_url>{}</project_master_url>\n    \
+             <result_name>{}</result_name>\n    \
+             <checkpoint_cpu_time>{:.6}</checkpoint_cpu_time>\n    \
+             <checkpoint_elapsed_time>{:.6}</checkpoint_elapsed_time>\n    \
+             <fraction_done>{:.6}</fraction_done>\n    \
+             <peak_working_set_size>{:.0}</peak_working_set_size>\n    \
+             <peak_swap_size>{:.0}</peak_swap_size>\n    \
+             <peak_disk_usage>{:.0}</peak_disk_usage>\n</active_task>\n",
+            self.project_master_url,
+            self.result_name,
+            self.checkpoint_cpu_time,
+            self.checkpoint_elapsed_time,
+            self.fraction_done,
+            self.peak_working_set_size,
+            self.peak_swap_size,
+            self.peak_disk_usage,
+        )
+    }
+
+    /// Parses the file text; `None` if it is not an `<active_task>` document.
+    pub fn parse(text: &str) -> Option<TaskStateFile> {
+        if !text.trim_start().starts_with("<active_task>") {
+            return None;
+        }
+        let tag = |name: &str| -> Option<&str> {
+            let open = format!("<{name}>");
+            let start = text.find(&open)? + open.len();
+            let end = start + text[start..].find(&format!("</{name}>"))?;
+            Some(text[start..end].trim())
+        };
+        let num = |name: &str| tag(name).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        Some(TaskStateFile {
+            project_master_url: tag("project_master_url")?.to_owned(),
+            result_name: tag("result_name")?.to_owned(),
+            checkpoint_cpu_time: num("checkpoint_cpu_time"),
+            checkpoint_elapsed_time: num("checkpoint_elapsed_time"),
+            fraction_done: num("fraction_done"),
+            peak_working_set_size: num("peak_working_set_size"),
+            peak_swap_size: num("peak_swap_size"),
+            peak_disk_usage: num("peak_disk_usage"),
+        })
+    }
+
+    /// Reads the slot's file if it belongs to this project and result.
+    pub fn read(slot_dir: &Path, master_url: &str, result_name: &str) -> Option<TaskStateFile> {
+        let text = fs::read_to_string(slot_dir.join(TASK_STATE_FILE)).ok()?;
+        TaskStateFile::parse(&text)
+            .filter(|t| t.project_master_url == master_url && t.result_name == result_name)
+    }
+
+    /// Writes the file into the slot.
+    pub fn write(&self, slot_dir: &Path) -> io::Result<()> {
+        fs::write(slot_dir.join(TASK_STATE_FILE), self.encode())
+    }
+}
+
+impl TaskRecord {
+    /// Takes a slot's `boinc_task_state.xml` into account the official way: its checkpoint CPU
+    /// and elapsed times replace the record's only when larger; its peaks are taken as they are.
+    pub fn merge_task_state(&mut self, file: &TaskStateFile) {
+        if file.checkpoint_cpu_time > self.checkpoint_cpu_time {
+            self.checkpoint_cpu_time = file.checkpoint_cpu_time;
+            self.fraction_done = file.fraction_done;
+        }
+        if file.checkpoint_elapsed_time > self.checkpoint_elapsed_time {
+            self.checkpoint_elapsed_time = file.checkpoint_elapsed_time;
+        }
+        self.peak_working_set = file.peak_working_set_size as u64;
+        self.peak_disk_usage = file.peak_disk_usage as u64;
     }
 }
 
@@ -141,4 +244,54 @@ pub fn end_orphans(orphans: &[Orphan], grace: Duration) -> io::Result<()> {
 
 fn is_running(o: &Orphan) -> bool {
     ProcStat::read(o.pid).is_some_and(|s| !s.is_dead())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_state_file_round_trip_and_merge() {
+        let t = TaskStateFile {
+            project_master_url: "http://127.0.0.1:18080/".into(),
+            result_name: "wu_0".into(),
+            checkpoint_cpu_time: 12.5,
+            checkpoint_elapsed_time: 20.25,
+            fraction_done: 0.5,
+            peak_working_set_size: 1048576.0,
+            peak_swap_size: 0.0,
+            peak_disk_usage: 4096.0,
+        };
+        let text = t.encode();
+        assert!(text.starts_with(
+            "<active_task>\n    <project_master_url>http://127.0.0.1:18080/</project_master_url>\n"
+        ));
+        assert!(text.contains("    <checkpoint_cpu_time>12.500000</checkpoint_cpu_time>\n"));
+        assert!(text.contains("    <peak_working_set_size>1048576</peak_working_set_size>\n"));
+        assert_eq!(TaskStateFile::parse(&text), Some(t.clone()));
+        assert_eq!(TaskStateFile::parse("<other/>"), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        t.write(dir.path()).unwrap();
+        assert!(TaskStateFile::read(dir.path(), "http://other/", "wu_0").is_none());
+        let back = TaskStateFile::read(dir.path(), "http://127.0.0.1:18080/", "wu_0").unwrap();
+        let mut rec = TaskRecord {
+            result_name: "wu_0".into(),
+            slot: 0,
+            slot_dir: dir.path().to_owned(),
+            pid: None,
+            pid_starttime: 0,
+            checkpoint_cpu_time: 20.0,
+            checkpoint_elapsed_time: 10.0,
+            fraction_done: 0.7,
+            peak_working_set: 0,
+            peak_disk_usage: 0,
+        };
+        rec.merge_task_state(&back);
+        assert_eq!(rec.checkpoint_cpu_time, 20.0);
+        assert_eq!(rec.fraction_done, 0.7);
+        assert_eq!(rec.checkpoint_elapsed_time, 20.25);
+        assert_eq!(rec.peak_working_set, 1048576);
+    }
 }

@@ -26,7 +26,7 @@ use crate::msg::{
 use crate::process::{self, Priority, Reaped, SpawnError, SpawnRequest};
 use crate::procinfo::{sample_tree, sample_tree_from, ProcId, ProcStat};
 use crate::queue::ControlQueue;
-use crate::record::TaskRecord;
+use crate::record::{TaskRecord, TaskStateFile};
 use crate::shmem::{Channel, SharedMem, ShmemError, MMAP_FILE_NAME};
 use crate::slot::{read_stderr_file, FINISH_FILE, STDERR_FILE, TEMPORARY_EXIT_FILE};
 
@@ -99,6 +99,9 @@ pub struct TaskConfig {
     pub uses_api: bool,
     /// CPU priority.
     pub priority: Priority,
+    /// Project master URL; when set, `boinc_task_state.xml` is written at every checkpoint
+    /// (as the official client does), so the slot can be resumed by either client.
+    pub project_master_url: Option<String>,
     /// Resource limits.
     pub limits: Limits,
     /// Timeouts.
@@ -558,9 +561,30 @@ impl Task {
             self.usage.checkpoint = cp;
             // Measure the slot after each checkpoint.
             self.next_disk_check = self.last_poll;
+            self.write_task_state_file();
             events.push(TaskEvent::Checkpoint(cp));
         }
         self.status = Some(st);
+    }
+
+    fn write_task_state_file(&self) {
+        let Some(url) = &self.cfg.project_master_url else {
+            return;
+        };
+        let cp = self.usage.checkpoint;
+        let file = TaskStateFile {
+            project_master_url: url.clone(),
+            result_name: self.cfg.result_name.clone(),
+            checkpoint_cpu_time: cp.cpu_time,
+            checkpoint_elapsed_time: cp.elapsed_time,
+            fraction_done: cp.fraction_done,
+            peak_working_set_size: self.usage.peak_working_set as f64,
+            peak_swap_size: 0.0,
+            peak_disk_usage: self.usage.peak_disk_usage as f64,
+        };
+        if let Err(e) = file.write(&self.cfg.slot_dir) {
+            tracing::warn!(error = %e, "cannot write task state file");
+        }
     }
 
     fn move_trickle_up(&self) -> std::io::Result<PathBuf> {

@@ -14,7 +14,7 @@ use ferrite_supervise::procinfo::{sample_tree, ProcStat};
 use ferrite_supervise::shmem::{self, Channel, SHMEM_SIZE};
 use ferrite_supervise::{
     end_orphans, find_orphans, slot, Checkpoint, ExitOutcome, FileRole, LimitExceeded, LinkMode,
-    Priority, SlotError, SlotFile, Task, TaskEvent, TaskRecord,
+    Priority, SlotError, SlotFile, Task, TaskEvent, TaskRecord, TaskStateFile,
 };
 
 const FIXTURE_MMAP: &[u8] = include_bytes!("fixtures/boinc_mmap_file");
@@ -286,6 +286,12 @@ fn quit_at_a_checkpoint_then_restart_resumes_from_it() {
     assert!(exit.outcome.will_restart());
     let record: TaskRecord = task.record();
     assert!(record.checkpoint_cpu_time > 0.2);
+    // The official client's per-slot checkpoint file agrees with the record.
+    let state = TaskStateFile::read(slot.dir(), "http://127.0.0.1:18080/", "restart_0").unwrap();
+    assert_eq!(
+        state.checkpoint_cpu_time,
+        (record.checkpoint_cpu_time * 1e6).round() / 1e6
+    );
     assert!(record.checkpoint_elapsed_time > 0.0);
     // The record survives a round trip through the daemon's persistence.
     let json = serde_json::to_string(&record).unwrap();

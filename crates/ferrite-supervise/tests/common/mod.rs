@@ -168,6 +168,7 @@ pub fn config_for(slot: &Slot, name: &str, args: &[&str]) -> TaskConfig {
         env: vec![],
         uses_api: true,
         priority: Priority::Unchanged,
+        project_master_url: Some("http://127.0.0.1:18080/".into()),
         limits: Limits::default(),
         timing: fast_timing(),
         max_wss: 4e9,
