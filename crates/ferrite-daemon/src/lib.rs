@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod lock;
 pub mod logging;
+pub mod rpc;
 pub mod store;
 
 use std::collections::HashSet;
@@ -41,7 +42,7 @@ pub fn now() -> f64 {
 }
 
 /// What the main loop reacts to.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Event {
     /// Stop: save the state, stop children, exit (SIGTERM, SIGINT, or a control request).
     Shutdown(&'static str),
@@ -49,6 +50,8 @@ pub enum Event {
     Reload,
     /// The CPU benchmarks finished (they run on a blocking thread).
     BenchmarksDone(BenchmarkResult),
+    /// A GUI RPC request, to be answered from the state.
+    GuiRpc(ferrite_gui_rpc::Call),
 }
 
 /// The running client.
@@ -68,6 +71,8 @@ pub struct Daemon {
     warned: HashSet<(Arc<str>, String, String)>,
     events: mpsc::Sender<Event>,
     inbox: mpsc::Receiver<Event>,
+    /// GUI RPC state kept between calls (temporary run modes).
+    rpc: rpc::RpcState,
 }
 
 impl Daemon {
@@ -97,6 +102,7 @@ impl Daemon {
             log,
             events,
             inbox,
+            rpc: rpc::RpcState::default(),
         };
         daemon.load_state();
         daemon.load_config();
@@ -366,6 +372,7 @@ impl Daemon {
     /// Runs the main loop until a shutdown event; then saves and stops.
     pub async fn run(mut self) -> anyhow::Result<()> {
         spawn_signal_listeners(self.events.clone())?;
+        let gui_rpc = self.start_gui_rpc();
         self.save_if_due(now(), false);
         if self.benchmarks_wanted(now()) {
             self.start_benchmarks();
@@ -383,6 +390,7 @@ impl Daemon {
                     Some(Event::Shutdown(why)) => break why,
                     Some(Event::Reload) => self.reload(),
                     Some(Event::BenchmarksDone(r)) => self.benchmarks_done(r, now()),
+                    Some(Event::GuiRpc(call)) => self.handle_gui_rpc(call),
                     None => break "event channel closed",
                 },
                 () = tokio::time::sleep(Duration::from_secs_f64(wait)) => {}
@@ -396,6 +404,9 @@ impl Daemon {
         info!("shutting down ({reason})");
         self.save.mark_dirty(now());
         self.save_if_due(now(), true);
+        if let Some(server) = gui_rpc {
+            server.stop().await;
+        }
         if self.save.is_dirty() {
             anyhow::bail!("exiting with the state not saved; the previous state file is intact");
         }

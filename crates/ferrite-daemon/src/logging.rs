@@ -69,7 +69,9 @@ pub fn init() -> LogHandle {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives([])));
     let (filter, handle) = reload::Layer::new(filter);
     let terminal = std::io::stderr().is_terminal();
-    let registry = tracing_subscriber::registry().with(filter);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(crate::rpc::messages::MessageLayer);
     let result = if terminal {
         registry
             .with(

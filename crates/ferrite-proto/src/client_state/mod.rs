@@ -12,6 +12,7 @@
 //! Nothing the official client would keep is dropped; objects before any `<project>` (which
 //! BOINC discards too) are dropped with a warning.
 
+pub mod gui;
 mod objects;
 mod project;
 mod stats;

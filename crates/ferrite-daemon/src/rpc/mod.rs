@@ -1,0 +1,669 @@
+//! The daemon's side of GUI RPC: starting the server from the daemon's options, passing each
+//! authorised call into the main loop as [`Event::GuiRpc`], and answering it from the state
+//! ([`Daemon::handle_gui_rpc`]). Only the main loop answers, so every reply sees one
+//! consistent state and every change goes through the one owner.
+//!
+//! The status family is in [`status`], the event log and notices in [`messages`]; the control
+//! family (modes, project and task operations, configuration files) is here.
+
+pub mod messages;
+mod status;
+
+use std::fs;
+use std::io;
+use std::time::Duration;
+
+use ferrite_gui_rpc::server::{ServerConfig, TcpConfig, UnixConfig, DEFAULT_PORT};
+use ferrite_gui_rpc::{
+    auth, reply, Call, FileTransferAction, GuiRpcServer, ProjectAction, Request, ResultAction,
+    RunMode as RpcRunMode,
+};
+use ferrite_proto::account::canonicalize_master_url;
+use ferrite_proto::app_config::AppConfig;
+use ferrite_proto::cc_config::CcConfig;
+use ferrite_proto::client_state::{ClientState, ResultState, RunMode};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::config::{self, APP_CONFIG, CC_CONFIG, GLOBAL_PREFS_OVERRIDE};
+use crate::{now, Daemon, Event};
+
+/// `EXIT_ABORTED_VIA_GUI`: the exit status of a task aborted by the user.
+pub const EXIT_ABORTED_VIA_GUI: i32 = 203;
+
+/// `remote_hosts.cfg`: hosts allowed to connect from elsewhere.
+pub const REMOTE_HOSTS_FILE: &str = "remote_hosts.cfg";
+
+/// How long the TCP bind is retried at start-up (the port may still be held by a previous
+/// instance at boot), as the official client does.
+const BIND_RETRY: Duration = Duration::from_secs(30);
+
+/// Which of the three run modes an op changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeKind {
+    /// Computing.
+    Cpu,
+    /// GPU computing.
+    Gpu,
+    /// Network use.
+    Network,
+}
+
+/// A temporary mode: in force until `until`, then the permanent mode applies again.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TempMode {
+    /// The temporary mode.
+    pub mode: RunMode,
+    /// Unix time it ends (0 = no temporary mode).
+    pub until: f64,
+}
+
+/// GUI RPC state the daemon keeps between calls (not saved: temporary modes end with the
+/// process, as officially).
+#[derive(Debug, Default)]
+pub struct RpcState {
+    /// Temporary CPU, GPU and network modes.
+    pub temp: [TempMode; 3],
+    /// The network mode to go back to on `restore` (the state file has no such field).
+    pub network_prev: RunMode,
+}
+
+impl ModeKind {
+    fn index(self) -> usize {
+        match self {
+            ModeKind::Cpu => 0,
+            ModeKind::Gpu => 1,
+            ModeKind::Network => 2,
+        }
+    }
+}
+
+/// The permanent and previous modes of `kind` in the state.
+fn perm_prev<'a>(
+    state: &'a mut ClientState,
+    rpc: &'a mut RpcState,
+    kind: ModeKind,
+) -> (&'a mut RunMode, &'a mut RunMode) {
+    match kind {
+        ModeKind::Cpu => (
+            &mut state.user_run_request,
+            &mut state.user_run_prev_request,
+        ),
+        ModeKind::Gpu => (
+            &mut state.user_gpu_request,
+            &mut state.user_gpu_prev_request,
+        ),
+        ModeKind::Network => (&mut state.user_network_request, &mut rpc.network_prev),
+    }
+}
+
+/// Applies `set_*_mode` (official `RUN_MODE::set`).
+pub fn set_mode(
+    state: &mut ClientState,
+    rpc: &mut RpcState,
+    kind: ModeKind,
+    mode: RpcRunMode,
+    duration: f64,
+    now: f64,
+) {
+    let temp_before = current_mode(state, rpc, kind, now);
+    let i = kind.index();
+    let (perm, prev) = perm_prev(state, rpc, kind);
+    let new = match mode {
+        RpcRunMode::Always => RunMode::Always,
+        RpcRunMode::Auto => RunMode::Auto,
+        RpcRunMode::Never => RunMode::Never,
+        RpcRunMode::Restore => {
+            if temp_before == *perm {
+                *perm = *prev;
+            }
+            let p = *perm;
+            rpc.temp[i] = TempMode {
+                mode: p,
+                until: 0.0,
+            };
+            return;
+        }
+    };
+    *prev = temp_before;
+    if duration > 0.0 {
+        rpc.temp[i] = TempMode {
+            mode: new,
+            until: now + duration,
+        };
+    } else {
+        *perm = new;
+        rpc.temp[i] = TempMode {
+            mode: new,
+            until: 0.0,
+        };
+    }
+}
+
+/// The mode in force: the temporary one while it lasts, else the permanent one.
+pub fn current_mode(state: &ClientState, rpc: &RpcState, kind: ModeKind, now: f64) -> RunMode {
+    let t = rpc.temp[kind.index()];
+    if t.until > now {
+        return t.mode;
+    }
+    match kind {
+        ModeKind::Cpu => state.user_run_request,
+        ModeKind::Gpu => state.user_gpu_request,
+        ModeKind::Network => state.user_network_request,
+    }
+}
+
+/// Seconds left in a temporary mode (0 if none).
+pub fn mode_delay(rpc: &RpcState, kind: ModeKind, now: f64) -> f64 {
+    (rpc.temp[kind.index()].until - now).max(0.0)
+}
+
+/// The running server: stop it with [`RpcServerHandle::stop`].
+#[derive(Debug)]
+pub struct RpcServerHandle {
+    /// Cancels the listeners, the connections and the forwarder.
+    token: CancellationToken,
+    /// The task that owns the server.
+    task: JoinHandle<()>,
+}
+
+impl RpcServerHandle {
+    /// Stops accepting, closes the connections and waits until the server is gone.
+    pub async fn stop(self) {
+        self.token.cancel();
+        if tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .is_err()
+        {
+            warn!("the GUI RPC server did not stop within 5 s");
+        }
+    }
+}
+
+impl Daemon {
+    /// The server settings from the command line and `cc_config.xml`.
+    fn gui_rpc_config(&self, password: auth::Password) -> ServerConfig {
+        let mut cfg = ServerConfig::new(password);
+        let allow_remote =
+            self.opts.allow_remote_gui_rpc || self.config.cc.options.allow_remote_gui_rpc;
+        cfg.tcp = (!self.opts.gui_rpc_unix_domain).then(|| TcpConfig {
+            port: self.opts.gui_rpc_port.unwrap_or(DEFAULT_PORT),
+            allow_remote,
+            remote_hosts_file: Some(self.dir.join(REMOTE_HOSTS_FILE)),
+            bind_ip: None,
+            bind_retry_for: BIND_RETRY,
+        });
+        cfg.unix = Some(UnixConfig::in_data_dir(&self.dir));
+        cfg
+    }
+
+    /// Starts the GUI RPC server in the background (binding may be retried for 30 s; a
+    /// failure is logged, never fatal: the client computes without a GUI). `None` when the
+    /// password file cannot be read or created.
+    pub(crate) fn start_gui_rpc(&self) -> Option<RpcServerHandle> {
+        let password = match auth::load_or_create_password(&self.dir) {
+            Ok((p, _)) => p,
+            Err(e) => {
+                error!("GUI RPC disabled: {e}");
+                return None;
+            }
+        };
+        let cfg = self.gui_rpc_config(password);
+        let token = CancellationToken::new();
+        let (tx, mut rx) = mpsc::channel::<Call>(64);
+        let events = self.events.clone();
+        let stop = token.clone();
+        let task = tokio::spawn(async move {
+            let server = match GuiRpcServer::start(cfg.clone(), tx.clone(), stop.clone()).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    // Serve on whichever listener works.
+                    error!("GUI RPC: {e}");
+                    let mut fallback = cfg;
+                    if matches!(e, ferrite_gui_rpc::ServerError::TcpBind { .. }) {
+                        fallback.tcp = None;
+                    } else {
+                        fallback.unix = None;
+                    }
+                    match GuiRpcServer::start(fallback, tx, stop.clone()).await {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            error!("GUI RPC disabled: {e}");
+                            None
+                        }
+                    }
+                }
+            };
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    call = rx.recv() => match call {
+                        Some(call) => {
+                            if events.send(Event::GuiRpc(call)).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => {
+                            if server.is_none() {
+                                stop.cancelled().await;
+                            }
+                            break;
+                        }
+                    },
+                }
+            }
+            if let Some(server) = server {
+                server.shutdown();
+                server.wait().await;
+            }
+        });
+        Some(RpcServerHandle { token, task })
+    }
+
+    /// Answers one GUI RPC call from the daemon's state.
+    pub(crate) fn handle_gui_rpc(&mut self, call: Call) {
+        let Call {
+            request,
+            peer,
+            reply: tx,
+        } = call;
+        if peer.closed.is_cancelled() {
+            messages::MessageLog::global().forget_connection(peer.connection_id);
+        }
+        let quit = matches!(request, Request::Quit);
+        let body = self.answer(request, peer.connection_id);
+        let _ = tx.send(body);
+        if quit {
+            info!("quit requested through GUI RPC");
+            let events = self.events.clone();
+            tokio::spawn(async move {
+                let _ = events.send(Event::Shutdown("GUI RPC quit")).await;
+            });
+        }
+    }
+
+    fn answer(&mut self, request: Request, conn: u64) -> String {
+        let t = now();
+        match request {
+            Request::SetRunMode { mode, duration } => {
+                self.rpc_set_mode(ModeKind::Cpu, mode, duration, t)
+            }
+            Request::SetGpuMode { mode, duration } => {
+                self.rpc_set_mode(ModeKind::Gpu, mode, duration, t)
+            }
+            Request::SetNetworkMode { mode, duration } => {
+                self.rpc_set_mode(ModeKind::Network, mode, duration, t)
+            }
+            Request::ProjectOp { op, project_url } => self.rpc_project_op(op, &project_url, t),
+            Request::ResultOp {
+                op,
+                project_url,
+                name,
+            } => self.rpc_result_op(op, &project_url, &name, t),
+            Request::FileTransferOp {
+                op,
+                project_url,
+                filename,
+            } => self.rpc_file_transfer_op(op, &project_url, &filename),
+            Request::Quit => reply::SUCCESS.to_owned(),
+            Request::ReadCcConfig | Request::ReadGlobalPrefsOverride => {
+                self.reload();
+                reply::SUCCESS.to_owned()
+            }
+            Request::SetGlobalPrefsOverride { raw } => {
+                self.rpc_write_config_file(GLOBAL_PREFS_OVERRIDE, &raw)
+            }
+            Request::SetCcConfig { raw } => {
+                if !raw.trim().is_empty() {
+                    if let Err(e) = CcConfig::parse(&raw, CC_CONFIG) {
+                        warn!("set_cc_config: {e}; file written anyway, defaults apply");
+                    }
+                }
+                self.rpc_write_config_file(CC_CONFIG, &raw)
+            }
+            Request::SetAppConfig { url, app_config } => self.rpc_set_app_config(&url, app_config),
+            Request::RunBenchmarks => {
+                self.start_benchmarks();
+                reply::SUCCESS.to_owned()
+            }
+            Request::NetworkAvailable => {
+                for p in &mut self.state.projects {
+                    p.project.min_rpc_time = 0.0;
+                }
+                self.save.mark_dirty(t);
+                reply::SUCCESS.to_owned()
+            }
+            Request::SetLanguage { language } => {
+                self.state.language = Some(language);
+                self.save.mark_dirty(t);
+                reply::SUCCESS.to_owned()
+            }
+            Request::SetProxySettings { raw } => {
+                self.state.proxy_info =
+                    Some(format!("<proxy_info>\n{}\n</proxy_info>", raw.trim()));
+                self.save.mark_dirty(t);
+                reply::SUCCESS.to_owned()
+            }
+            Request::ResetHostInfo => {
+                self.detect_host();
+                reply::SUCCESS.to_owned()
+            }
+            Request::SetHostInfo { host_info } => match host_info {
+                None => reply::error("Missing host_info"),
+                Some(h) => {
+                    let hi = &mut self.state.host_info;
+                    if let Some(v) = h.product_name {
+                        hi.product_name = Some(v);
+                    }
+                    if let Some(v) = h.os_name {
+                        hi.os_name = v;
+                    }
+                    if let Some(v) = h.os_version {
+                        hi.os_version = v;
+                    }
+                    if let Some(v) = h.domain_name {
+                        hi.domain_name = v;
+                    }
+                    self.save.mark_dirty(t);
+                    reply::SUCCESS.to_owned()
+                }
+            },
+            Request::ProjectAttach {
+                project_url,
+                authenticator,
+                use_config_file,
+                ..
+            } => {
+                if !use_config_file && project_url.trim().is_empty() {
+                    return reply::error("Missing URL");
+                }
+                if !use_config_file && authenticator.trim().is_empty() {
+                    return reply::error("Missing authenticator");
+                }
+                if self
+                    .state
+                    .project(&canonicalize_master_url(&project_url))
+                    .is_some()
+                {
+                    return reply::error("Already attached to project");
+                }
+                not_available("project_attach")
+            }
+            Request::ProjectAttachPoll => not_available("project_attach_poll"),
+            Request::LookupAccount(_) | Request::LookupAccountPoll => {
+                not_available("lookup_account")
+            }
+            Request::CreateAccount(_) | Request::CreateAccountPoll => {
+                not_available("create_account")
+            }
+            Request::GetProjectConfig { .. } | Request::GetProjectConfigPoll => {
+                not_available("get_project_config")
+            }
+            Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll => not_available("acct_mgr_rpc"),
+            other => self.answer_status(other, conn, t),
+        }
+    }
+
+    fn rpc_set_mode(&mut self, kind: ModeKind, mode: RpcRunMode, duration: f64, t: f64) -> String {
+        set_mode(&mut self.state, &mut self.rpc, kind, mode, duration, t);
+        let name = match kind {
+            ModeKind::Cpu => "run",
+            ModeKind::Gpu => "GPU",
+            ModeKind::Network => "network",
+        };
+        info!(
+            "{name} mode set to {}{}",
+            mode.tag(),
+            if duration > 0.0 {
+                format!(" for {duration:.0} s")
+            } else {
+                String::new()
+            }
+        );
+        self.save.mark_dirty(t);
+        reply::SUCCESS.to_owned()
+    }
+
+    fn rpc_project_op(&mut self, op: ProjectAction, url: &str, t: f64) -> String {
+        if url.trim().is_empty() {
+            return reply::error("Missing project URL");
+        }
+        let Some(ps) = self.state.project_mut(url) else {
+            return reply::error("No such project");
+        };
+        let p = &mut ps.project;
+        let name = if p.project_name.is_empty() {
+            p.master_url.clone()
+        } else {
+            p.project_name.clone()
+        };
+        match op {
+            ProjectAction::Suspend => {
+                p.suspended_via_gui = true;
+                info!(project = %name, "project suspended by user");
+            }
+            ProjectAction::Resume => {
+                p.suspended_via_gui = false;
+                info!(project = %name, "project resumed by user");
+            }
+            ProjectAction::NoMoreWork => {
+                p.dont_request_more_work = true;
+                info!(project = %name, "work fetch suspended by user");
+            }
+            ProjectAction::AllowMoreWork => {
+                p.dont_request_more_work = false;
+                info!(project = %name, "work fetch resumed by user");
+            }
+            ProjectAction::DetachWhenDone => {
+                p.detach_when_done = true;
+                p.dont_request_more_work = true;
+                info!(project = %name, "project will be detached when its tasks are done");
+            }
+            ProjectAction::DontDetachWhenDone => {
+                p.detach_when_done = false;
+                p.dont_request_more_work = false;
+                info!(project = %name, "project will no longer be detached when done");
+            }
+            ProjectAction::Detach => {
+                if p.attached_via_acct_mgr {
+                    return reply::error("must detach using account manager");
+                }
+                let master = p.master_url.clone();
+                match config::detach_project(&self.dir, &mut self.state, &master) {
+                    Ok(_) => info!(project = %name, "detached from project by user"),
+                    Err(e) => {
+                        error!("detaching from {master}: {e}");
+                        return reply::error(&format!("detach failed: {e}"));
+                    }
+                }
+            }
+            ProjectAction::Reset => return not_available("project_reset"),
+            ProjectAction::Update => return not_available("project_update"),
+        }
+        self.save.mark_dirty(t);
+        reply::SUCCESS.to_owned()
+    }
+
+    fn rpc_result_op(&mut self, op: ResultAction, url: &str, name: &str, t: f64) -> String {
+        if url.trim().is_empty() {
+            return reply::error("Missing project URL");
+        }
+        let Some(ps) = self.state.project_mut(url) else {
+            return reply::error("No such project");
+        };
+        if name.is_empty() {
+            return reply::error("Missing result name");
+        }
+        let master = ps.project.master_url.clone();
+        let project = if ps.project.project_name.is_empty() {
+            master.clone()
+        } else {
+            ps.project.project_name.clone()
+        };
+        let Some(r) = ps.result_mut(name) else {
+            return reply::error("no such result");
+        };
+        match op {
+            ResultAction::Suspend => {
+                r.suspended_via_gui = true;
+                info!(project = %project, "task {name} suspended by user");
+            }
+            ResultAction::Resume => {
+                r.suspended_via_gui = false;
+                info!(project = %project, "task {name} resumed by user");
+            }
+            ResultAction::Abort => {
+                info!(project = %project, "task {name} aborted by user");
+                if r.state < ResultState::ComputeError {
+                    r.state = ResultState::Aborted;
+                    r.exit_status = EXIT_ABORTED_VIA_GUI;
+                    r.ready_to_report = true;
+                    r.completed_time = t;
+                }
+                // No process runs it: the saved task record goes with it.
+                self.state
+                    .active_tasks
+                    .retain(|a| !(a.result_name == name && a.project_master_url == master));
+            }
+        }
+        self.save.mark_dirty(t);
+        reply::SUCCESS.to_owned()
+    }
+
+    fn rpc_file_transfer_op(&self, _op: FileTransferAction, url: &str, file: &str) -> String {
+        if url.trim().is_empty() {
+            return reply::error("Missing project URL");
+        }
+        let Some(ps) = self.state.project(url) else {
+            return reply::error("No such project");
+        };
+        if file.is_empty() {
+            return reply::error("Missing filename");
+        }
+        if ps.file(file).is_none() {
+            return reply::error("No such file");
+        }
+        // Ferrite has no transfer queue yet, so nothing waits.
+        reply::error("No such transfer waiting")
+    }
+
+    /// Writes (or, for an empty body, deletes) a configuration file of the data directory,
+    /// then re-reads the configuration.
+    fn rpc_write_config_file(&mut self, name: &str, raw: &str) -> String {
+        let path = self.dir.join(name);
+        let result = if raw.trim().is_empty() {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            }
+        } else {
+            config::write_atomic(&path, &format!("{}\n", raw.trim()))
+        };
+        match result {
+            Ok(()) => {
+                info!("{name} changed through GUI RPC");
+                self.reload();
+                reply::SUCCESS.to_owned()
+            }
+            Err(e) => {
+                error!("cannot write {}: {e}", path.display());
+                reply::status(-108)
+            }
+        }
+    }
+
+    fn rpc_set_app_config(&mut self, url: &str, app_config: Option<String>) -> String {
+        let Some(text) = app_config else {
+            return reply::error("XML parse failed");
+        };
+        let Some(ps) = self.state.project(url) else {
+            return reply::error("no such project");
+        };
+        if AppConfig::parse(&text, APP_CONFIG).is_err() {
+            return reply::error("XML parse failed");
+        }
+        let dir = config::project_dir(&self.dir, &ps.project.master_url);
+        let written = fs::create_dir_all(&dir).and_then(|()| {
+            config::write_atomic(&dir.join(APP_CONFIG), &format!("{}\n", text.trim()))
+        });
+        match written {
+            Ok(()) => reply::SUCCESS.to_owned(),
+            Err(e) => {
+                error!("cannot write {}: {e}", dir.join(APP_CONFIG).display());
+                reply::error(&format!("can't write {APP_CONFIG}"))
+            }
+        }
+    }
+}
+
+/// The reply to an operation that needs the project loop, which Ferrite does not have yet.
+fn not_available(op: &str) -> String {
+    reply::error(&format!(
+        "{op} is not available: this Ferrite version does not contact project servers yet"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_modes_expire_and_restore_goes_back() {
+        let mut s = ClientState::default();
+        let mut rpc = RpcState::default();
+        set_mode(
+            &mut s,
+            &mut rpc,
+            ModeKind::Cpu,
+            RpcRunMode::Never,
+            0.0,
+            100.0,
+        );
+        assert_eq!(s.user_run_request, RunMode::Never);
+        assert_eq!(current_mode(&s, &rpc, ModeKind::Cpu, 100.0), RunMode::Never);
+        set_mode(
+            &mut s,
+            &mut rpc,
+            ModeKind::Cpu,
+            RpcRunMode::Always,
+            60.0,
+            100.0,
+        );
+        assert_eq!(
+            current_mode(&s, &rpc, ModeKind::Cpu, 130.0),
+            RunMode::Always
+        );
+        assert_eq!(mode_delay(&rpc, ModeKind::Cpu, 130.0), 30.0);
+        assert_eq!(s.user_run_request, RunMode::Never, "perm unchanged");
+        assert_eq!(current_mode(&s, &rpc, ModeKind::Cpu, 161.0), RunMode::Never);
+        assert_eq!(mode_delay(&rpc, ModeKind::Cpu, 161.0), 0.0);
+
+        set_mode(
+            &mut s,
+            &mut rpc,
+            ModeKind::Network,
+            RpcRunMode::Always,
+            0.0,
+            200.0,
+        );
+        set_mode(
+            &mut s,
+            &mut rpc,
+            ModeKind::Network,
+            RpcRunMode::Restore,
+            0.0,
+            201.0,
+        );
+        assert_eq!(
+            s.user_network_request,
+            RunMode::Auto,
+            "back to the previous mode"
+        );
+        assert_eq!(
+            current_mode(&s, &rpc, ModeKind::Network, 202.0),
+            RunMode::Auto
+        );
+    }
+}

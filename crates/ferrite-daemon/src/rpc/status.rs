@@ -1,0 +1,443 @@
+//! The status family of GUI RPC: replies built from the daemon's state, configuration and
+//! data directory, with the official element names and order.
+
+use std::fs;
+use std::path::Path;
+
+use ferrite_gui_rpc::{reply, Request, ServerVersion};
+use ferrite_proto::client_state::gui::{self, ActiveTaskGui, ProjectGuiExtra, ResultGuiExtra};
+use ferrite_proto::client_state::{ActiveTask, Form, ProjectState, TaskResult};
+use ferrite_proto::host::HostInfoForm;
+use ferrite_proto::statistics::ProjectStatistics;
+use ferrite_proto::xml::XmlWriter;
+
+use super::messages::{msgs_xml, notices_xml, MessageLog};
+use super::{current_mode, mode_delay, ModeKind};
+use crate::config::{self, CC_CONFIG, GLOBAL_PREFS, GLOBAL_PREFS_OVERRIDE};
+use crate::Daemon;
+
+/// `SUSPEND_REASON_USER_REQ`.
+const SUSPEND_USER_REQ: i32 = 4;
+/// `NETWORK_STATUS_WANT_DISCONNECT`: "don't need connection" (no transfer or RPC pending).
+const NETWORK_WANT_DISCONNECT: i32 = 2;
+
+/// The default `<proxy_info>` (no proxy), as the official client writes it.
+const NO_PROXY: &str = "<proxy_info>
+    <socks_server_name></socks_server_name>
+    <socks_server_port>80</socks_server_port>
+    <http_server_name></http_server_name>
+    <http_server_port>80</http_server_port>
+    <socks5_user_name></socks5_user_name>
+    <socks5_user_passwd></socks5_user_passwd>
+    <socks5_remote_dns>0</socks5_remote_dns>
+    <http_user_name></http_user_name>
+    <http_user_passwd></http_user_passwd>
+    <no_proxy></no_proxy>
+    <no_autodetect>0</no_autodetect>
+</proxy_info>
+";
+
+/// Bytes used by the files under `path` (0 if it does not exist).
+fn dir_size(path: &Path) -> f64 {
+    let Ok(entries) = fs::read_dir(path) else {
+        return 0.0;
+    };
+    let mut total = 0.0;
+    for e in entries.flatten() {
+        let Ok(ty) = e.file_type() else { continue };
+        if ty.is_dir() {
+            total += dir_size(&e.path());
+        } else if ty.is_file() {
+            total += e.metadata().map(|m| m.len() as f64).unwrap_or(0.0);
+        }
+    }
+    total
+}
+
+/// Total and free bytes of the file system holding `path`.
+fn fs_space(path: &Path) -> Option<(f64, f64)> {
+    let s = nix::sys::statvfs::statvfs(path).ok()?;
+    let frag = s.fragment_size() as f64;
+    Some((s.blocks() as f64 * frag, s.blocks_available() as f64 * frag))
+}
+
+fn read_text(path: &Path) -> Option<String> {
+    fs::read(path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+impl Daemon {
+    pub(super) fn answer_status(&mut self, request: Request, conn: u64, t: f64) -> String {
+        match request {
+            Request::GetState => self.state_xml(t),
+            Request::GetResults { active_only } => {
+                let mut w = XmlWriter::new();
+                w.open_flat("results");
+                self.write_results(&mut w, active_only);
+                w.close_flat("results");
+                w.finish()
+            }
+            Request::GetProjectStatus => {
+                let mut w = XmlWriter::new();
+                w.open_flat("projects");
+                for p in &self.state.projects {
+                    self.write_project(p, &mut w);
+                }
+                w.close_flat("projects");
+                w.finish()
+            }
+            Request::GetSimpleGuiInfo => {
+                let mut w = XmlWriter::new();
+                w.open_flat("simple_gui_info");
+                for p in &self.state.projects {
+                    self.write_project(p, &mut w);
+                }
+                self.write_results(&mut w, true);
+                w.close_flat("simple_gui_info");
+                w.finish()
+            }
+            Request::GetCcStatus => self.cc_status_xml(t),
+            Request::GetHostInfo => {
+                let mut w = XmlWriter::new();
+                self.state.host_info.write(&mut w, HostInfoForm::STATE_FILE);
+                w.finish()
+            }
+            Request::GetDiskUsage => self.disk_usage_xml(),
+            Request::GetFileTransfers => "<file_transfers>\n</file_transfers>\n".to_owned(),
+            Request::GetMessages {
+                seqno,
+                translatable,
+            } => msgs_xml(&MessageLog::global().messages_after(seqno), translatable),
+            Request::GetMessageCount => {
+                format!("<seqno>{}</seqno>\n", MessageLog::global().last_seqno())
+            }
+            Request::GetNotices { seqno } => {
+                let (refresh, n) = MessageLog::global().notices_for(conn, seqno, false);
+                notices_xml(refresh, &n)
+            }
+            Request::GetNoticesPublic { seqno } => {
+                let (refresh, n) = MessageLog::global().notices_for(conn, seqno, true);
+                notices_xml(refresh, &n)
+            }
+            Request::GetStatistics => self.statistics_xml(),
+            Request::GetDailyXferHistory => {
+                match read_text(&self.dir.join("daily_xfer_history.xml")) {
+                    Some(text) => match text.find("<daily_xfers") {
+                        Some(i) => {
+                            let mut s = text[i..].trim_end().to_owned();
+                            s.push('\n');
+                            s
+                        }
+                        None => "<daily_xfers>\n</daily_xfers>\n".to_owned(),
+                    },
+                    None => "<daily_xfers>\n</daily_xfers>\n".to_owned(),
+                }
+            }
+            Request::GetOldResults => "<old_results>\n</old_results>\n".to_owned(),
+            Request::GetAllProjectsList => {
+                match read_text(&self.dir.join("all_projects_list.xml")) {
+                    None => String::new(),
+                    Some(text) => match text.find("<projects") {
+                        Some(i) => {
+                            let mut s = text[i..].trim_end().to_owned();
+                            s.push('\n');
+                            s
+                        }
+                        None => "<projects/>\n".to_owned(),
+                    },
+                }
+            }
+            Request::GetNewerVersion => {
+                "<newer_version></newer_version>\n<download_url></download_url>\n".to_owned()
+            }
+            Request::GetScreensaverTasks => {
+                let reason = if current_mode(&self.state, &self.rpc, ModeKind::Cpu, t)
+                    == ferrite_proto::client_state::RunMode::Never
+                {
+                    SUSPEND_USER_REQ
+                } else {
+                    0
+                };
+                format!(
+                    "<get_screensaver_tasks>\n<suspend_reason>{reason}</suspend_reason>\n</get_screensaver_tasks>\n"
+                )
+            }
+            Request::RunGraphicsApp { .. } => {
+                reply::error("run_graphics_app RPC is currently available only on Mac OS")
+            }
+            Request::GetProxySettings => match &self.state.proxy_info {
+                Some(p) => format!("{}\n", p.trim()),
+                None => NO_PROXY.to_owned(),
+            },
+            Request::AcctMgrInfo => "<acct_mgr_info>\n   <acct_mgr_url></acct_mgr_url>\n   \
+                 <acct_mgr_name></acct_mgr_name>\n</acct_mgr_info>\n"
+                .to_owned(),
+            Request::GetProjectInitStatus => {
+                "<get_project_init_status>\n    <url></url>\n    <name></name>\n</get_project_init_status>\n"
+                    .to_owned()
+            }
+            Request::GetCcConfig => read_text(&self.dir.join(CC_CONFIG))
+                .map(|t| format!("{}\n", t.trim()))
+                .unwrap_or_default(),
+            Request::GetGlobalPrefsOverride => {
+                match read_text(&self.dir.join(GLOBAL_PREFS_OVERRIDE)) {
+                    Some(t) => format!("{}\n", t.trim()),
+                    None => reply::error("no prefs override file"),
+                }
+            }
+            Request::GetGlobalPrefsFile => match read_text(&self.dir.join(GLOBAL_PREFS)) {
+                None => reply::error("no prefs file"),
+                Some(text) => match ferrite_proto::prefs::GlobalPrefs::parse_network(
+                    &text,
+                    GLOBAL_PREFS,
+                    &self.config.prefs.host_venue,
+                    t,
+                ) {
+                    Ok(p) => p.value.0.to_xml(),
+                    Err(_) => reply::error("-112"),
+                },
+            },
+            Request::GetGlobalPrefsWorking => self.config.prefs.prefs.to_xml(),
+            Request::GetAppConfig { url } => match self.state.project(&url) {
+                None => reply::error("no such project"),
+                Some(p) => {
+                    let path = config::project_dir(&self.dir, &p.project.master_url)
+                        .join(config::APP_CONFIG);
+                    match read_text(&path) {
+                        Some(t) => format!("{}\n", t.trim()),
+                        None => reply::error("app_config.xml not found"),
+                    }
+                }
+            },
+            Request::ExchangeVersions { .. } => {
+                let v = ServerVersion::default();
+                format!(
+                    "<server_version>\n   <major>{}</major>\n   <minor>{}</minor>\n   <release>{}</release>\n</server_version>\n",
+                    v.major, v.minor, v.release
+                )
+            }
+            other => reply::error(&format!("{} is not handled", other.op_name())),
+        }
+    }
+
+    fn project_extra(&self, p: &ProjectState) -> ProjectGuiExtra {
+        let dir = config::project_dir(&self.dir, &p.project.master_url);
+        let dir = fs::canonicalize(&dir).unwrap_or(dir);
+        ProjectGuiExtra {
+            project_dir: dir.display().to_string(),
+            ..ProjectGuiExtra::default()
+        }
+    }
+
+    fn write_project(&self, p: &ProjectState, w: &mut XmlWriter) {
+        gui::write_project(&p.project, &self.project_extra(p), w);
+    }
+
+    /// What the GUI shows of a task's process. Ferrite does not run apps yet, so a task
+    /// saved as running is shown as not started: no process, preempted, at its checkpoint.
+    fn active_task_live(&self, a: &ActiveTask) -> ActiveTaskGui {
+        ActiveTaskGui {
+            active_task_state: 0,
+            pid: 0,
+            scheduler_state: 1,
+            fraction_done: a.checkpoint_fraction_done,
+            elapsed_time: a.checkpoint_elapsed_time,
+            progress_rate: 0.0,
+        }
+    }
+
+    fn result_extra(
+        &self,
+        p: &ProjectState,
+        r: &TaskResult,
+        a: Option<&ActiveTask>,
+    ) -> ResultGuiExtra {
+        let remaining = if r.computing_done() {
+            0.0
+        } else {
+            let flops = p
+                .app_version_of(r)
+                .map(|v| v.usage.flops)
+                .filter(|f| *f > 0.0)
+                .unwrap_or(self.state.host_info.p_fpops.max(1.0));
+            let est = p
+                .workunit(&r.wu_name)
+                .map_or(0.0, |wu| wu.rsc_fpops_est / flops)
+                * p.project.duration_correction_factor.max(0.0);
+            let done = a.map_or(0.0, |a| a.checkpoint_fraction_done);
+            let elapsed = a.map_or(0.0, |a| a.checkpoint_elapsed_time);
+            if done > 0.0 && elapsed > 0.0 {
+                (elapsed / done - elapsed).max(0.0)
+            } else {
+                (est - elapsed).max(0.0)
+            }
+        };
+        let resources = p.app_version_of(r).and_then(|v| {
+            let n = v.usage.avg_ncpus;
+            (n != 1.0 && n > 0.0).then(|| format!("{n:.3} CPUs"))
+        });
+        ResultGuiExtra {
+            estimated_cpu_time_remaining: remaining,
+            project_suspended_via_gui: p.project.suspended_via_gui,
+            edf_scheduled: false,
+            resources,
+        }
+    }
+
+    fn write_result(&self, p: &ProjectState, r: &TaskResult, w: &mut XmlWriter) {
+        let a = self.state.active_task(&p.project.master_url, &r.name);
+        let live = a.map(|a| self.active_task_live(a));
+        let extra = self.result_extra(p, r, a);
+        gui::write_result(r, &p.project.master_url, &extra, a.zip(live.as_ref()), w);
+    }
+
+    /// Results in project order, or (active only) in active-task order.
+    fn write_results(&self, w: &mut XmlWriter, active_only: bool) {
+        if active_only {
+            for a in &self.state.active_tasks {
+                let Some(p) = self.state.project(&a.project_master_url) else {
+                    continue;
+                };
+                if let Some(r) = p.result(&a.result_name) {
+                    self.write_result(p, r, w);
+                }
+            }
+        } else {
+            for (p, r) in self.state.results() {
+                self.write_result(p, r, w);
+            }
+        }
+    }
+
+    fn state_xml(&self, t: f64) -> String {
+        let s = &self.state;
+        let tasks: usize = s.projects.iter().map(|p| p.results.len()).sum();
+        let mut w = XmlWriter::with_capacity(16 * 1024 + tasks * 2600);
+        w.open_flat("client_state");
+        s.host_info.write(&mut w, HostInfoForm::STATE_FILE);
+        w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
+        s.net_stats.write(&mut w);
+        let mut ts = s.time_stats.clone();
+        ts.now = t;
+        ts.write(&mut w, Form::Request);
+        for p in &s.projects {
+            self.write_project(p, &mut w);
+            for a in &p.apps {
+                a.write(&mut w);
+            }
+            for v in &p.app_versions {
+                v.write(&mut w, Form::State);
+            }
+            for wu in &p.workunits {
+                wu.write(&mut w);
+            }
+            for r in &p.results {
+                self.write_result(p, r, &mut w);
+            }
+        }
+        let v = ServerVersion::default();
+        w.text("platform_name", &s.platform_name)
+            .num("core_client_major_version", v.major)
+            .num("core_client_minor_version", v.minor)
+            .num("core_client_release", v.release)
+            .bool01("executing_as_daemon", self.opts.daemon);
+        w.text("platform", &s.platform_name);
+        for p in &s.alt_platforms {
+            w.text("platform", p);
+        }
+        self.config.prefs.prefs.write(&mut w);
+        w.nonempty_text("host_venue", &s.host_venue);
+        w.close_flat("client_state");
+        w.finish()
+    }
+
+    fn cc_status_xml(&self, t: f64) -> String {
+        let s = &self.state;
+        let mut w = XmlWriter::new();
+        w.open("cc_status")
+            .num("network_status", NETWORK_WANT_DISCONNECT)
+            .num("ams_password_error", 0);
+        for (kind, name) in [
+            (ModeKind::Cpu, "task"),
+            (ModeKind::Gpu, "gpu"),
+            (ModeKind::Network, "network"),
+        ] {
+            let cur = current_mode(s, &self.rpc, kind, t);
+            let perm = match kind {
+                ModeKind::Cpu => s.user_run_request,
+                ModeKind::Gpu => s.user_gpu_request,
+                ModeKind::Network => s.user_network_request,
+            };
+            let reason = if cur == ferrite_proto::client_state::RunMode::Never {
+                SUSPEND_USER_REQ
+            } else {
+                0
+            };
+            w.num(&format!("{name}_suspend_reason"), reason)
+                .num(&format!("{name}_mode"), cur.as_i32())
+                .num(&format!("{name}_mode_perm"), perm.as_i32())
+                .f64(
+                    &format!("{name}_mode_delay"),
+                    mode_delay(&self.rpc, kind, t),
+                );
+        }
+        let o = &self.config.cc.options;
+        w.bool01("disallow_attach", o.disallow_attach)
+            .bool01("simple_gui_only", o.simple_gui_only)
+            .num("max_event_log_lines", o.max_event_log_lines)
+            .close("cc_status");
+        // The official layout indents with three spaces.
+        w.finish().replace("\n    <", "\n   <")
+    }
+
+    fn disk_usage_xml(&self) -> String {
+        let mut w = XmlWriter::new();
+        w.open_flat("disk_usage_summary");
+        let mut projects_total = 0.0;
+        for p in &self.state.projects {
+            let used = dir_size(&config::project_dir(&self.dir, &p.project.master_url));
+            projects_total += used;
+            w.open("project")
+                .text("master_url", &p.project.master_url)
+                .f64("disk_usage", used)
+                .close("project");
+        }
+        let (d_total, d_free) = fs_space(&self.dir)
+            .unwrap_or((self.state.host_info.d_total, self.state.host_info.d_free));
+        let d_boinc = (dir_size(&self.dir) - projects_total).max(0.0);
+        let allowed =
+            self.config
+                .prefs
+                .prefs
+                .allowed_disk_usage(d_boinc + projects_total, d_total, d_free);
+        w.f64("d_total", d_total)
+            .f64("d_free", d_free)
+            .f64("d_boinc", d_boinc)
+            .f64("d_allowed", allowed);
+        w.close_flat("disk_usage_summary");
+        w.finish().replace("\n    <", "\n  <")
+    }
+
+    fn statistics_xml(&self) -> String {
+        let mut w = XmlWriter::new();
+        w.open_flat("statistics");
+        for p in &self.state.projects {
+            let url = &p.project.master_url;
+            let name = format!(
+                "statistics_{}.xml",
+                ferrite_proto::account::escape_project_url(url)
+            );
+            let stats = read_text(&self.dir.join(&name))
+                .and_then(|t| ProjectStatistics::parse(&t, &name).ok())
+                .map(|p| p.value)
+                .unwrap_or_else(|| ProjectStatistics {
+                    master_url: url.clone(),
+                    daily: Vec::new(),
+                });
+            stats.write(&mut w);
+        }
+        w.close_flat("statistics");
+        w.finish()
+    }
+}
