@@ -44,7 +44,7 @@ pub struct SpawnRequest {
     /// The executable (BOINC passes the physical file in the project dir, relative to the slot:
     /// `../../projects/P/prog`). A relative path is taken relative to the slot directory.
     pub program: PathBuf,
-    /// Arguments after argv[0].
+    /// Arguments after `argv[0]`.
     pub args: Vec<String>,
     /// The slot directory; becomes the working directory and holds `stderr.txt`.
     pub slot_dir: PathBuf,

@@ -43,6 +43,14 @@ impl ControlQueue {
         self.blocked_since
     }
 
+    /// Restarts the blocked clock (after the app was stopped by a signal, when it could not
+    /// have read anything).
+    pub fn reset_blocked(&mut self, now: Instant) {
+        if self.blocked_since.is_some() {
+            self.blocked_since = Some(now);
+        }
+    }
+
     /// Writes the head into the channel if it is free.
     pub fn flush(&mut self, shm: &SharedMem, now: Instant) {
         let Some(head) = self.pending.front() else {

@@ -466,6 +466,12 @@ impl Task {
         if let (Some(term), None) = (self.term_time, self.kill_time) {
             t = t.min(term + self.cfg.timing.term_grace);
         }
+        if let Some(since) = self.queue.blocked_since() {
+            t = t.min(since + self.cfg.timing.message_block_timeout);
+        }
+        if let Some(seen) = self.finish_seen {
+            t = t.min(seen + self.cfg.timing.finish_file_timeout);
+        }
         t
     }
 
@@ -645,7 +651,10 @@ impl Task {
 
     fn check_hung(&mut self, now: Instant, events: &mut Vec<TaskEvent>) {
         let timing = self.cfg.timing.clone();
-        if let Some(since) = self.queue.blocked_since() {
+        if self.stopped {
+            // A stopped app cannot read its channel; that is not a hang.
+            self.queue.reset_blocked(now);
+        } else if let Some(since) = self.queue.blocked_since() {
             if now >= since + timing.message_block_timeout && self.kill_time.is_none() {
                 tracing::warn!(
                     pid = self.pid,
