@@ -15,6 +15,7 @@ pub mod sched_reply;
 pub mod sched_request;
 
 pub mod account;
+pub mod crypt;
 pub mod app_config;
 pub mod cc_config;
 pub mod init_data;
