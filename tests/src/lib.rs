@@ -295,3 +295,133 @@ impl OfficialClient {
         self.proc.output()
     }
 }
+
+/// The result of running `boinccmd`.
+#[derive(Debug)]
+pub struct CmdOutput {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs the official `boinccmd` against `127.0.0.1:port`, with `--passwd` when `password` is
+/// given. It runs in an empty directory, so it finds no `gui_rpc_auth.cfg` of its own.
+pub fn boinccmd(port: u16, password: Option<&str>, args: &[&str]) -> CmdOutput {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new("boinccmd");
+    cmd.current_dir(cwd.path())
+        .env("TZ", "UTC")
+        .args(["--host", &format!("127.0.0.1:{port}")]);
+    if let Some(p) = password {
+        cmd.args(["--passwd", p]);
+    }
+    let out = cmd.args(args).output().expect("run boinccmd");
+    CmdOutput {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The opening-tag names of `xml`, in document order (`<a/>` counts as `a`).
+pub fn element_names(xml: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = xml;
+    while let Some(i) = rest.find('<') {
+        rest = &rest[i + 1..];
+        if rest.starts_with('/') || rest.starts_with('!') || rest.starts_with('?') {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| c == '>' || c == '/' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        names.push(rest[..end].to_owned());
+    }
+    names
+}
+
+/// The first `<tag>…</tag>` element of `xml` (tags included), if any.
+pub fn first_element<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let start = xml.find(&open)?;
+    let end = xml[start..].find(&close)? + start + close.len();
+    Some(&xml[start..end])
+}
+
+/// The reply bodies of an official transcript (`<<< reply` sections), in order.
+pub fn transcript_replies(transcript: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in transcript.lines() {
+        if line.starts_with("<<< reply") {
+            cur = Some(String::new());
+            continue;
+        }
+        if let Some(buf) = cur.as_mut() {
+            if line == "<ETX>" {
+                out.extend(cur.take());
+                continue;
+            }
+            buf.push_str(line);
+            buf.push('\n');
+        }
+    }
+    out
+}
+
+/// A minimal synchronous GUI RPC client for tests: sends `op_xml` (after authenticating
+/// with `password`, if given) and returns the reply text without its 0x03.
+pub fn gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> String {
+    use std::io::Write as _;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut exchange = |body: &str| -> String {
+        let msg = format!("<boinc_gui_rpc_request>\n{body}</boinc_gui_rpc_request>\n\u{3}");
+        s.write_all(msg.as_bytes()).expect("send");
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while !buf.ends_with(&[3]) {
+            let n = s.read(&mut chunk).expect("read");
+            assert!(n > 0, "connection closed");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        buf.pop();
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    if let Some(pw) = password {
+        let r = exchange("<auth1/>\n");
+        let nonce = r
+            .split("<nonce>")
+            .nth(1)
+            .and_then(|t| t.split("</nonce>").next())
+            .expect("nonce")
+            .to_owned();
+        let hash = ferrite_gui_rpc::auth::nonce_hash(&nonce, pw);
+        let r = exchange(&format!(
+            "<auth2>\n<nonce_hash>{hash}</nonce_hash>\n</auth2>\n"
+        ));
+        assert!(r.contains("<authorized/>"), "{r}");
+    }
+    exchange(op_xml)
+}
+
+/// Starts `ferrited` on `dir` with GUI RPC on `port` and waits until it listens.
+pub fn ferrited_with_gui_rpc(dir: &Path, port: u16) -> Proc {
+    let d = dir.to_str().expect("utf-8 path");
+    let port = port.to_string();
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--gui_rpc_port",
+        &port,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+    ]);
+    p.wait_for("GUI RPC listening on TCP", Duration::from_secs(30));
+    p
+}

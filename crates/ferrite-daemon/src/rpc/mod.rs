@@ -216,7 +216,12 @@ impl Daemon {
         let events = self.events.clone();
         let stop = token.clone();
         let task = tokio::spawn(async move {
-            let server = match GuiRpcServer::start(cfg.clone(), tx.clone(), stop.clone()).await {
+            // Binding may be retried for a while: give up at once when the daemon stops.
+            let started = tokio::select! {
+                r = GuiRpcServer::start(cfg.clone(), tx.clone(), stop.clone()) => r,
+                () = stop.cancelled() => return,
+            };
+            let server = match started {
                 Ok(s) => Some(s),
                 Err(e) => {
                     // Serve on whichever listener works.
@@ -227,7 +232,11 @@ impl Daemon {
                     } else {
                         fallback.unix = None;
                     }
-                    match GuiRpcServer::start(fallback, tx, stop.clone()).await {
+                    let again = tokio::select! {
+                        r = GuiRpcServer::start(fallback, tx, stop.clone()) => r,
+                        () = stop.cancelled() => return,
+                    };
+                    match again {
                         Ok(s) => Some(s),
                         Err(e) => {
                             error!("GUI RPC disabled: {e}");
