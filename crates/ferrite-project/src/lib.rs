@@ -1,1 +1,5 @@
-//! Project protocol logic.
+//! Project protocol logic (overview below is filled in as modules land).
+
+pub mod master;
+pub mod names;
+pub mod verify;
