@@ -2,4 +2,5 @@
 
 pub mod master;
 pub mod names;
+pub mod request;
 pub mod verify;
