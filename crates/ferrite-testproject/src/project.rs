@@ -1,0 +1,841 @@
+//! The project itself, without HTTP: its apps (signed), its input, its state, and the
+//! answers to the scheduler and web RPCs as text.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use ferrite_proto::client_state::{
+    App, AppVersion, CoprocUsage, FileInfo, FileRef, ResourceUsage, TaskResult, Workunit,
+};
+use ferrite_proto::crypt::{md5_hex, md5_hex_reader, PrivateKey};
+use ferrite_proto::host::RscRequest;
+use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
+use ferrite_proto::sched_request::SchedulerRequest;
+
+use crate::config::{is_safe_name, AppSpec, Args};
+use crate::fault::{Fault, Faults};
+use crate::state::{Host, Job, ResultStatus, State};
+
+/// Size of the file the `huge-file` fault asks for.
+pub const HUGE_FILE_BYTES: u64 = 1 << 30;
+/// Version number of every app version served (1.00).
+const VERSION_NUM: i32 = 100;
+/// Size limit of each output file (part of the upload certificate).
+pub const MAX_OUTPUT_BYTES: f64 = 1e9;
+/// Most jobs sent in one reply.
+const MAX_JOBS_PER_RPC: usize = 100;
+
+/// What a download name serves.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// A file on disk.
+    File(PathBuf),
+    /// This many zero bytes (the `huge-file` fault).
+    Zeros(u64),
+}
+
+/// An app version ready to send: the executable's file name, MD5 and signature.
+#[derive(Debug, Clone)]
+struct ServedVersion {
+    /// The `--app` it comes from.
+    spec: AppSpec,
+    /// Its executable's name in the download area.
+    file_name: String,
+    /// Size of the executable.
+    nbytes: f64,
+    /// MD5 hex of the executable.
+    md5: String,
+    /// BOINC signature of the executable.
+    signature: String,
+}
+
+/// The input every job gets.
+#[derive(Debug, Clone)]
+struct Input {
+    /// The file.
+    path: PathBuf,
+    /// Its size.
+    nbytes: f64,
+    /// Its MD5 hex.
+    md5: String,
+}
+
+/// The project: configuration, keys, state and faults.
+#[derive(Debug)]
+pub struct Project {
+    /// Options it was started with.
+    args: Args,
+    /// Where state and uploads go.
+    data: PathBuf,
+    /// `http://127.0.0.1:PORT/`.
+    base_url: String,
+    /// Code-signing (and upload-certificate) key.
+    key: PrivateKey,
+    /// Its public half as BOINC text.
+    public_text: String,
+    /// App versions, in `--app` order.
+    versions: Vec<ServedVersion>,
+    /// The job input.
+    input: Input,
+    /// Name of the shared input file when `--sticky-input`.
+    sticky_name: Option<String>,
+    /// Jobs, accounts, hosts, counters.
+    state: Mutex<State>,
+    /// Armed faults.
+    faults: Mutex<Faults>,
+    /// Extra download names made by faults.
+    extra_downloads: Mutex<HashMap<String, Source>>,
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn file_md5(path: &Path) -> anyhow::Result<(f64, String)> {
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let len = f.metadata()?.len();
+    let md5 = md5_hex_reader(std::io::BufReader::new(f))
+        .with_context(|| format!("reading {}", path.display()))?;
+    Ok((len as f64, md5))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Escapes text for XML element content.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The text an upload certificate signs.
+pub fn upload_cert_text(name: &str, max_nbytes: f64) -> String {
+    format!("<name>{name}</name><max_nbytes>{max_nbytes:.0}</max_nbytes>")
+}
+
+impl Project {
+    /// Sets the project up: data directory, key (made once, then reused), signed apps,
+    /// input, state (loaded, or jobs made).
+    pub fn new(args: Args, data: PathBuf, base_url: String) -> anyhow::Result<Project> {
+        std::fs::create_dir_all(data.join("results"))
+            .with_context(|| format!("creating {}", data.display()))?;
+        let key_path = data.join("code_sign_private");
+        let key = match std::fs::read_to_string(&key_path) {
+            Ok(text) => PrivateKey::parse(&text).context("reading the saved key")?,
+            Err(_) => {
+                let key = PrivateKey::generate(&mut rand::thread_rng(), 1024)?;
+                std::fs::write(&key_path, key.to_text()?)?;
+                key
+            }
+        };
+        let public_text = key.public_key().to_text();
+        std::fs::write(data.join("code_sign_public"), &public_text)?;
+
+        let mut versions: Vec<ServedVersion> = Vec::new();
+        for spec in &args.apps {
+            if versions
+                .iter()
+                .any(|v| v.spec.name == spec.name && v.spec.plan_class == spec.plan_class)
+            {
+                anyhow::bail!(
+                    "app {} has two versions with plan class `{}`",
+                    spec.name,
+                    spec.plan_class
+                );
+            }
+            let (nbytes, md5) = file_md5(&spec.path)?;
+            let base = spec
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .filter(|n| is_safe_name(n))
+                .unwrap_or("app");
+            let plan = if spec.plan_class.is_empty() {
+                String::new()
+            } else {
+                format!("_{}", spec.plan_class)
+            };
+            let file_name = format!("{}_1.00{plan}_{base}", spec.name);
+            let signature = key.sign_md5(&md5)?;
+            versions.push(ServedVersion {
+                spec: spec.clone(),
+                file_name,
+                nbytes,
+                md5,
+                signature,
+            });
+        }
+
+        let input_path = match &args.input {
+            Some(p) => p.clone(),
+            None => {
+                let p = data.join("default_input");
+                std::fs::write(&p, "1\n")?;
+                p
+            }
+        };
+        let (nbytes, md5) = file_md5(&input_path)?;
+        let input = Input {
+            path: input_path,
+            nbytes,
+            md5,
+        };
+        let sticky_name = args
+            .sticky_input
+            .then(|| format!("input_{}", &input.md5[..8]));
+
+        let state_path = data.join("state.json");
+        let state = match State::load(&state_path)? {
+            Some(s) => s,
+            None => {
+                let mut s = State::default();
+                let mut app_names: Vec<&str> = Vec::new();
+                for v in &versions {
+                    if !app_names.contains(&v.spec.name.as_str()) {
+                        app_names.push(&v.spec.name);
+                    }
+                }
+                if !app_names.is_empty() {
+                    for i in 0..args.jobs {
+                        let app = app_names[i as usize % app_names.len()];
+                        let wu_name = format!("{app}_wu_{i}");
+                        s.jobs.push(Job {
+                            result_name: format!("{wu_name}_0"),
+                            wu_name,
+                            app_name: app.to_owned(),
+                            status: ResultStatus::Unsent,
+                            hostid: 0,
+                            plan_class: String::new(),
+                            sent_time: 0.0,
+                            report_deadline: 0.0,
+                            exit_status: None,
+                            client_state: None,
+                            reports: 0,
+                            uploaded_files: Vec::new(),
+                        });
+                        s.counters.jobs_made += 1;
+                    }
+                }
+                s.save(&state_path)?;
+                s
+            }
+        };
+        let mut faults = Faults::default();
+        for f in &args.faults {
+            faults.arm(*f);
+        }
+        Ok(Project {
+            args,
+            data,
+            base_url,
+            key,
+            public_text,
+            versions,
+            input,
+            sticky_name,
+            state: Mutex::new(state),
+            faults: Mutex::new(faults),
+            extra_downloads: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT/`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// The public code-signing key, BOINC text.
+    pub fn public_key_text(&self) -> &str {
+        &self.public_text
+    }
+
+    /// Uses one count of `fault` if armed.
+    pub fn take_fault(&self, fault: Fault) -> bool {
+        let hit = lock(&self.faults).take(fault);
+        if hit {
+            tracing::info!(%fault, "injecting fault");
+        }
+        hit
+    }
+
+    /// Arms a fault (`POST /fault`).
+    pub fn arm_fault(&self, spec: crate::fault::FaultSpec) {
+        lock(&self.faults).arm(spec);
+    }
+
+    fn save(&self, state: &State) {
+        if let Err(e) = state.save(&self.data.join("state.json")) {
+            tracing::warn!("saving state: {e}");
+        }
+    }
+
+    /// What a download name serves, if anything.
+    pub fn download(&self, name: &str) -> Option<Source> {
+        if let Some(v) = self.versions.iter().find(|v| v.file_name == name) {
+            return Some(Source::File(v.spec.path.clone()));
+        }
+        if let Some(s) = lock(&self.extra_downloads).get(name) {
+            return Some(s.clone());
+        }
+        if self.sticky_name.as_deref() == Some(name) {
+            return Some(Source::File(self.input.path.clone()));
+        }
+        if let Some(wu) = name.strip_suffix("_in") {
+            if lock(&self.state).jobs.iter().any(|j| j.wu_name == wu) {
+                return Some(Source::File(self.input.path.clone()));
+            }
+        }
+        // Anything dropped into DATA/download is served too.
+        if is_safe_name(name) {
+            let p = self.data.join("download").join(name);
+            if p.is_file() {
+                return Some(Source::File(p));
+            }
+        }
+        None
+    }
+
+    /// The master page: both ways BOINC advertises a scheduler.
+    pub fn master_page(&self) -> String {
+        let sched = format!("{}cgi", self.base_url);
+        format!(
+            "<html>\n<head>\n<title>{name}</title>\n\
+             <link rel=\"boinc_scheduler\" href=\"{sched}\">\n</head>\n<body>\n\
+             <h1>{name}</h1>\n</body>\n</html>\n",
+            name = esc(&self.args.name),
+        )
+    }
+
+    /// `get_project_config.php`.
+    pub fn project_config(&self) -> String {
+        format!(
+            "<project_config>\n    <name>{name}</name>\n    <master_url>{url}</master_url>\n    \
+             <web_rpc_url_base>{url}</web_rpc_url_base>\n    <local_revision>1</local_revision>\n    \
+             <min_passwd_length>6</min_passwd_length>\n    <platforms>\n        <platform>\n            \
+             <platform_name>x86_64-pc-linux-gnu</platform_name>\n            \
+             <user_friendly_name>Linux running on an AMD x86_64 or Intel EM64T CPU</user_friendly_name>\n        \
+             </platform>\n    </platforms>\n</project_config>\n",
+            name = esc(&self.args.name),
+            url = self.base_url
+        )
+    }
+
+    fn web_error(num: i32, msg: &str) -> String {
+        format!("<error>\n    <error_num>{num}</error_num>\n    <error_msg>{msg}</error_msg>\n</error>\n")
+    }
+
+    fn account_out(&self) -> String {
+        format!(
+            "<account_out>\n    <authenticator>{}</authenticator>\n</account_out>\n",
+            esc(&self.args.account_key)
+        )
+    }
+
+    /// `lookup_account.php` with its query parameters.
+    pub fn lookup_account(&self, q: &HashMap<String, String>) -> String {
+        let Some(email) = q.get("email_addr").map(|e| e.trim().to_lowercase()) else {
+            return Self::web_error(-205, "Bad email address");
+        };
+        let state = lock(&self.state);
+        let Some(acct) = state.accounts.get(&email) else {
+            return Self::web_error(-136, "No account found");
+        };
+        match q.get("passwd_hash") {
+            None => "<account_out>\n    <success/>\n</account_out>\n".to_owned(),
+            Some(h) => {
+                let h = h.to_lowercase();
+                let by_key = md5_hex(format!("{}{email}", self.args.account_key).as_bytes());
+                if h == acct.passwd_hash || h == by_key {
+                    self.account_out()
+                } else {
+                    Self::web_error(-206, "Invalid password")
+                }
+            }
+        }
+    }
+
+    /// `create_account.php` with its query parameters.
+    pub fn create_account(&self, q: &HashMap<String, String>) -> String {
+        let email = q
+            .get("email_addr")
+            .map(|e| e.trim().to_lowercase())
+            .unwrap_or_default();
+        if !email.contains('@') || email.len() > 200 {
+            return Self::web_error(-205, "Bad email address");
+        }
+        let hash = q
+            .get("passwd_hash")
+            .map(|h| h.to_lowercase())
+            .unwrap_or_default();
+        if hash.len() != 32 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Self::web_error(-206, "Bad password hash");
+        }
+        let mut state = lock(&self.state);
+        if let Some(a) = state.accounts.get(&email) {
+            if a.passwd_hash != hash {
+                return Self::web_error(-137, "That email address is already in use");
+            }
+        } else {
+            let user_name = q.get("user_name").cloned().unwrap_or_default();
+            state.accounts.insert(
+                email,
+                crate::state::Account {
+                    passwd_hash: hash,
+                    user_name,
+                },
+            );
+            self.save(&state);
+        }
+        self.account_out()
+    }
+
+    /// `/status` as JSON.
+    pub fn status_json(&self) -> String {
+        let state = lock(&self.state);
+        let c = &state.counters;
+        let results: Vec<serde_json::Value> = state
+            .jobs
+            .iter()
+            .map(|j| {
+                serde_json::json!({
+                    "name": j.result_name,
+                    "status": format!("{:?}", j.status),
+                    "hostid": j.hostid,
+                    "exit_status": j.exit_status,
+                    "reports": j.reports,
+                    "uploaded_files": j.uploaded_files,
+                })
+            })
+            .collect();
+        let faults: serde_json::Map<String, serde_json::Value> = lock(&self.faults)
+            .pending()
+            .into_iter()
+            .map(|(n, c)| (n, serde_json::Value::from(c)))
+            .collect();
+        serde_json::json!({
+            "jobs_made": c.jobs_made,
+            "results_sent": c.results_sent,
+            "uploads_received": c.uploads_received,
+            "results_reported": c.results_reported,
+            "duplicate_reports": c.duplicate_reports,
+            "scheduler_rpcs": c.scheduler_rpcs,
+            "hosts": state.hosts.len(),
+            "accounts": state.accounts.len(),
+            "results": results,
+            "faults_armed": faults,
+        })
+        .to_string()
+    }
+
+    /// Records a completely received output file; false if `file` belongs to no result.
+    pub fn upload_done(&self, result: &str, file: &str) -> bool {
+        let mut state = lock(&self.state);
+        let Some(job) = state.job_by_result(result) else {
+            return false;
+        };
+        if job.uploaded_files.iter().any(|f| f == file) {
+            return true;
+        }
+        job.uploaded_files.push(file.to_owned());
+        state.counters.uploads_received += 1;
+        self.save(&state);
+        true
+    }
+
+    /// The result an output file name belongs to, if any (`<result>_out`).
+    pub fn result_of_output(&self, file: &str) -> Option<String> {
+        let result = file.strip_suffix("_out")?;
+        let state = lock(&self.state);
+        state
+            .jobs
+            .iter()
+            .any(|j| j.result_name == result && j.status != ResultStatus::Unsent)
+            .then(|| result.to_owned())
+    }
+
+    /// Checks an upload certificate.
+    pub fn check_upload_cert(&self, name: &str, max_nbytes: f64, signature: &str) -> bool {
+        self.key
+            .public_key()
+            .verify(upload_cert_text(name, max_nbytes).as_bytes(), signature)
+            .is_ok()
+    }
+
+    /// Answers a scheduler request.
+    pub fn scheduler(&self, body: &str) -> String {
+        let mut reply = SchedulerReply {
+            scheduler_version: Some(803),
+            master_url: Some(self.base_url.clone()),
+            project_name: Some(self.args.name.clone()),
+            dont_use_dcf: true,
+            ..SchedulerReply::default()
+        };
+        let req = match SchedulerRequest::parse(body, "scheduler_request") {
+            Ok(p) => p.value,
+            Err(e) => {
+                reply.messages.push(ReplyMessage {
+                    priority: "notice".into(),
+                    text: format!("Can't parse scheduler request: {e}"),
+                });
+                reply.request_delay = Some(60.0);
+                return reply.to_xml();
+            }
+        };
+        let mut state = lock(&self.state);
+        state.counters.scheduler_rpcs += 1;
+        if req.authenticator.trim() != self.args.account_key {
+            reply.messages.push(ReplyMessage {
+                priority: "notice".into(),
+                text: "Invalid or missing account key.  To fix, remove and add this project."
+                    .into(),
+            });
+            reply.request_delay = Some(60.0);
+            self.save(&state);
+            return reply.to_xml();
+        }
+        let t = now();
+        reply.request_delay = Some(1.0);
+        reply.userid = Some(1);
+        reply.user_name = Some("tester".into());
+        reply.user_create_time = Some(1.7e9);
+        reply.cross_project_id = Some(md5_hex(self.args.account_key.as_bytes()));
+        reply.team_name = Some(String::new());
+
+        // Host record: kept while the client's rpc_seqno does not go back.
+        let known = state
+            .hosts
+            .iter_mut()
+            .find(|h| h.id == req.hostid && req.hostid > 0);
+        let hostid = match known {
+            Some(h) if req.rpc_seqno >= h.rpc_seqno => {
+                h.rpc_seqno = req.rpc_seqno;
+                h.id
+            }
+            _ => {
+                let id = state.hosts.iter().map(|h| h.id).max().unwrap_or(0) + 1;
+                state.hosts.push(Host {
+                    id,
+                    rpc_seqno: req.rpc_seqno,
+                    create_time: t,
+                });
+                reply.hostid = Some(id);
+                reply.host_create_time = Some(t);
+                id
+            }
+        };
+
+        // Reports.
+        for r in &req.results {
+            reply.result_acks.push(r.name.clone());
+            let Some(job) = state.job_by_result(&r.name) else {
+                continue;
+            };
+            if job.status == ResultStatus::Reported {
+                job.reports += 1;
+                state.counters.duplicate_reports += 1;
+                continue;
+            }
+            job.status = ResultStatus::Reported;
+            job.exit_status = Some(r.exit_status);
+            job.client_state = Some(r.state.as_i32());
+            job.reports = 1;
+            state.counters.results_reported += 1;
+        }
+
+        // Sticky files no longer needed.
+        let outstanding = state.work_outstanding();
+        for f in &req.sticky_files {
+            let needed = outstanding && self.sticky_name.as_deref() == Some(f.name.as_str());
+            if !needed {
+                reply.delete_file_infos.push(f.name.clone());
+            }
+        }
+
+        // Work.
+        if !req.dont_send_work {
+            self.send_work(&req, &mut state, &mut reply, hostid, t);
+        }
+        if req.code_sign_key.is_none() {
+            reply.code_sign_key = Some(self.public_text.clone());
+        }
+        self.save(&state);
+        drop(state);
+        reply.to_xml()
+    }
+
+    /// Per-resource requests: (resource type, seconds, instances); `None` type = CPU.
+    fn requests(req: &SchedulerRequest) -> Vec<(Option<String>, RscRequest)> {
+        let mut out = Vec::new();
+        let mut cpu = RscRequest {
+            req_secs: req.cpu_req_secs,
+            req_instances: req.cpu_req_instances,
+            estimated_delay: 0.0,
+        };
+        let has_gpus = req.coprocs.as_ref().is_some_and(|c| !c.is_empty());
+        if cpu.req_secs <= 0.0 && req.work_req_seconds > 0.0 && !has_gpus {
+            // A client that only sends the total.
+            cpu.req_secs = req.work_req_seconds;
+        }
+        out.push((None, cpu));
+        if let Some(c) = &req.coprocs {
+            if let Some(n) = &c.nvidia {
+                out.push((Some("NVIDIA".into()), n.request.unwrap_or_default()));
+            }
+            for o in &c.other {
+                out.push((Some(o.rsc_type.clone()), o.request.unwrap_or_default()));
+            }
+        }
+        out
+    }
+
+    fn send_work(
+        &self,
+        req: &SchedulerRequest,
+        state: &mut State,
+        reply: &mut SchedulerReply,
+        hostid: i32,
+        t: f64,
+    ) {
+        let p_fpops = if req.host_info.p_fpops > 0.0 {
+            req.host_info.p_fpops
+        } else {
+            1e9
+        };
+        let platform = if req.platform_name.is_empty() {
+            "x86_64-pc-linux-gnu".to_owned()
+        } else {
+            req.platform_name.clone()
+        };
+        let gpu_flops = |rsc: &str| -> f64 {
+            let c = req.coprocs.as_ref();
+            let f = if rsc == "NVIDIA" {
+                c.and_then(|c| c.nvidia.as_ref()).map(|n| n.peak_flops)
+            } else {
+                c.and_then(|c| c.other.iter().find(|o| o.rsc_type == rsc))
+                    .map(|o| o.peak_flops)
+            };
+            f.filter(|f| *f > 0.0).unwrap_or(1e11)
+        };
+        let mut bad_signature: Option<bool> = None;
+        let mut sent = 0usize;
+        for (rsc, want) in Self::requests(req) {
+            if want.req_secs <= 0.0 {
+                continue;
+            }
+            let (mut secs, mut inst) = (0.0, 0.0);
+            while (secs < want.req_secs || inst < want.req_instances) && sent < MAX_JOBS_PER_RPC {
+                let pick = state.jobs.iter().position(|j| {
+                    j.status == ResultStatus::Unsent
+                        && self.versions.iter().any(|v| {
+                            v.spec.name == j.app_name && v.spec.gpu_type() == rsc.as_deref()
+                        })
+                });
+                let Some(i) = pick else { break };
+                let app_name = state.jobs[i].app_name.clone();
+                let Some(v) = self
+                    .versions
+                    .iter()
+                    .find(|v| v.spec.name == app_name && v.spec.gpu_type() == rsc.as_deref())
+                else {
+                    break;
+                };
+                let flops = match rsc.as_deref() {
+                    None => p_fpops * v.spec.ncpus,
+                    Some(r) => gpu_flops(r),
+                };
+                let sign_bad =
+                    *bad_signature.get_or_insert_with(|| self.take_fault(Fault::BadSignature));
+                let job = &mut state.jobs[i];
+                job.status = ResultStatus::InProgress;
+                job.hostid = hostid;
+                job.plan_class = v.spec.plan_class.clone();
+                job.sent_time = t;
+                job.report_deadline = t + self.args.deadline;
+                let job = job.clone();
+                self.add_job(reply, &job, v, flops, &platform, sign_bad);
+                state.counters.results_sent += 1;
+                sent += 1;
+                secs += self.args.fpops_est / flops;
+                inst += v.spec.ncpus.max(1.0);
+                if rsc.is_some() {
+                    inst += 1.0;
+                }
+            }
+        }
+        if sent == 0 && (req.cpu_req_secs > 0.0 || req.work_req_seconds > 0.0) {
+            reply.messages.push(ReplyMessage {
+                priority: "low".into(),
+                text: "No tasks are available".into(),
+            });
+        }
+    }
+
+    fn add_job(
+        &self,
+        reply: &mut SchedulerReply,
+        job: &Job,
+        v: &ServedVersion,
+        flops: f64,
+        platform: &str,
+        bad_signature: bool,
+    ) {
+        let base = &self.base_url;
+        if !reply.apps.iter().any(|a| a.name == v.spec.name) {
+            reply.apps.push(App {
+                name: v.spec.name.clone(),
+                user_friendly_name: v.spec.name.clone(),
+                ..App::default()
+            });
+        }
+        if !reply.file_infos.iter().any(|f| f.name == v.file_name) {
+            let mut signature = v.signature.clone();
+            if bad_signature {
+                // Flip the first hex digit.
+                let flipped = if signature.starts_with('0') { "1" } else { "0" };
+                signature.replace_range(0..1, flipped);
+            }
+            reply.file_infos.push(FileInfo {
+                name: v.file_name.clone(),
+                download_urls: vec![format!("{base}download/{}", v.file_name)],
+                executable: true,
+                nbytes: v.nbytes,
+                md5_cksum: v.md5.clone(),
+                file_signature: Some(signature),
+                ..FileInfo::default()
+            });
+        }
+        let coprocs = match v.spec.gpu_type() {
+            Some(t) => vec![CoprocUsage {
+                rsc_type: t.to_owned(),
+                count: 1.0,
+            }],
+            None => Vec::new(),
+        };
+        if !reply
+            .app_versions
+            .iter()
+            .any(|a| a.is(&v.spec.name, platform, VERSION_NUM, &v.spec.plan_class))
+        {
+            reply.app_versions.push(AppVersion {
+                app_name: v.spec.name.clone(),
+                version_num: VERSION_NUM,
+                platform: platform.to_owned(),
+                plan_class: v.spec.plan_class.clone(),
+                file_refs: vec![FileRef {
+                    file_name: v.file_name.clone(),
+                    main_program: true,
+                    ..FileRef::default()
+                }],
+                usage: ResourceUsage {
+                    avg_ncpus: v.spec.ncpus,
+                    flops,
+                    coprocs,
+                    gpu_ram: 0.0,
+                },
+                ..AppVersion::default()
+            });
+        }
+
+        // Input.
+        let (mut in_name, sticky) = match &self.sticky_name {
+            Some(n) => (n.clone(), true),
+            None => (format!("{}_in", job.wu_name), false),
+        };
+        let mut md5 = self.input.md5.clone();
+        if self.take_fault(Fault::WrongMd5) {
+            md5 = md5_hex(md5.as_bytes());
+        }
+        let mut url = format!("{base}download/{in_name}");
+        if self.take_fault(Fault::HostileName) {
+            in_name = "../../hostile_in".into();
+            url = format!("{base}download/{}_in", job.wu_name);
+        }
+        if !reply.file_infos.iter().any(|f| f.name == in_name) {
+            reply.file_infos.push(FileInfo {
+                name: in_name.clone(),
+                download_urls: vec![url],
+                nbytes: self.input.nbytes,
+                md5_cksum: md5,
+                sticky,
+                ..FileInfo::default()
+            });
+        }
+        let mut inputs = vec![FileRef {
+            file_name: in_name,
+            open_name: "in".into(),
+            ..FileRef::default()
+        }];
+        if self.take_fault(Fault::HugeFile) {
+            let name = format!("huge_{}", job.wu_name);
+            lock(&self.extra_downloads).insert(name.clone(), Source::Zeros(HUGE_FILE_BYTES));
+            reply.file_infos.push(FileInfo {
+                name: name.clone(),
+                download_urls: vec![format!("{base}download/{name}")],
+                nbytes: HUGE_FILE_BYTES as f64,
+                ..FileInfo::default()
+            });
+            inputs.push(FileRef {
+                file_name: name,
+                open_name: "huge".into(),
+                ..FileRef::default()
+            });
+        }
+        reply.workunits.push(Workunit {
+            name: job.wu_name.clone(),
+            app_name: v.spec.name.clone(),
+            version_num: VERSION_NUM,
+            rsc_fpops_est: self.args.fpops_est,
+            rsc_fpops_bound: self.args.fpops_est * 1000.0,
+            rsc_memory_bound: 5e8,
+            rsc_disk_bound: 1e10,
+            input_files: inputs,
+            ..Workunit::default()
+        });
+
+        // Output, with its upload certificate.
+        let out_name = format!("{}_out", job.result_name);
+        let cert = self
+            .key
+            .sign(upload_cert_text(&out_name, MAX_OUTPUT_BYTES).as_bytes())
+            .ok();
+        reply.file_infos.push(FileInfo {
+            name: out_name.clone(),
+            upload_urls: vec![format!("{base}cgi-bin/file_upload_handler")],
+            max_nbytes: MAX_OUTPUT_BYTES,
+            xml_signature: cert,
+            extra: vec![
+                "<generated_locally/>".into(),
+                "<upload_when_present/>".into(),
+            ],
+            ..FileInfo::default()
+        });
+        reply.results.push(TaskResult {
+            name: job.result_name.clone(),
+            wu_name: job.wu_name.clone(),
+            report_deadline: job.report_deadline,
+            output_files: vec![FileRef {
+                file_name: out_name,
+                open_name: "out".into(),
+                ..FileRef::default()
+            }],
+            platform: platform.to_owned(),
+            version_num: VERSION_NUM,
+            plan_class: v.spec.plan_class.clone(),
+            report_immediately: true,
+            ..TaskResult::default()
+        });
+    }
+}
