@@ -1,5 +1,5 @@
 //! Work fetch (reference §4): when to ask (a resource's saturated time below the minimum
-//! buffer), whom (the highest-priority project able to supply it), what to ask (`req_secs`,
+//! buffer, or a project's own queue no longer filling its share within it), whom (the highest-priority project able to supply it), what to ask (`req_secs`,
 //! `req_instances` per resource and the compatibility `work_req_seconds`); the per-(project,
 //! resource) backoff and the project-wide RPC backoff; and when finished jobs are reported.
 //! Every "no" carries its reason as data ([`FetchBlock`]) for the control CLI.
@@ -12,7 +12,7 @@ use crate::estimate::remaining_secs;
 use crate::model::{JobState, ProjectId, ResourceId, Time, World};
 use crate::policy::Policy;
 use crate::rng::Jitter;
-use crate::rrsim::SimResult;
+use crate::rrsim::{deadline_cushion, SimResult};
 
 /// First per-(project, resource) backoff interval (`WF_MIN_BACKOFF_INTERVAL`).
 pub const WF_MIN_BACKOFF_INTERVAL: f64 = 600.0;
@@ -44,6 +44,60 @@ pub struct ProjectFetchState {
     pub min_rpc_time: Time,
     /// Consecutive failed RPCs.
     pub nrpc_failures: u32,
+    /// Shortest delay bound (report deadline − arrival) among the project's latest jobs,
+    /// seconds (`None` until a job of it has been seen): how far ahead its queue may reach.
+    pub latency: Option<f64>,
+    /// Per resource: longest estimated run time (seconds at full speed) and its usage among
+    /// the project's latest jobs for that resource (`None` until one has been seen): the size
+    /// of the next job to expect when sizing a request.
+    pub job_shape: Vec<Option<JobShape>>,
+}
+
+/// Size of a typical (the largest recent) job of a project for one resource.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JobShape {
+    /// Estimated run time at full speed, seconds.
+    pub runtime: f64,
+    /// Instances of the resource it uses.
+    pub usage: f64,
+}
+
+/// Learn each project's delay bound and job sizes from the jobs it holds now (finished ones
+/// included); a project holding none keeps what was learnt before.
+pub fn observe_jobs(world: &World, state: &mut [ProjectFetchState]) {
+    let nr = world.n_resources();
+    let mut latency: Vec<Option<f64>> = vec![None; state.len()];
+    let mut shape: Vec<Vec<Option<JobShape>>> = vec![vec![None; nr]; state.len()];
+    for j in &world.jobs {
+        let p = j.project.index();
+        if p >= state.len() {
+            continue;
+        }
+        let span = j.report_deadline - j.received_time;
+        if span.is_finite() && span > 0.0 {
+            latency[p] = Some(latency[p].map_or(span, |l: f64| l.min(span)));
+        }
+        let v = world.version_of(j);
+        let runtime = crate::estimate::static_duration(world, j);
+        if runtime.is_finite() && runtime > 0.0 {
+            let slot = &mut shape[p][v.resource.index()];
+            let usage = v.usage().max(1e-3);
+            if slot.is_none_or(|s| s.runtime * s.usage < runtime * usage) {
+                *slot = Some(JobShape { runtime, usage });
+            }
+        }
+    }
+    for (p, st) in state.iter_mut().enumerate() {
+        if latency[p].is_some() {
+            st.latency = latency[p];
+        }
+        st.job_shape.resize(nr, None);
+        for r in 0..nr {
+            if shape[p][r].is_some() {
+                st.job_shape[r] = shape[p][r];
+            }
+        }
+    }
 }
 
 impl ProjectFetchState {
@@ -51,6 +105,7 @@ impl ProjectFetchState {
     pub fn resize(&mut self, nr: usize) {
         self.backoff_until.resize(nr, 0.0);
         self.backoff_interval.resize(nr, 0.0);
+        self.job_shape.resize(nr, None);
     }
 
     /// The last request for `r` got no job: back off `r` (doubling from 10 minutes to 1 day,
@@ -139,6 +194,31 @@ pub enum FetchRule {
     LowerPriority,
     /// BOINC is over its allowed disk space.
     DiskFull,
+    /// The project's queue for this resource already reaches as far as its delay bound
+    /// allows: a job of its usual size sent now would finish too late.
+    DeadlineLimit {
+        /// Seconds until a new job of the project would start (the simulation's start delay).
+        start_delay: f64,
+        /// Latest useful start for a new job, seconds from now (delay bound minus minimum
+        /// buffer, safety margin and the job's run time).
+        latest_start: f64,
+    },
+}
+
+/// How much new work a project's deadlines allow on one resource.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct DeadlineRoom {
+    /// Instance-seconds (wall time) of new work that can still finish in time, counting the
+    /// last job running alone after the others.
+    work: f64,
+    /// Instance-seconds of one expected job (wall time).
+    job: f64,
+    /// Jobs of the expected size that fit.
+    jobs: f64,
+    /// See [`FetchRule::DeadlineLimit`].
+    start_delay: f64,
+    /// See [`FetchRule::DeadlineLimit`].
+    latest_start: f64,
 }
 
 /// One reason for not fetching: which project (or all), which resource (or all), which rule.
@@ -161,7 +241,8 @@ pub struct ResourceRequest {
     pub req_secs: f64,
     /// Idle instances to fill (`<req_instances>`).
     pub req_instances: f64,
-    /// Seconds until an instance frees up (`<estimated_delay>`).
+    /// Seconds until a new job of this project for this resource would start, from the
+    /// simulation (`<estimated_delay>`; see [`crate::rrsim::ProjectResourceSim::start_delay`]).
     pub estimated_delay: f64,
 }
 
@@ -213,6 +294,10 @@ struct Ctx<'a> {
     low: Vec<bool>,
     /// Resource below the maximum buffer (worth topping up).
     below_max: Vec<bool>,
+    /// Per (project, resource): the project's own queue stops filling its share of the
+    /// resource within the minimum buffer (its simulated start delay is shorter), so it is
+    /// worth asking even while other projects keep every instance busy.
+    starved: Vec<Vec<bool>>,
     /// Project-wide rule blocking each project, if any.
     project_rule: Vec<Option<FetchRule>>,
     /// Per (project, resource) rule, if any (computed for every project).
@@ -221,6 +306,9 @@ struct Ctx<'a> {
     has_mc: Vec<bool>,
     /// Fetch priority per (project, resource).
     prio: Vec<Vec<f64>>,
+    /// What the project's deadlines allow per (project, resource) (`None`: its delay bound or
+    /// job size is not known yet).
+    room: Vec<Vec<Option<DeadlineRoom>>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -246,6 +334,27 @@ impl<'a> Ctx<'a> {
             .map(|r| inst[r] > 0.0 && sim.resources[r].saturated_time < buf_total)
             .collect();
 
+        // Starved of its share: its queue stops filling its share within the minimum buffer,
+        // and it deserves the resource at least as much as some project holding work for it
+        // (a project that has had more than its share lately waits for the global trigger).
+        let sched_prio = |p: usize, r: usize| prio.get(r).map_or(0.0, |x| x.value[p]);
+        let starved = (0..np)
+            .map(|p| {
+                (0..nr)
+                    .map(|r| {
+                        let holders_min = (0..np)
+                            .filter(|&q| q != p && sim.projects[q][r].n_runnable_jobs > 0)
+                            .map(|q| sched_prio(q, r))
+                            .fold(f64::INFINITY, f64::min);
+                        inst[r] > 0.0
+                            && world.projects[p].resource_share > 0.0
+                            && sim.projects[p][r].share_frac > 0.0
+                            && sim.projects[p][r].start_delay < buf_min
+                            && sched_prio(p, r) >= holders_min
+                    })
+                    .collect()
+            })
+            .collect();
         let mut runnable = vec![0usize; np];
         for j in world.jobs.iter().filter(|j| j.state.is_unfinished()) {
             runnable[j.project.index()] += 1;
@@ -284,6 +393,48 @@ impl<'a> Ctx<'a> {
         for a in world.apps.iter().filter(|a| a.max_concurrent.is_some()) {
             has_mc[a.project.index()] = true;
         }
+        // Deadline room: a new job starts after the project's simulated start delay and its
+        // share of the instances drains the new work; the last job runs alone at the end. All
+        // of it must finish `deadline_cushion` before its report deadline, the point after
+        // which the simulation would call it endangered.
+        let room: Vec<Vec<Option<DeadlineRoom>>> = (0..np)
+            .map(|p| {
+                (0..nr)
+                    .map(|r| {
+                        let st = state.get(p)?;
+                        let latency = st.latency?;
+                        let shape = st.job_shape.get(r).copied().flatten()?;
+                        let avail = world.time_stats.availability(ResourceId(r as u8));
+                        let runtime = shape.runtime / avail;
+                        let job = runtime * shape.usage;
+                        // Its share of the instances (one job at a time for a backup project).
+                        let share_rate = sim.projects[p][r].share_frac * inst[r];
+                        let rate = if share_rate > 1e-9 {
+                            share_rate
+                        } else {
+                            shape.usage
+                        };
+                        let start_delay = sim.projects[p][r].start_delay;
+                        let cushion = deadline_cushion(&world.prefs, latency);
+                        let latest_start = latency - cushion - runtime;
+                        let slack = latest_start - start_delay;
+                        let (work, jobs) = if slack < 0.0 {
+                            (0.0, 0.0)
+                        } else {
+                            let w = rate * slack + job;
+                            (w, (w / job).floor())
+                        };
+                        Some(DeadlineRoom {
+                            work,
+                            job,
+                            jobs,
+                            start_delay,
+                            latest_start,
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
         let rsc_rule = (0..np)
             .map(|p| {
                 (0..nr)
@@ -298,6 +449,11 @@ impl<'a> Ctx<'a> {
                             Some(FetchRule::ZeroShareNotIdle)
                         } else if has_mc[p] && sim.projects[p][r].capacity_shortfall <= 1e-6 {
                             Some(FetchRule::MaxConcurrent)
+                        } else if let Some(d) = room[p][r].filter(|d| d.jobs < 1.0) {
+                            Some(FetchRule::DeadlineLimit {
+                                start_delay: d.start_delay,
+                                latest_start: d.latest_start,
+                            })
                         } else {
                             state
                                 .get(p)
@@ -338,10 +494,12 @@ impl<'a> Ctx<'a> {
             np,
             low,
             below_max,
+            starved,
             project_rule,
             rsc_rule,
             has_mc,
             prio,
+            room,
         }
     }
 
@@ -356,6 +514,11 @@ impl<'a> Ctx<'a> {
         } else {
             1.0
         }
+    }
+
+    /// Whether `r` needs work from `p`: the resource is low, or `p` is starved of its share.
+    fn low_for(&self, p: usize, r: usize) -> bool {
+        self.low[r] || self.starved[p][r]
     }
 
     fn ok(&self, p: usize, r: usize) -> bool {
@@ -377,7 +540,7 @@ impl<'a> Ctx<'a> {
         let rs = &self.sim.resources[r];
         let inst = world.instances(rid).max(1e-9);
         let non_ex = non_excluded(world, p, r);
-        let (mut secs, ninst) = if pr.resource_share <= 0.0 {
+        let (secs, ninst) = if pr.resource_share <= 0.0 {
             if rs.nidle_now > 1e-6 {
                 (1.0, 1.0)
             } else {
@@ -390,11 +553,33 @@ impl<'a> Ctx<'a> {
             // queued jobs use, whichever is larger.
             let entitled = (inst * self.fetchable_share(p, r)).min(non_ex);
             let by_share = (entitled - self.sim.projects[p][r].nused_total).max(0.0);
+            // Seconds: the resource's idle time in the buffer window, or the project's own
+            // shortfall against its share when others keep the resource busy.
             (
-                rs.shortfall * non_ex / inst,
+                (rs.shortfall * non_ex / inst).max(self.sim.projects[p][r].shortfall),
                 rs.nidle_now.min(non_ex).max(by_share),
             )
         };
+        let (mut secs, mut ninst) = (secs, ninst);
+        match self.room[p][r] {
+            // Never more than the project's deadlines allow: the server keeps sending while
+            // either figure is positive, so both are capped (`jobs` ≥ 1 here, see `rsc_rule`).
+            Some(d) => {
+                secs = secs.min((d.work - d.job).max(1.0));
+                ninst = ninst.min(d.jobs);
+            }
+            // Its deadlines are not known yet: only its share of the idle instances (the other
+            // projects are asked for theirs), until its first jobs tell how long they are.
+            None if pr.resource_share > 0.0 => {
+                let entitled = (inst * self.fetchable_share(p, r)).min(non_ex);
+                let by_share = (entitled - self.sim.projects[p][r].nused_total).max(0.0);
+                let idle_part = (rs.nidle_now.min(non_ex) * self.fetchable_share(p, r) - 1e-9)
+                    .ceil()
+                    .max(0.0);
+                ninst = ninst.min(by_share.max(idle_part));
+            }
+            None => {}
+        }
         if (pr.dcf < 0.02 || pr.dcf > 80.0) && secs > 0.0 {
             secs = 1.0; // wacky duration correction: ask for a token amount
         }
@@ -405,9 +590,18 @@ impl<'a> Ctx<'a> {
             resource: rid,
             req_secs: secs,
             req_instances: ninst.max(0.0),
-            estimated_delay: rs.busy_time,
+            estimated_delay: estimated_delay(self.sim, p, r),
         })
     }
+}
+
+/// The `estimated_delay` sent for resource `r` to project `p`: when a new job of it would
+/// start according to the simulation (its queue drained to below its share, or an instance
+/// idle), and never less than the deadline-missing work that runs ahead of everything.
+fn estimated_delay(sim: &SimResult, p: usize, r: usize) -> f64 {
+    sim.projects[p][r]
+        .start_delay
+        .max(sim.resources[r].busy_time)
 }
 
 /// Non-excluded instances of resource `r` for project `p`.
@@ -473,7 +667,7 @@ pub fn decide(
                 resource: ResourceId(r as u8),
                 req_secs: if ask { 1.0 } else { 0.0 },
                 req_instances: 0.0,
-                estimated_delay: sim.resources[r].busy_time,
+                estimated_delay: estimated_delay(sim, p, r),
             })
             .collect();
         out.request = Some(finish(p, RpcReason::Init, resources));
@@ -498,7 +692,8 @@ pub fn decide(
             ));
         }
     }
-    if !c.low.iter().any(|&x| x) {
+    let any_starved = (0..np).any(|p| (0..nr).any(|r| c.starved[p][r] && c.ok(p, r)));
+    if !c.low.iter().any(|&x| x) && !any_starved {
         return out;
     }
     for p in 0..np {
@@ -511,12 +706,16 @@ pub fn decide(
     let cands: Vec<Vec<usize>> = (0..nr).map(|r| c.candidates(r)).collect();
     let mut chosen: Option<usize> = None;
     let mut best = f64::NEG_INFINITY;
-    for r in (0..nr).filter(|&r| c.low[r]) {
-        if let Some(&p) = cands[r].first() {
+    for r in 0..nr {
+        let first = cands[r].iter().copied().find(|&p| c.low_for(p, r));
+        if let Some(p) = first {
             if c.prio[p][r] > best {
                 best = c.prio[p][r];
                 chosen = Some(p);
             }
+        }
+        if !c.low[r] {
+            continue;
         }
         for p in (0..np).filter(|&p| c.project_rule[p].is_none()) {
             if let Some(rule) = c.rsc_rule[p][r] {
@@ -530,7 +729,7 @@ pub fn decide(
     //    max buffer for which it is the best candidate.
     let mut resources = Vec::new();
     for r in (0..nr).filter(|&r| c.ok(p, r)) {
-        let wanted = c.low[r] || (cands[r].first() == Some(&p) && c.below_max[r]);
+        let wanted = c.low_for(p, r) || (cands[r].first() == Some(&p) && c.below_max[r]);
         if wanted {
             resources.extend(c.request(p, r));
         }

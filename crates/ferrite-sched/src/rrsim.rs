@@ -53,6 +53,11 @@ pub struct ProjectResourceSim {
     pub capacity_shortfall: f64,
     /// Jobs predicted to miss their deadline.
     pub deadlines_missed: u32,
+    /// Seconds from now until a new job of this project for this resource would start: the
+    /// first simulated moment its queued jobs no longer use all it could get (its share of the
+    /// instances, or more when others leave instances idle). Sent as `estimated_delay`; the
+    /// server adds each job it sends to it and refuses jobs that would then miss.
+    pub start_delay: f64,
     /// Runnable jobs of this project for this resource.
     pub n_runnable_jobs: u32,
     /// Σ usage of those jobs.
@@ -78,6 +83,33 @@ pub struct SimResult {
     pub job_finish: Vec<Option<Time>>,
     /// Jobs predicted to miss their (computation) deadline, as indices into `World::jobs`.
     pub missed: Vec<usize>,
+    /// Jobs predicted to finish later than [`deadline_cushion`] before their report deadline,
+    /// as sorted indices into `World::jobs`: the run list runs them earliest-deadline-first.
+    /// It contains `missed` except for jobs whose delay bound is so short that BOINC's
+    /// computation deadline (report deadline − minimum buffer) cannot be met by anyone (a 1 h
+    /// deadline with a 2.4 h buffer): those are endangered only when really late.
+    pub endangered: Vec<usize>,
+}
+
+/// Safety margin, in scheduling periods, added to the minimum buffer when judging whether a
+/// job is endangered. The simulation is fluid, while the real run list hands out whole time
+/// slices: a job predicted to finish just in time can be kept waiting for up to one slice the
+/// simulation does not see, so one period is the margin that makes "predicted on time" mean
+/// "on time".
+pub const ENDANGERED_MARGIN_PERIODS: f64 = 1.0;
+
+/// The cushion is never more than this fraction of the job's delay bound, so a project whose
+/// deadlines are shorter than the buffer is not endangered (nor refused work) by construction.
+pub const MAX_CUSHION_FRAC: f64 = 0.25;
+
+/// How long before its report deadline a job with delay bound `latency` (report deadline −
+/// arrival) should be done: the minimum buffer (BOINC's computation deadline) plus
+/// [`ENDANGERED_MARGIN_PERIODS`] scheduling periods, capped at [`MAX_CUSHION_FRAC`] of the
+/// delay bound. A job predicted to finish later is endangered (it runs earliest-deadline-first)
+/// and work fetch keeps a project's queue short enough that its new jobs finish earlier.
+pub fn deadline_cushion(prefs: &crate::model::Prefs, latency: f64) -> f64 {
+    let full = prefs.work_buf_min() + ENDANGERED_MARGIN_PERIODS * prefs.sched_period();
+    full.min(MAX_CUSHION_FRAC * latency.max(0.0))
 }
 
 impl SimResult {
@@ -89,6 +121,12 @@ impl SimResult {
     /// Whether the job at `index` in `World::jobs` is predicted to miss its deadline.
     pub fn misses(&self, index: usize) -> bool {
         self.missed.binary_search(&index).is_ok()
+    }
+
+    /// Whether the job at `index` in `World::jobs` is endangered: predicted to finish within
+    /// [`deadline_cushion`] of its report deadline.
+    pub fn endangered(&self, index: usize) -> bool {
+        self.endangered.binary_search(&index).is_ok()
     }
 }
 
@@ -111,6 +149,8 @@ struct SimJob {
     res: usize,
     /// Computation deadline (report deadline minus the min buffer).
     deadline: Time,
+    /// Finishing after this makes the job endangered (see [`deadline_cushion`]).
+    safe_by: Time,
     /// Current rate fraction (0..=1).
     rate: f64,
     /// Finished in the simulation.
@@ -126,6 +166,19 @@ struct Queue {
     jobs: Vec<usize>,
     /// First index not yet known to be done.
     head: usize,
+}
+
+/// The order in which a project runs its own jobs, in the simulation and in the run list:
+/// earliest deadline first, a started job before an unstarted one, then arrival, then id.
+/// With a project's usual fixed delay bound this is FIFO; unlike "running first" it never lets
+/// the jobs of one project take turns (which would make all of them late together when each
+/// one alone would finish in time).
+pub fn project_order(a: &crate::model::Job, b: &crate::model::Job) -> std::cmp::Ordering {
+    a.report_deadline
+        .total_cmp(&b.report_deadline)
+        .then(b.started().cmp(&a.started()))
+        .then(a.received_time.total_cmp(&b.received_time))
+        .then(a.id.cmp(&b.id))
 }
 
 /// Raw cap of a project without max-concurrent limits on one resource: the usage of its
@@ -213,6 +266,7 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
             .collect(),
         job_finish: vec![None; world.jobs.len()],
         missed: Vec::new(),
+        endangered: Vec::new(),
     };
 
     // Collect the jobs to simulate.
@@ -225,15 +279,9 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
                 && !world.projects[j.project.index()].suspended
         })
         .collect();
-    // FIFO inside a project: running first, then started, then arrival, then id.
-    order.sort_by(|&a, &b| {
-        let (ja, jb) = (&world.jobs[a], &world.jobs[b]);
-        jb.is_running()
-            .cmp(&ja.is_running())
-            .then(jb.started().cmp(&ja.started()))
-            .then(ja.received_time.total_cmp(&jb.received_time))
-            .then(ja.id.cmp(&jb.id))
-    });
+    // Inside a project: earliest deadline first (the run list's order, see
+    // [`project_order`]).
+    order.sort_by(|&a, &b| project_order(&world.jobs[a], &world.jobs[b]));
     let mut sjobs: Vec<SimJob> = Vec::with_capacity(order.len());
     let mut queues: Vec<Vec<Queue>> = vec![vec![Queue::default(); nr]; np];
     for &i in &order {
@@ -264,6 +312,8 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
             project: j.project.index(),
             res: r.index(),
             deadline: j.report_deadline - buf_min,
+            safe_by: j.report_deadline
+                - deadline_cushion(&world.prefs, j.report_deadline - j.received_time),
             rate: 0.0,
             done: false,
         });
@@ -338,6 +388,8 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
     let mut used = vec![0.0f64; nr];
     let mut proj_used = vec![vec![0.0f64; nr]; np];
     let mut saturated_set = vec![false; nr];
+    // Per (project, resource): the moment a new job would start is known.
+    let mut start_found = vec![vec![false; nr]; np];
     // Cached raw caps of projects without max-concurrent limits (None = recompute).
     let mut raw_cap: Vec<Vec<Option<f64>>> = vec![vec![None; nr]; np];
     let mut t = now;
@@ -459,6 +511,15 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
                     if r == 0 {
                         alloc_cpu.iter_mut().for_each(|x| *x = 0.0);
                     }
+                    if capacity > EPS {
+                        // Nothing queued for this resource: a new job of anyone starts now.
+                        for p in 0..np {
+                            if !start_found[p][r] && (!has_mc[p] || mc_could_use[p][r] > EPS) {
+                                start_found[p][r] = true;
+                                out.projects[p][r].start_delay = t - now;
+                            }
+                        }
+                    }
                     continue;
                 }
                 // Water-fill positive shares.
@@ -508,6 +569,26 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
                 }
                 if r == 0 {
                     alloc_cpu.copy_from_slice(&alloc);
+                }
+                // When would a new job of each project start? As soon as its queued jobs
+                // cannot use all of its share, or use all they can while instances idle.
+                for p in 0..np {
+                    if start_found[p][r] {
+                        continue;
+                    }
+                    let limit = if has_mc[p] {
+                        mc_could_use[p][r]
+                    } else {
+                        f64::INFINITY
+                    };
+                    let entitled = (share_frac[p][r] * capacity).min(limit);
+                    let below_share = cap[p] < entitled - EPS;
+                    let idle_room =
+                        remaining > EPS && alloc[p] >= cap[p] - EPS && cap[p] < limit - EPS;
+                    if below_share || idle_room {
+                        start_found[p][r] = true;
+                        out.projects[p][r].start_delay = t - now;
+                    }
                 }
                 // Distribute each project's allocation FIFO over its jobs.
                 for p in 0..np {
@@ -609,6 +690,9 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
                 sj.done = true;
                 out.job_finish[sj.index] = Some(t_next);
                 finished.push(s);
+                if t_next > sj.safe_by {
+                    out.endangered.push(sj.index);
+                }
                 if t_next > sj.deadline {
                     let j = &world.jobs[sj.index];
                     let r = world.version_of(j).resource.index();
@@ -659,7 +743,15 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
             }
         }
     }
+    for p in 0..np {
+        for r in 0..nr {
+            if !start_found[p][r] {
+                out.projects[p][r].start_delay = t - now;
+            }
+        }
+    }
     out.missed.sort_unstable();
+    out.endangered.sort_unstable();
     out
 }
 

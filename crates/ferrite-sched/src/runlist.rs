@@ -4,13 +4,14 @@
 //!
 //! Order of admission, per resource, coprocessor types first and the CPU last:
 //! 1. deadline-endangered jobs, earliest deadline first — exactly the jobs the simulation
-//!    flagged, plus jobs that already ran for a deadline and are not finished (hysteresis),
+//!    flagged as finishing within a safety margin of their deadline (or after it), plus jobs that already ran for a deadline and are not finished (hysteresis),
 //!    plus every job of a project whose duration correction factor is ≥ 90;
 //!    skipped when [`Policy::edf`] is off (`--cpu_sched_rr_only`);
 //! 2. running jobs whose time slice is not over (a slice ends at the first checkpoint after
 //!    `cpu_scheduling_period`; a job about to finish keeps running);
 //! 3. the rest by project priority, bumping a project's priority after each of its jobs so
-//!    projects interleave (weighted round-robin).
+//!    projects interleave (weighted round-robin); each project offers its jobs earliest
+//!    deadline first, as the simulation assumes ([`crate::rrsim::project_order`]).
 //!
 //! Admission rules (the "documented rules" the property tests check):
 //! - CPU: a job (CPU job or GPU job's feeder CPUs) is admitted only while the CPUs already
@@ -34,7 +35,7 @@ use crate::accounting::{job_peak_frac, Priorities};
 use crate::estimate::remaining_secs;
 use crate::model::{JobId, JobState, ResourceId, Time, World};
 use crate::policy::Policy;
-use crate::rrsim::SimResult;
+use crate::rrsim::{project_order, SimResult};
 
 /// Why a job is in the run list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -369,7 +370,7 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
                     let j = &world.jobs[i];
                     // A project whose duration correction is ≥ 90 has estimates so far off that
                     // all its jobs are treated as endangered (as BOINC does).
-                    inp.sim.misses(i)
+                    inp.sim.endangered(i)
                         || inp.ran_edf.contains(&j.id)
                         || world.projects[j.project.index()].dcf >= 90.0
                 })
@@ -452,14 +453,7 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
             }
         }
         for l in lists.iter_mut() {
-            l.sort_by(|&a, &b| {
-                let (ja, jb) = (&world.jobs[a], &world.jobs[b]);
-                jb.is_running()
-                    .cmp(&ja.is_running())
-                    .then(jb.started().cmp(&ja.started()))
-                    .then(ja.received_time.total_cmp(&jb.received_time))
-                    .then(ja.id.cmp(&jb.id))
-            });
+            l.sort_by(|&a, &b| project_order(&world.jobs[a], &world.jobs[b]));
             l.reverse(); // pop from the back
         }
         let mut heap: BinaryHeap<HeapItem> = (0..np)

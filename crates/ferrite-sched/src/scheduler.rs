@@ -73,6 +73,12 @@ impl Scheduler {
         self.rec.resize(world);
     }
 
+    /// Learn the projects' delay bounds and job sizes from the snapshot (for fetch sizing).
+    fn observe(&mut self, world: &World) {
+        self.resize(world);
+        fetch::observe_jobs(world, &mut self.fetch_state);
+    }
+
     /// Account the time since the last accounting: every job `Running` in `world` is taken to
     /// have run throughout. Call it with the snapshot as it was during the interval (before
     /// marking a job finished, for instance); [`Scheduler::pass`] calls it itself.
@@ -138,7 +144,7 @@ impl Scheduler {
 
     /// The fetch decision for `world` at `now`, given this pass's simulation.
     pub fn decide_fetch(&mut self, world: &World, now: Time, sim: &SimResult) -> FetchDecision {
-        self.resize(world);
+        self.observe(world);
         let prio = self.priorities(world);
         fetch::decide(world, now, sim, &prio, &self.fetch_state, &self.policy)
     }
@@ -152,7 +158,7 @@ impl Scheduler {
         sim: &SimResult,
         project: ProjectId,
     ) -> Option<WorkRequest> {
-        self.resize(world);
+        self.observe(world);
         let prio = self.priorities(world);
         fetch::piggyback(
             world,
@@ -176,6 +182,7 @@ impl Scheduler {
         let prio = self.priorities(world);
         let sim = rrsim::simulate(world, now, &prio[0].value);
         let run = self.run_list(world, now, &sim, &prio);
+        self.observe(world);
         let fetch = fetch::decide(world, now, &sim, &prio, &self.fetch_state, &self.policy);
         let reports = fetch::reports_due(world, now, &self.fetch_state);
         let next_wakeup = self.next_wakeup(world, now);
