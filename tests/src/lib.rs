@@ -24,11 +24,13 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
-/// The path of workspace binary `name`, built (once per test process) if needed.
+/// The path of workspace binary `name`, built (once per test process and binary) if needed.
 ///
-/// Test executables live in `<target>/<profile>/deps/`; the binaries one level up.
+/// Test executables live in `<target>/<profile>/deps/`; the binaries one level up. Only the
+/// binary asked for is built, so a test does not depend on every crate of the workspace
+/// compiling.
 pub fn bin(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
+    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> = OnceLock::new();
     let exe = std::env::current_exe().unwrap_or_default();
     let profile_dir = exe
         .parent()
@@ -36,18 +38,21 @@ pub fn bin(name: &str) -> PathBuf {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| workspace_root().join("target/debug"));
     let path = profile_dir.join(name);
-    BUILT.get_or_init(|| {
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.contains(name) {
         // `cargo test --workspace` builds every binary first; a test run of this package alone
-        // may not have, so build them (quick when up to date).
+        // may not have, so build it (quick when up to date).
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--bins", "--workspace"])
+            .args(["build", "--bin", name])
             .current_dir(workspace_root())
             .status();
         assert!(
             status.map(|s| s.success()).unwrap_or(false),
-            "building the workspace binaries failed"
+            "building {name} failed"
         );
-    });
+        built.insert(name.to_owned());
+    }
     assert!(path.exists(), "{} was not built", path.display());
     path
 }

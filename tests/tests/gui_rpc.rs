@@ -492,3 +492,130 @@ fn big_replies_have_the_official_element_names_and_order() {
         element_names(first_element(&theirs_msg, "msg").expect("msg"))
     );
 }
+
+/// Runs `ferrite` with `args` in `cwd`; returns (exit code, stdout, stderr).
+fn ferrite(cwd: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(ferrite_e2e::bin("ferrite"))
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .expect("run ferrite");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn ferrite_cli_reads_and_controls_ferrited() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let port = free_port();
+    let mut d = ferrited_with_gui_rpc(dir.path(), port);
+    let host = format!("127.0.0.1:{port}");
+    let empty = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_str().expect("utf-8");
+    // Run from an empty directory: only read-only commands work without a password.
+    let run = |args: &[&str]| {
+        let mut all = vec!["--host", host.as_str()];
+        all.extend_from_slice(args);
+        ferrite(empty.path(), &all)
+    };
+    let with_dir = |args: &[&str]| {
+        let mut all = vec!["--host", host.as_str(), "--dir", data];
+        all.extend_from_slice(args);
+        ferrite(empty.path(), &all)
+    };
+
+    let (code, out, err) = run(&["status"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("computing  auto"), "{out}");
+    assert!(out.contains("projects   1"), "{out}");
+    assert!(out.contains("tasks      3"), "{out}");
+
+    let (code, out, err) = run(&["tasks"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("TASK "), "{out}");
+    let short = out
+        .lines()
+        .find(|l| l.starts_with("wu_short_0"))
+        .expect("row");
+    assert!(short.contains("ready to report"), "{out}");
+    let (_, out, _) = run(&["--json", "tasks", "--active"]);
+    let names: Vec<String> = json(&out)
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(names, ["wu_abort_0", "wu_long_0"]);
+
+    let (code, out, _) = run(&["projects"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Fixture Project"), "{out}");
+    assert!(out.contains(URL), "{out}");
+    let (code, out, _) = run(&["messages"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("[---] entering main loop"), "{out}");
+
+    // Control needs the password: refused without it, found through --dir or ./.
+    let (code, _, err) = run(&["mode", "run", "never", "--for", "60"]);
+    assert_eq!(code, 101, "{err}");
+    assert!(err.contains("authentication error"), "{err}");
+    let (code, _, err) = with_dir(&["mode", "run", "never", "--for", "60"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = run(&["--json", "status"]);
+    let s = json(&out);
+    assert_eq!(s["modes"]["cpu"]["current"], "never");
+    assert_eq!(s["modes"]["cpu"]["permanent"], "auto");
+    assert_eq!(s["modes"]["cpu"]["suspend_reason"], "user request");
+    let delay = s["modes"]["cpu"]["delay"].as_f64().expect("delay");
+    assert!(delay > 30.0 && delay <= 60.0, "{delay}");
+    let (code, _, err) = ferrite(dir.path(), &["--host", &host, "mode", "network", "never"]);
+    assert_eq!(code, 0, "password from ./gui_rpc_auth.cfg: {err}");
+
+    let (code, _, err) = with_dir(&["task", URL, "wu_long_0", "suspend"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = run(&["--json", "tasks"]);
+    let tasks = json(&out);
+    let long = tasks
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|t| t["name"] == "wu_long_0")
+        .expect("task");
+    assert_eq!(long["status"], "suspended");
+    assert_eq!(long["suspended_via_gui"], true);
+
+    let (code, _, err) = with_dir(&["project", URL, "nomorework"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = run(&["projects"]);
+    assert!(out.contains("no new tasks"), "{out}");
+    let (code, _, err) = with_dir(&["project", URL, "update"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not available"), "{err}");
+    let (code, _, err) = with_dir(&["task", URL, "nope", "abort"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no such result"), "{err}");
+
+    let (code, out, err) = with_dir(&["--json", "config", "reload"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["ok"], true);
+    d.wait_for("re-reading configuration files", T);
+
+    let (code, _, err) = with_dir(&["quit"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.wait(T).success(), "{}", d.output());
+    let s = load(dir.path());
+    assert_eq!(
+        s.user_run_request,
+        RunMode::Auto,
+        "the 60 s mode is not saved"
+    );
+    assert_eq!(s.user_network_request, RunMode::Never);
+    assert!(s.projects[0].project.dont_request_more_work);
+}

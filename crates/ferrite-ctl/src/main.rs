@@ -1,19 +1,575 @@
-//! `ferrite`: the control command for a running `ferrited` (GUI RPC client).
+//! `ferrite`: the control command for a running client (Ferrite's `ferrited` or the official
+//! BOINC client), over GUI RPC.
 //!
-//! Control commands arrive with the GUI RPC layer; for now the command has its name, version
-//! and help, so packaging and scripts can rely on it.
+//! Reading commands (`status`, `tasks`, `projects`, `messages`) print tables for people or
+//! JSON with `--json`; control commands (`mode`, `task`, `project`, `config reload`, `quit`)
+//! print nothing on success. The password is found the way `boinccmd` finds it
+//! ([`password`]); errors go to stderr with exit status 1 (authentication errors: 101, as
+//! `boinccmd`).
 
-use clap::Parser;
+mod model;
+mod password;
 
-/// Control a running Ferrite client.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use ferrite_gui_rpc::client::check_success;
+use ferrite_gui_rpc::{ClientError, GuiRpcClient, ProjectAction, Request, ResultAction, RunMode};
+use serde::Serialize;
+
+use crate::model::{Message, Project, Status, Task};
+
+/// Control a running Ferrite (or BOINC) client.
 #[derive(Debug, Parser)]
 #[command(name = "ferrite", version, about, long_about = None)]
-struct Cli {}
+struct Cli {
+    /// Client to talk to: HOST, HOST:PORT or [IPv6]:PORT.
+    #[arg(long, global = true, default_value = "127.0.0.1")]
+    host: String,
+    /// GUI RPC password (default: gui_rpc_auth.cfg, found as boinccmd finds it).
+    #[arg(long, global = true)]
+    passwd: Option<String>,
+    /// Data directory whose gui_rpc_auth.cfg to use (instead of the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Connect to this Unix socket instead of TCP (e.g. DIR/boinc_socket).
+    #[arg(long, global = true, value_name = "PATH")]
+    unix: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _cli = Cli::parse();
-    println!(
-        "ferrite {}: no command given (see --help)",
-        env!("CARGO_PKG_VERSION")
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run modes, suspend reasons and counts of projects and tasks.
+    Status,
+    /// All tasks.
+    Tasks {
+        /// Only tasks that have a process record (running or preempted).
+        #[arg(long)]
+        active: bool,
+    },
+    /// Attached projects.
+    Projects,
+    /// The event log.
+    Messages {
+        /// Only messages after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+    },
+    /// Set the run, GPU or network mode.
+    Mode {
+        /// Which mode.
+        which: ModeWhich,
+        /// The new mode (`restore` ends a temporary mode).
+        mode: ModeValue,
+        /// Only for this many seconds, then back to the permanent mode.
+        #[arg(long = "for", value_name = "SECS")]
+        for_secs: Option<f64>,
+    },
+    /// Suspend, resume or abort a task.
+    Task {
+        /// The task's project URL.
+        url: String,
+        /// The task's name.
+        name: String,
+        /// What to do.
+        op: TaskOp,
+    },
+    /// Operate on a project.
+    Project {
+        /// The project URL.
+        url: String,
+        /// What to do.
+        op: ProjectOp,
+    },
+    /// Configuration files.
+    Config {
+        #[command(subcommand)]
+        op: ConfigOp,
+    },
+    /// Stop the client.
+    Quit,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeWhich {
+    /// Computing.
+    Run,
+    /// GPU computing.
+    Gpu,
+    /// Network use.
+    Network,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeValue {
+    Always,
+    Auto,
+    Never,
+    Restore,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TaskOp {
+    Suspend,
+    Resume,
+    Abort,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum ProjectOp {
+    Suspend,
+    Resume,
+    Update,
+    Reset,
+    Detach,
+    Nomorework,
+    Allowmorework,
+    DetachWhenDone,
+    DontDetachWhenDone,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigOp {
+    /// Re-read cc_config.xml, app_config.xml files and the preferences override.
+    Reload,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ferrite: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrite: {e:#}");
+            let auth = e
+                .chain()
+                .any(|c| matches!(c.downcast_ref(), Some(ClientError::Unauthorized)));
+            ExitCode::from(if auth { 101 } else { 1 })
+        }
+    }
+}
+
+/// Splits `HOST[:PORT]` (IPv6 as `[addr]:port`).
+fn host_port(spec: &str) -> anyhow::Result<(String, u16)> {
+    const DEFAULT: u16 = ferrite_gui_rpc::server::DEFAULT_PORT;
+    if let Some(rest) = spec.strip_prefix('[') {
+        let (addr, tail) = rest
+            .split_once(']')
+            .with_context(|| format!("bad host {spec:?}"))?;
+        let port = match tail.strip_prefix(':') {
+            Some(p) => p.parse().with_context(|| format!("bad port in {spec:?}"))?,
+            None => DEFAULT,
+        };
+        return Ok((addr.to_owned(), port));
+    }
+    match spec.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => Ok((
+            h.to_owned(),
+            p.parse().with_context(|| format!("bad port in {spec:?}"))?,
+        )),
+        _ => Ok((spec.to_owned(), DEFAULT)),
+    }
+}
+
+async fn connect(cli: &Cli) -> anyhow::Result<GuiRpcClient> {
+    let mut client = match &cli.unix {
+        Some(path) => GuiRpcClient::connect_unix(path)
+            .await
+            .with_context(|| format!("cannot connect to {}", path.display()))?,
+        None => {
+            let (host, port) = host_port(&cli.host)?;
+            GuiRpcClient::connect_tcp((host.as_str(), port))
+                .await
+                .with_context(|| format!("cannot connect to {host}:{port}"))?
+        }
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let found = password::find_password(
+        cli.passwd.as_deref(),
+        cli.dir.as_deref(),
+        &cwd,
+        &password::SystemPaths::default(),
     );
+    if let Some((pw, source)) = found {
+        if !pw.is_empty() {
+            client
+                .authorize(&pw)
+                .await
+                .with_context(|| format!("authorization failed (password from {source})"))?;
+        }
+    }
+    Ok(client)
+}
+
+/// Sends a request and checks for an error answer; returns the body.
+async fn fetch(client: &mut GuiRpcClient, request: &Request) -> anyhow::Result<String> {
+    let body = client.call(request).await?;
+    if body.contains("<unauthorized/>") {
+        return Err(ClientError::Unauthorized.into());
+    }
+    if body.trim_start().starts_with("<error>") {
+        check_success(&body)?;
+    }
+    Ok(body)
+}
+
+async fn control(client: &mut GuiRpcClient, request: &Request, json: bool) -> anyhow::Result<()> {
+    client.call_expect_success(request).await?;
+    if json {
+        println!("{}", serde_json::json!({ "ok": true }));
+    }
+    Ok(())
+}
+
+fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut client = connect(&cli).await?;
+    let json = cli.json;
+    match &cli.command {
+        Command::Status => {
+            let cc = fetch(&mut client, &Request::GetCcStatus).await?;
+            let status = Status::parse(&cc).context("the reply has no <cc_status>")?;
+            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
+            let tasks =
+                Task::all(&fetch(&mut client, &Request::GetResults { active_only: false }).await?);
+            if json {
+                return print_json(&serde_json::json!({
+                    "modes": status,
+                    "projects": projects.len(),
+                    "tasks": tasks.len(),
+                }));
+            }
+            print!("{}", status_text(&status, projects.len(), &tasks));
+        }
+        Command::Tasks { active } => {
+            let body = fetch(
+                &mut client,
+                &Request::GetResults {
+                    active_only: *active,
+                },
+            )
+            .await?;
+            let tasks = Task::all(&body);
+            if json {
+                return print_json(&tasks);
+            }
+            print!("{}", tasks_table(&tasks, now()));
+        }
+        Command::Projects => {
+            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
+            if json {
+                return print_json(&projects);
+            }
+            let rows: Vec<Vec<String>> = projects
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.clone(),
+                        p.master_url.clone(),
+                        p.user_name.clone(),
+                        format!("{:.0}", p.resource_share),
+                        format!("{:.2}", p.host_total_credit),
+                        p.status(),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table(
+                    &["PROJECT", "URL", "USER", "SHARE", "HOST CREDIT", "STATUS"],
+                    &rows
+                )
+            );
+        }
+        Command::Messages { since } => {
+            let body = fetch(
+                &mut client,
+                &Request::GetMessages {
+                    seqno: *since,
+                    translatable: false,
+                },
+            )
+            .await?;
+            let msgs = Message::all(&body);
+            if json {
+                return print_json(&msgs);
+            }
+            for m in &msgs {
+                let project = if m.project.is_empty() {
+                    "---"
+                } else {
+                    &m.project
+                };
+                println!("{} {} [{project}] {}", m.seqno, utc(m.time), m.body);
+            }
+        }
+        Command::Mode {
+            which,
+            mode,
+            for_secs,
+        } => {
+            let mode = match mode {
+                ModeValue::Always => RunMode::Always,
+                ModeValue::Auto => RunMode::Auto,
+                ModeValue::Never => RunMode::Never,
+                ModeValue::Restore => RunMode::Restore,
+            };
+            let duration = for_secs.unwrap_or(0.0);
+            if !(duration >= 0.0 && duration.is_finite()) {
+                anyhow::bail!("--for takes a number of seconds, 0 or more");
+            }
+            let request = match which {
+                ModeWhich::Run => Request::SetRunMode { mode, duration },
+                ModeWhich::Gpu => Request::SetGpuMode { mode, duration },
+                ModeWhich::Network => Request::SetNetworkMode { mode, duration },
+            };
+            control(&mut client, &request, json).await?;
+        }
+        Command::Task { url, name, op } => {
+            let op = match op {
+                TaskOp::Suspend => ResultAction::Suspend,
+                TaskOp::Resume => ResultAction::Resume,
+                TaskOp::Abort => ResultAction::Abort,
+            };
+            let request = Request::ResultOp {
+                op,
+                project_url: url.clone(),
+                name: name.clone(),
+            };
+            control(&mut client, &request, json).await?;
+        }
+        Command::Project { url, op } => {
+            let op = match op {
+                ProjectOp::Suspend => ProjectAction::Suspend,
+                ProjectOp::Resume => ProjectAction::Resume,
+                ProjectOp::Update => ProjectAction::Update,
+                ProjectOp::Reset => ProjectAction::Reset,
+                ProjectOp::Detach => ProjectAction::Detach,
+                ProjectOp::Nomorework => ProjectAction::NoMoreWork,
+                ProjectOp::Allowmorework => ProjectAction::AllowMoreWork,
+                ProjectOp::DetachWhenDone => ProjectAction::DetachWhenDone,
+                ProjectOp::DontDetachWhenDone => ProjectAction::DontDetachWhenDone,
+            };
+            let request = Request::ProjectOp {
+                op,
+                project_url: url.clone(),
+            };
+            control(&mut client, &request, json).await?;
+        }
+        Command::Config {
+            op: ConfigOp::Reload,
+        } => {
+            client.call_expect_success(&Request::ReadCcConfig).await?;
+            control(&mut client, &Request::ReadGlobalPrefsOverride, json).await?;
+        }
+        Command::Quit => control(&mut client, &Request::Quit, json).await?,
+    }
+    Ok(())
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC.
+fn utc(t: i64) -> String {
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// A duration as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
+fn span(secs: f64) -> String {
+    let s = secs.max(0.0).round() as i64;
+    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// Left-aligned columns separated by two spaces.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(cell);
+            } else {
+                l.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(headers.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+fn tasks_table(tasks: &[Task], now: f64) -> String {
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|t| {
+            let deadline = if t.report_deadline <= 0.0 {
+                String::new()
+            } else if t.report_deadline >= now {
+                format!("in {}", span(t.report_deadline - now))
+            } else {
+                format!("{} ago", span(now - t.report_deadline))
+            };
+            vec![
+                t.name.clone(),
+                t.project_url.clone(),
+                t.status.clone(),
+                format!("{:.1}%", t.fraction_done * 100.0),
+                span(t.elapsed_time),
+                span(t.estimated_remaining),
+                deadline,
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "TASK",
+            "PROJECT",
+            "STATUS",
+            "DONE",
+            "ELAPSED",
+            "REMAINING",
+            "DEADLINE",
+        ],
+        &rows,
+    )
+}
+
+fn status_text(s: &Status, projects: usize, tasks: &[Task]) -> String {
+    let mut out = String::new();
+    for (name, m) in [
+        ("computing", &s.cpu),
+        ("GPU", &s.gpu),
+        ("network", &s.network),
+    ] {
+        let mut line = format!("{name:<10} {}", m.current);
+        if m.current != m.permanent || m.delay > 0.0 {
+            line.push_str(&format!(" for {} (then {})", span(m.delay), m.permanent));
+        }
+        if let Some(r) = &m.suspend_reason {
+            line.push_str(&format!(", suspended: {r}"));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let running = tasks.iter().filter(|t| t.status == "running").count();
+    out.push_str(&format!(
+        "projects   {projects}\ntasks      {} ({running} running)\n",
+        tasks.len()
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_specs() {
+        assert_eq!(host_port("h").ok(), Some(("h".into(), 31416)));
+        assert_eq!(host_port("h:1").ok(), Some(("h".into(), 1)));
+        assert_eq!(host_port("[::1]:2").ok(), Some(("::1".into(), 2)));
+        assert_eq!(host_port("[::1]").ok(), Some(("::1".into(), 31416)));
+        assert!(host_port("h:x").is_err());
+    }
+
+    #[test]
+    fn times_and_tables() {
+        assert_eq!(utc(1795332972), "2026-11-22 07:36:12");
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(span(93_784.0), "1d 2h");
+        assert_eq!(span(65.0), "1m 5s");
+        assert_eq!(
+            table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]),
+            "A    BB\nxxx  y\n"
+        );
+    }
+
+    #[test]
+    fn cli_parses_the_documented_commands() {
+        let c = Cli::try_parse_from(["ferrite", "--json", "mode", "gpu", "never", "--for", "60"])
+            .expect("parses");
+        assert!(c.json);
+        assert!(matches!(
+            c.command,
+            Command::Mode {
+                which: ModeWhich::Gpu,
+                mode: ModeValue::Never,
+                for_secs: Some(60.0)
+            }
+        ));
+        let c = Cli::try_parse_from(["ferrite", "project", "http://p/", "detach_when_done"])
+            .expect("parses");
+        assert!(matches!(
+            c.command,
+            Command::Project {
+                op: ProjectOp::DetachWhenDone,
+                ..
+            }
+        ));
+        assert!(Cli::try_parse_from(["ferrite", "task", "u", "n", "explode"]).is_err());
+        assert!(Cli::try_parse_from(["ferrite", "config", "reload"]).is_ok());
+    }
 }
