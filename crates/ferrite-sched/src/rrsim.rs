@@ -851,4 +851,81 @@ mod tests {
         // Once Q's 4 jobs are done P still has work but can use only one CPU.
         assert!(s.projects[0][0].capacity_shortfall > 0.0);
     }
+
+    /// A new job's start delay per project: C (no jobs) could start one at once; A's three
+    /// one-hour jobs fill its CPU until 3 h; B's single ten-hour job uses all B can get, and
+    /// the first idle CPU appears when A's queue runs dry at 3 h.
+    #[test]
+    fn start_delay_is_when_a_new_job_of_the_project_would_start() {
+        let mut w = World::new(Host::cpu_only(2, 1e9, 8e9));
+        let mut add = |w: &mut World, name: &str| {
+            let p = w.add_project(Project::new(name, 1.0));
+            let a = w.add_app(App::new(p, name));
+            (p, w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9)))
+        };
+        let (a, av) = add(&mut w, "A");
+        let (b, bv) = add(&mut w, "B");
+        let (c, _) = add(&mut w, "C");
+        for i in 0..3 {
+            w.add_job(Job::new(JobId(i), a, av, H * 1e9, f64::from(i), 1e9));
+        }
+        w.add_job(Job::new(JobId(9), b, bv, 10.0 * H * 1e9, 0.0, 1e9));
+        let s = simulate(&w, 0.0, &[0.0; 3]);
+        let d = |p: ProjectId| s.projects[p.index()][0].start_delay;
+        assert!((d(a) - 3.0 * H).abs() < 1e-6, "A {}", d(a) / H);
+        assert!((d(b) - 3.0 * H).abs() < 1e-6, "B {}", d(b) / H);
+        assert_eq!(d(c), 0.0);
+        assert_eq!(s.job_finish[2], Some(3.0 * H));
+    }
+
+    /// Endangered means "predicted to finish within the cushion of the deadline": the minimum
+    /// buffer plus one scheduling period, at most a quarter of the delay bound.
+    #[test]
+    fn endangered_uses_a_cushion_of_buffer_plus_one_period() {
+        let mut w = World::new(Host::cpu_only(2, 1e9, 8e9));
+        w.prefs.work_buf_min_days = 0.0; // 180 s floor
+        let p = w.add_project(Project::new("P", 1.0));
+        let app = w.add_app(App::new(p, "a"));
+        let v = w.add_app_version(AppVersion::cpu(app, p, 1.0, 1e9));
+        // Due in 10 h: cushion min(180 s + 1 h, 2.5 h) = 3780 s. 9.5 h of work finishes
+        // inside it (endangered, though before the computation deadline), 8 h does not.
+        w.add_job(Job::new(JobId(1), p, v, 9.5 * H * 1e9, 0.0, 10.0 * H));
+        w.add_job(Job::new(JobId(2), p, v, 8.0 * H * 1e9, 0.0, 10.0 * H));
+        let s = simulate(&w, 0.0, &[0.0]);
+        assert_eq!(deadline_cushion(&w.prefs, 10.0 * H), 3780.0);
+        assert!(s.endangered(0) && !s.misses(0));
+        assert!(!s.endangered(1));
+
+        // A 1 h delay bound under a 2.4 h minimum buffer: BOINC's computation deadline is
+        // already past (missed), but the job is endangered only within 15 min of its deadline.
+        let mut w2 = w.clone();
+        w2.prefs.work_buf_min_days = 0.1;
+        w2.jobs = vec![
+            Job::new(JobId(3), p, v, 0.5 * H * 1e9, 0.0, H),
+            Job::new(JobId(4), p, v, 0.8 * H * 1e9, 0.0, H),
+        ];
+        let s = simulate(&w2, 0.0, &[0.0]);
+        assert_eq!(deadline_cushion(&w2.prefs, H), 900.0);
+        assert!(s.misses(0) && !s.endangered(0));
+        assert!(s.misses(1) && s.endangered(1));
+    }
+
+    /// A project's jobs run earliest deadline first: with one CPU, the later-deadline job that
+    /// is already running waits for the earlier one instead of sharing the CPU with it.
+    #[test]
+    fn project_runs_its_jobs_earliest_deadline_first() {
+        let mut w = World::new(Host::cpu_only(1, 1e9, 8e9));
+        w.prefs.work_buf_min_days = 0.0;
+        let p = w.add_project(Project::new("P", 1.0));
+        let app = w.add_app(App::new(p, "a"));
+        let v = w.add_app_version(AppVersion::cpu(app, p, 1.0, 1e9));
+        let mut late = Job::new(JobId(1), p, v, 2.0 * H * 1e9, 0.0, 20.0 * H);
+        late.state = JobState::Running;
+        late.run_started_at = Some(0.0);
+        w.add_job(late);
+        w.add_job(Job::new(JobId(2), p, v, 2.0 * H * 1e9, 1.0, 10.0 * H));
+        let s = simulate(&w, 0.0, &[0.0]);
+        assert_eq!(s.job_finish[1], Some(2.0 * H));
+        assert_eq!(s.job_finish[0], Some(4.0 * H));
+    }
 }

@@ -280,3 +280,94 @@ fn disk_over_the_limit_stops_fetch() {
     w.disk_full = false;
     assert!(s.pass(&w, T0 + 1.0).fetch.request.is_some());
 }
+
+/// The request carries, per resource, when a new job of that project would start: B's one
+/// queued hour, not 0 (which made servers skip their deadline check).
+#[test]
+fn estimated_delay_is_the_projects_start_delay() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    w.prefs.work_buf_min_days = 0.5;
+    let (_, av) = busy_project(&mut w, "A", 0, 0);
+    let (b, _) = busy_project(&mut w, "B", 1, 100);
+    for i in 0..3 {
+        w.add_job(Job::new(
+            JobId(i),
+            ProjectId(0),
+            av,
+            10.0 * H * 1e9,
+            T0,
+            T0 + 10.0 * DAY,
+        ));
+    }
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out
+        .fetch
+        .request
+        .expect("saturated 11 h < 12 h minimum buffer: fetch");
+    assert_eq!(req.project, b, "blocks: {:?}", out.fetch.blocks);
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU asked");
+    assert!(
+        (cpu.estimated_delay - H).abs() < 1e-6,
+        "{}",
+        cpu.estimated_delay
+    );
+}
+
+/// Fetch is sized by the project's deadlines: P's jobs take 60 h and are due 100 h after
+/// arrival; with one CPU idle, new work may reach as far as 2 CPUs × (100 h − 3.4 h cushion
+/// − 60 h) plus one last job running alone — 133.2 instance-hours, i.e. two jobs, so it asks
+/// for 73.2 h (the server adds one job past the request) instead of its 424 h shortfall.
+#[test]
+fn fetch_is_limited_by_what_the_deadlines_allow() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    w.prefs.work_buf_additional_days = 10.0;
+    let (p, v) = busy_project(&mut w, "P", 0, 0);
+    w.add_job(Job::new(JobId(1), p, v, 60.0 * H * 1e9, T0, T0 + 100.0 * H));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("one CPU idle: fetch");
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU asked");
+    assert!(
+        (cpu.req_secs - 73.2 * H).abs() < 1.0,
+        "{}",
+        cpu.req_secs / H
+    );
+    assert_eq!(cpu.req_instances, 1.0);
+    assert_eq!(cpu.estimated_delay, 0.0);
+
+    // Jobs of 95 h due in 100 h and a 5-day minimum buffer (cushion capped at 25 h): no job
+    // of that size can finish in time, so none is asked for, and the reason is shown.
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    w.prefs.work_buf_min_days = 5.0;
+    let (p, v) = busy_project(&mut w, "P", 0, 0);
+    for i in 0..2 {
+        w.add_job(Job::new(JobId(i), p, v, 95.0 * H * 1e9, T0, T0 + 100.0 * H));
+    }
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None);
+    assert!(
+        out.fetch.blocks.iter().any(|b| b.project == Some(p)
+            && b.resource == Some(ResourceId::CPU)
+            && matches!(b.rule, FetchRule::DeadlineLimit { latest_start, .. }
+                if (latest_start - (100.0 - 25.0 - 95.0) * H).abs() < 1.0)),
+        "{:?}",
+        out.fetch.blocks
+    );
+}
+
+/// Until a project's delay bound is known, it is asked for its share of the idle
+/// instances only (the other project is asked for the rest): two 1000-hour jobs rather than
+/// four when the first of two equal projects is contacted on an empty 4-CPU host.
+#[test]
+fn unknown_project_is_asked_for_its_share_of_idle_instances() {
+    let mut w = World::new(Host::cpu_only(4, 1e9, 16e9));
+    busy_project(&mut w, "A", 0, 0);
+    busy_project(&mut w, "B", 0, 100);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("idle: fetch");
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU asked");
+    assert_eq!(cpu.req_instances, 2.0);
+}
