@@ -858,7 +858,7 @@ mod tests {
     #[test]
     fn start_delay_is_when_a_new_job_of_the_project_would_start() {
         let mut w = World::new(Host::cpu_only(2, 1e9, 8e9));
-        let mut add = |w: &mut World, name: &str| {
+        let add = |w: &mut World, name: &str| {
             let p = w.add_project(Project::new(name, 1.0));
             let a = w.add_app(App::new(p, name));
             (p, w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9)))
