@@ -619,3 +619,185 @@ fn ferrite_cli_reads_and_controls_ferrited() {
     assert_eq!(s.user_network_request, RunMode::Never);
     assert!(s.projects[0].project.dont_request_more_work);
 }
+
+#[test]
+fn configuration_files_are_written_read_and_applied_through_gui_rpc() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let port = free_port();
+    let mut d = ferrited_with_gui_rpc(dir.path(), port);
+
+    // Preferences override: written, merged at once, read back; empty deletes it.
+    let r = gui_rpc(
+        port,
+        PW,
+        "<set_global_prefs_override>\n<global_preferences>\n<cpu_usage_limit>40</cpu_usage_limit>\n\
+         </global_preferences>\n</set_global_prefs_override>\n",
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    let file = fs::read_to_string(dir.path().join("global_prefs_override.xml")).expect("file");
+    assert!(
+        file.contains("<cpu_usage_limit>40</cpu_usage_limit>"),
+        "{file}"
+    );
+    let w = gui_rpc(port, PW, "<get_global_prefs_working/>\n");
+    assert!(
+        w.contains("<cpu_usage_limit>40.000000</cpu_usage_limit>"),
+        "{w}"
+    );
+    let o = gui_rpc(port, PW, "<get_global_prefs_override/>\n");
+    assert!(o.contains("<cpu_usage_limit>40</cpu_usage_limit>"), "{o}");
+    let r = gui_rpc(
+        port,
+        PW,
+        "<set_global_prefs_override>\n</set_global_prefs_override>\n",
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    assert!(!dir.path().join("global_prefs_override.xml").exists());
+    let o = gui_rpc(port, PW, "<get_global_prefs_override/>\n");
+    assert!(o.contains("<error>no prefs override file</error>"), "{o}");
+
+    // cc_config.xml: written and reloaded; read back as written.
+    let r = gui_rpc(
+        port,
+        PW,
+        "<set_cc_config>\n<cc_config>\n<options>\n<max_event_log_lines>500</max_event_log_lines>\n\
+         </options>\n</cc_config>\n</set_cc_config>\n",
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    let cc = gui_rpc(port, PW, "<get_cc_config/>\n");
+    assert!(
+        cc.contains("<max_event_log_lines>500</max_event_log_lines>"),
+        "{cc}"
+    );
+    let st = gui_rpc(port, None, "<get_cc_status/>\n");
+    assert!(
+        st.contains("<max_event_log_lines>500</max_event_log_lines>"),
+        "{st}"
+    );
+    d.wait_for("cc_config.xml changed through GUI RPC", T);
+
+    // app_config.xml of a project.
+    let a = gui_rpc(
+        port,
+        PW,
+        &format!("<get_app_config>\n<url>{URL}</url>\n</get_app_config>\n"),
+    );
+    assert!(a.contains("<error>app_config.xml not found</error>"), "{a}");
+    let r = gui_rpc(
+        port,
+        PW,
+        &format!(
+            "<set_app_config>\n<url>{URL}</url>\n<app_config>\n<project_max_concurrent>1</project_max_concurrent>\n\
+             </app_config>\n</set_app_config>\n"
+        ),
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    let a = gui_rpc(
+        port,
+        PW,
+        &format!("<get_app_config>\n<url>{URL}</url>\n</get_app_config>\n"),
+    );
+    assert!(
+        a.contains("<project_max_concurrent>1</project_max_concurrent>"),
+        "{a}"
+    );
+    let a = gui_rpc(
+        port,
+        PW,
+        "<get_app_config>\n<url>http://nowhere/</url>\n</get_app_config>\n",
+    );
+    assert!(a.contains("<error>no such project</error>"), "{a}");
+
+    // What needs the project loop answers an error, never a success.
+    for op in [
+        format!(
+            "<project_attach>\n<project_url>{URL}</project_url>\n<authenticator>k</authenticator>\n</project_attach>\n"
+        ),
+        "<project_attach>\n<project_url>http://other.example/</project_url>\n<authenticator>k</authenticator>\n</project_attach>\n".to_owned(),
+        "<lookup_account>\n<url>http://other.example/</url>\n<email_addr>a@b</email_addr>\n<passwd_hash>x</passwd_hash>\n</lookup_account>\n".to_owned(),
+        "<get_project_config>\n<url>http://other.example/</url>\n</get_project_config>\n".to_owned(),
+        "<acct_mgr_rpc>\n<url>http://am.example/</url>\n<name>n</name>\n<password>p</password>\n</acct_mgr_rpc>\n".to_owned(),
+        format!("<project_reset>\n<project_url>{URL}</project_url>\n</project_reset>\n"),
+    ] {
+        let r = gui_rpc(port, PW, &op);
+        assert!(r.contains("<error>") && !r.contains("<success/>"), "{op}: {r}");
+    }
+    let r = gui_rpc(
+        port,
+        PW,
+        &format!(
+            "<project_attach>\n<project_url>{URL}</project_url>\n<authenticator>k</authenticator>\n</project_attach>\n"
+        ),
+    );
+    assert!(
+        r.contains("<error>Already attached to project</error>"),
+        "{r}"
+    );
+
+    // Simple local settings.
+    for (op, expect) in [
+        ("<network_available/>\n", "<success/>"),
+        (
+            "<get_proxy_settings/>\n",
+            "<http_server_port>80</http_server_port>",
+        ),
+        ("<acct_mgr_info/>\n", "<acct_mgr_url></acct_mgr_url>"),
+        ("<get_newer_version/>\n", "<newer_version></newer_version>"),
+        (
+            "<get_file_transfers/>\n",
+            "<file_transfers>\n</file_transfers>",
+        ),
+        ("<get_old_results/>\n", "<old_results>\n</old_results>"),
+        ("<get_daily_xfer_history/>\n", "<when>20779</when>"),
+        (
+            "<get_all_projects_list/>\n",
+            "<boinc_gui_rpc_reply>\n</boinc_gui_rpc_reply>",
+        ),
+    ] {
+        let r = gui_rpc(port, PW, op);
+        assert!(r.contains(expect), "{op}: {r}");
+    }
+    let stats = gui_rpc(port, None, "<get_statistics/>\n");
+    assert!(
+        stats.contains(&format!(
+            "<project_statistics>\n    <master_url>{URL}</master_url>"
+        )),
+        "{stats}"
+    );
+}
+
+#[test]
+fn unix_socket_only_and_empty_password_file() {
+    let dir = fixture_data_dir("02_tasks_running");
+    fs::write(dir.path().join("gui_rpc_auth.cfg"), "").expect("empty password");
+    let d = dir.path().to_str().expect("utf-8");
+    let mut p = ferrite_e2e::Proc::ferrited(&[
+        "--dir",
+        d,
+        "--gui_rpc_unix_domain",
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+    ]);
+    p.wait_for("GUI RPC listening on a Unix socket", T);
+    assert!(
+        !p.output().contains("GUI RPC listening on TCP"),
+        "{}",
+        p.output()
+    );
+    let socket = dir.path().join("boinc_socket");
+    let sock = socket.to_str().expect("utf-8");
+    let empty = tempfile::tempdir().expect("tempdir");
+    // No password needed for control ops; the warning about it is in the event log.
+    let (code, _, err) = ferrite(empty.path(), &["--unix", sock, "mode", "gpu", "never"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = ferrite(empty.path(), &["--unix", sock, "--json", "status"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["modes"]["gpu"]["current"], "never");
+    let (code, out, _) = ferrite(empty.path(), &["--unix", sock, "messages"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("authentication is disabled"), "{out}");
+    let (code, _, err) = ferrite(empty.path(), &["--unix", sock, "quit"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(p.wait(T).success(), "{}", p.output());
+    assert!(!socket.exists(), "the socket is removed on exit");
+}

@@ -137,6 +137,12 @@ impl MessageLog {
             .collect()
     }
 
+    /// Whether connection `conn` has read notices before (and is therefore remembered until
+    /// [`forget_connection`](Self::forget_connection)).
+    pub fn knows_connection(&self, conn: u64) -> bool {
+        self.lock().seen.contains_key(&conn)
+    }
+
     /// Notices for connection `conn` above `after` (`public`: private ones left out). The
     /// flag says the GUI must clear its list first (then every notice is returned).
     pub fn notices_for(&self, conn: u64, after: i64, public: bool) -> (bool, Vec<Notice>) {
@@ -340,7 +346,11 @@ mod tests {
         );
         assert!(xml.contains("<seqno>-1</seqno>"));
         // A connection that never read notices gets no refresh marker.
+        assert!(!log.knows_connection(8));
         assert!(!log.notices_for(8, 0, false).0);
+        assert!(log.knows_connection(8));
+        log.forget_connection(8);
+        assert!(!log.knows_connection(8));
     }
 
     #[test]

@@ -278,8 +278,18 @@ impl Daemon {
             peer,
             reply: tx,
         } = call;
-        if peer.closed.is_cancelled() {
-            messages::MessageLog::global().forget_connection(peer.connection_id);
+        let log = messages::MessageLog::global();
+        if matches!(
+            request,
+            Request::GetNotices { .. } | Request::GetNoticesPublic { .. }
+        ) && !log.knows_connection(peer.connection_id)
+        {
+            // Forget the connection's notice bookkeeping when it closes.
+            let (id, closed) = (peer.connection_id, peer.closed.clone());
+            tokio::spawn(async move {
+                closed.cancelled().await;
+                messages::MessageLog::global().forget_connection(id);
+            });
         }
         let quit = matches!(request, Request::Quit);
         let body = self.answer(request, peer.connection_id);
