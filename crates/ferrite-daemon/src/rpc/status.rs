@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ferrite_gui_rpc::{reply, Request, ServerVersion};
 use ferrite_proto::client_state::gui::{self, ActiveTaskGui, ProjectGuiExtra, ResultGuiExtra};
-use ferrite_proto::client_state::{ActiveTask, Form, ProjectState, TaskResult};
+use ferrite_proto::client_state::{ActiveTask, Form, ProjectState, ResourceUsage, TaskResult};
 use ferrite_proto::host::HostInfoForm;
 use ferrite_proto::statistics::ProjectStatistics;
 use ferrite_proto::xml::XmlWriter;
@@ -59,6 +59,45 @@ fn fs_space(path: &Path) -> Option<(f64, f64)> {
     let s = nix::sys::statvfs::statvfs(path).ok()?;
     let frag = s.fragment_size() as f64;
     Some((s.blocks() as f64 * frag, s.blocks_available() as f64 * frag))
+}
+
+/// `%.3g`: three significant digits, trailing zeros dropped.
+fn g3(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return "0".to_owned();
+    }
+    let exp = v.abs().log10().floor() as i32;
+    let decimals = usize::try_from(2 - exp).unwrap_or(0);
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// The `<resources>` text of a task (`0.5 CPUs`, `1 CPU + 1 NVIDIA GPU`); `None` for a plain
+/// one-CPU job, which the official client leaves out.
+fn resources_string(u: &ResourceUsage) -> Option<String> {
+    let n = if u.avg_ncpus > 0.0 { u.avg_ncpus } else { 1.0 };
+    let cpus = if n == 1.0 { "CPU" } else { "CPUs" };
+    match u.coprocs.iter().find(|c| c.count > 0.0) {
+        Some(c) => {
+            let gpu = match c.rsc_type.as_str() {
+                "NVIDIA" | "CUDA" => "NVIDIA GPU",
+                "ATI" => "AMD/ATI GPU",
+                "intel_gpu" => "Intel GPU",
+                "apple_gpu" => "Apple GPU",
+                other => other,
+            };
+            Some(if c.count == 1.0 {
+                format!("{} {cpus} + 1 {gpu}", g3(n))
+            } else {
+                format!("{} {cpus} + {} {gpu}s", g3(n), g3(c.count))
+            })
+        }
+        None => (n != 1.0).then(|| format!("{} {cpus}", g3(n))),
+    }
 }
 
 fn read_text(path: &Path) -> Option<String> {
@@ -273,10 +312,11 @@ impl Daemon {
                 (est - elapsed).max(0.0)
             }
         };
-        let resources = p.app_version_of(r).and_then(|v| {
-            let n = v.usage.avg_ncpus;
-            (n != 1.0 && n > 0.0).then(|| format!("{n:.3} CPUs"))
-        });
+        let usage = p
+            .workunit(&r.wu_name)
+            .and_then(|wu| wu.usage.as_ref())
+            .or_else(|| p.app_version_of(r).map(|v| &v.usage));
+        let resources = usage.and_then(resources_string);
         ResultGuiExtra {
             estimated_cpu_time_remaining: remaining,
             project_suspended_via_gui: p.project.suspended_via_gui,
@@ -439,5 +479,44 @@ impl Daemon {
         }
         w.close_flat("statistics");
         w.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_proto::client_state::CoprocUsage;
+
+    #[test]
+    fn resources_are_described_as_officially() {
+        let usage = |n: f64, gpu: Option<(&str, f64)>| ResourceUsage {
+            avg_ncpus: n,
+            coprocs: gpu
+                .map(|(t, c)| CoprocUsage {
+                    rsc_type: t.into(),
+                    count: c,
+                })
+                .into_iter()
+                .collect(),
+            ..ResourceUsage::default()
+        };
+        assert_eq!(resources_string(&usage(1.0, None)), None);
+        assert_eq!(resources_string(&usage(0.0, None)), None);
+        assert_eq!(
+            resources_string(&usage(0.5, None)).as_deref(),
+            Some("0.5 CPUs")
+        );
+        assert_eq!(
+            resources_string(&usage(4.0, None)).as_deref(),
+            Some("4 CPUs")
+        );
+        assert_eq!(
+            resources_string(&usage(0.123456, Some(("NVIDIA", 1.0)))).as_deref(),
+            Some("0.123 CPUs + 1 NVIDIA GPU")
+        );
+        assert_eq!(
+            resources_string(&usage(1.0, Some(("ATI", 0.5)))).as_deref(),
+            Some("1 CPU + 0.5 AMD/ATI GPUs")
+        );
     }
 }
