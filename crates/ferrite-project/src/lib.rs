@@ -2,5 +2,6 @@
 
 pub mod master;
 pub mod names;
+pub mod reply;
 pub mod request;
 pub mod verify;

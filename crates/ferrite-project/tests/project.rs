@@ -139,3 +139,524 @@ fn request_from_fixture_state_has_the_official_clients_elements() {
     assert_eq!(req.app_versions.len(), 1);
     assert_eq!(req.platform_name, "x86_64-pc-linux-gnu");
 }
+
+mod reply {
+    use super::fixture;
+    use ferrite_project::reply::{
+        apply_reply, check_invariants, ApplyOptions, Event, ObjectKind, RefusalReason,
+    };
+    use ferrite_project::verify::{BoincCrypt, SignatureVerifier};
+    use ferrite_proto::client_state::{ClientState, ProjectState, ResultState};
+    use ferrite_proto::sched_reply::SchedulerReply;
+
+    pub const URL: &str = "http://127.0.0.1/test/";
+    pub const NOW: f64 = 1_795_333_000.0;
+
+    /// The state right after `project_attach`: the project with its scheduler URL only.
+    pub fn attached_state() -> ClientState {
+        let mut ps = ProjectState::default();
+        ps.project.master_url = URL.into();
+        ps.project.scheduler_urls = vec!["http://127.0.0.1/test_cgi/cgi".into()];
+        ps.project.sched_rpc_pending = Some(ferrite_proto::client_state::RpcReason::Init);
+        let mut s = ClientState {
+            projects: vec![ps],
+            platform_name: "x86_64-pc-linux-gnu".into(),
+            ..ClientState::default()
+        };
+        s.host_info.p_fpops = 3e9;
+        s
+    }
+
+    pub fn parse(name: &str) -> SchedulerReply {
+        SchedulerReply::parse(&fixture(name), name).unwrap().value
+    }
+
+    pub fn after_attach() -> ClientState {
+        let mut s = attached_state();
+        apply_reply(
+            &mut s,
+            URL,
+            &parse("sched_reply_attach.xml"),
+            NOW,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        s
+    }
+
+    #[test]
+    fn attach_then_report_replies_from_a_real_server() {
+        let mut s = attached_state();
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &parse("sched_reply_attach.xml"),
+            NOW,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        let ps = &s.projects[0];
+        let p = &ps.project;
+        assert_eq!(p.project_name, "Test@Loopback");
+        assert_eq!((p.hostid, p.rpc_seqno), (1, 0));
+        assert_eq!(p.user_name, "tester");
+        assert_eq!(p.cross_project_id, "3456fb39d883eab131e143fcee3d3991");
+        assert_eq!(p.min_rpc_time, NOW + 7.0);
+        assert_eq!(p.next_rpc_time, 0.0);
+        assert!(p.dont_use_dcf);
+        assert_eq!(p.sched_rpc_pending, None);
+        assert_eq!(p.last_rpc_time, NOW);
+        assert_eq!(s.user_cpids.len(), 1);
+        let key = p.code_sign_key.clone().unwrap();
+        assert_eq!(key.trim(), fixture("code_sign_public").trim());
+        assert!(out.events.contains(&Event::CodeSignKeyAccepted));
+        assert!(out.events.contains(&Event::HostIdAssigned {
+            old: 0,
+            new: 1,
+            new_host_cpid: false
+        }));
+        assert!(out.refusals.is_empty(), "{:?}", out.refusals);
+        assert!(out.gui_urls.is_some() && out.rss_feeds.is_some());
+
+        assert_eq!(ps.apps.len(), 1);
+        assert_eq!(ps.apps[0].user_friendly_name, "Upper case (example app)");
+        let exe = ps.file("upper_case_1.0_x86_64-pc-linux-gnu").unwrap();
+        assert!(exe.executable && exe.signature_required);
+        assert_eq!(exe.status, 0);
+        // The executable's signature, checked with the project's key against the MD5 of
+        // the real 3,156,880-byte file (from the fixture's README).
+        let sig = exe.file_signature.as_deref().unwrap();
+        assert!(BoincCrypt.verify_md5(&key, "e28157c92a1ca0fe0653c0aaa34eb874", sig));
+        assert!(!BoincCrypt.verify_md5(&key, "e28157c92a1ca0fe0653c0aaa34eb875", sig));
+        let input = ps.file("uc_in_9.txt").unwrap();
+        assert!(!input.signature_required);
+        let output = ps.file("uc_wu_9_0_r488497178_0").unwrap();
+        assert_eq!(output.max_nbytes, 5e6);
+        assert_eq!(output.upload_urls.len(), 1);
+        assert!(output.download_urls.is_empty());
+        assert_eq!(
+            out.events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Download {
+                        file,
+                        signature_pending,
+                    } => Some((file.as_str(), *signature_pending)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+            [
+                ("upper_case_1.0_x86_64-pc-linux-gnu", true),
+                ("uc_in_9.txt", false)
+            ]
+        );
+        let av = &ps.app_versions[0];
+        assert_eq!((av.version_num, av.usage.avg_ncpus), (100, 1.0));
+        let wu = ps.workunit("uc_wu_9").unwrap();
+        assert_eq!(wu.input_files[0].open_name, "in");
+        assert_eq!(wu.rsc_fpops_est, 3.6e12);
+        let r = ps.result("uc_wu_9_0").unwrap();
+        assert_eq!(r.state, ResultState::New);
+        assert_eq!(r.received_time, NOW);
+        assert_eq!(r.report_deadline, 1_795_937_839.0);
+        assert_eq!(r.version_num, 100);
+        assert_eq!(out.tasks_added.get("CPU"), Some(&1));
+        check_invariants(ps).unwrap();
+
+        // The task ran and was uploaded; the next reply acknowledges it and sends another.
+        {
+            let r = s.projects[0].result_mut("uc_wu_9_0").unwrap();
+            r.state = ResultState::FilesUploaded;
+            r.ready_to_report = true;
+        }
+        for f in &mut s.projects[0].files {
+            f.status = 1;
+        }
+        s.projects[0].project.rpc_seqno = 2;
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &parse("sched_reply_report.xml"),
+            NOW + 100.0,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        let ps = &s.projects[0];
+        assert!(out.events.contains(&Event::Acked("uc_wu_9_0".into())));
+        assert!(ps.result("uc_wu_9_0").unwrap().got_server_ack);
+        let new = ps.result("uc_wu_8_0").unwrap();
+        assert_eq!(new.received_time, NOW + 100.0);
+        assert_eq!(new.report_deadline, 1_795_937_863.0);
+        assert_eq!(ps.project.rpc_seqno, 2, "no hostid in this reply");
+        assert_eq!(ps.project.code_sign_key.as_deref(), Some(key.as_str()));
+        assert_eq!(ps.apps.len(), 1);
+        assert_eq!(ps.app_versions.len(), 1);
+        assert_eq!(out.tasks_added.get("CPU"), Some(&1));
+        assert!(!out
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Download { file, .. } if file.starts_with("upper_case"))));
+        check_invariants(ps).unwrap();
+    }
+
+    #[test]
+    fn hostile_names_error_the_job_and_are_never_stored() {
+        let mut s = attached_state();
+        let mut reply = parse("sched_reply_attach.xml");
+        for (i, bad) in ["../x", "/etc/passwd", "a/b", "in\0put"].iter().enumerate() {
+            let mut f = reply.file_infos[1].clone();
+            f.name = (*bad).to_owned();
+            reply.file_infos.push(f);
+            let mut wu = reply.workunits[0].clone();
+            wu.name = format!("wu_{i}");
+            wu.input_files[0].file_name = (*bad).to_owned();
+            reply.workunits.push(wu);
+            let mut r = reply.results[0].clone();
+            r.name = format!("r_{i}");
+            r.wu_name = format!("wu_{i}");
+            reply.results.push(r);
+        }
+        // A hostile open name in an otherwise good workunit.
+        let mut wu = reply.workunits[0].clone();
+        wu.name = "wu_open".into();
+        wu.input_files[0].open_name = "../../.bashrc".into();
+        reply.workunits.push(wu);
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &reply,
+            NOW,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        let ps = &s.projects[0];
+        for bad in ["../x", "/etc/passwd", "a/b", "in\0put"] {
+            assert!(ps.file(bad).is_none(), "{bad:?} stored");
+            assert!(out.refusals.iter().any(|r| r.kind == ObjectKind::File
+                && r.name == bad
+                && matches!(r.reason, RefusalReason::BadName(_))));
+        }
+        for i in 0..4 {
+            assert!(ps.workunit(&format!("wu_{i}")).is_none());
+            assert!(ps.result(&format!("r_{i}")).is_none());
+            assert!(out.refusals.iter().any(|r| r.kind == ObjectKind::Result
+                && r.name == format!("r_{i}")
+                && r.reason == RefusalReason::UnknownWorkunit(format!("wu_{i}"))));
+        }
+        assert!(out.refusals.iter().any(|r| r.name == "wu_open"
+            && matches!(&r.reason, RefusalReason::BadReference { name, .. } if name == "../../.bashrc")));
+        // The good job is unaffected.
+        assert!(ps.result("uc_wu_9_0").is_some());
+        check_invariants(ps).unwrap();
+    }
+
+    fn key_pair(seed: u64) -> ferrite_proto::crypt::PrivateKey {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        ferrite_proto::crypt::PrivateKey::generate(&mut rng, 1024).unwrap()
+    }
+
+    #[test]
+    fn code_sign_key_rollover_needs_the_old_keys_signature() {
+        let old = key_pair(1);
+        let new = key_pair(2);
+        let old_text = old.public_key().to_text();
+        let new_text = new.public_key().to_text();
+        let mut s = attached_state();
+        s.projects[0].project.code_sign_key = Some(old_text.trim().to_owned());
+        let reply = |sig: Option<String>| SchedulerReply {
+            code_sign_key: Some(new_text.trim().to_owned()),
+            code_sign_key_signature: sig,
+            ..SchedulerReply::default()
+        };
+        let opts = ApplyOptions::default();
+
+        let out = apply_reply(&mut s, URL, &reply(None), NOW, &opts, &BoincCrypt).unwrap();
+        assert_eq!(out.refusals[0].reason, RefusalReason::KeyWithoutSignature);
+        assert_eq!(
+            s.projects[0].project.code_sign_key.as_deref(),
+            Some(old_text.trim())
+        );
+
+        let self_signed = new.sign(new_text.trim().as_bytes()).unwrap();
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &reply(Some(self_signed)),
+            NOW,
+            &opts,
+            &BoincCrypt,
+        )
+        .unwrap();
+        assert_eq!(out.refusals[0].reason, RefusalReason::KeyBadSignature);
+        assert_eq!(
+            s.projects[0].project.code_sign_key.as_deref(),
+            Some(old_text.trim())
+        );
+
+        let good = old.sign(new_text.trim().as_bytes()).unwrap();
+        let out = apply_reply(&mut s, URL, &reply(Some(good)), NOW, &opts, &BoincCrypt).unwrap();
+        assert!(out.refusals.is_empty());
+        assert!(out.events.contains(&Event::CodeSignKeyChanged));
+        assert_eq!(
+            s.projects[0].project.code_sign_key.as_deref(),
+            Some(new_text.trim())
+        );
+    }
+
+    #[test]
+    fn unsigned_app_file_is_put_in_error_unless_allowed() {
+        let mut reply = parse("sched_reply_attach.xml");
+        reply.file_infos[0].file_signature = None;
+        let mut s = attached_state();
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &reply,
+            NOW,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        let f = s.projects[0]
+            .file("upper_case_1.0_x86_64-pc-linux-gnu")
+            .unwrap();
+        assert_eq!(f.status, -123);
+        assert!(out
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::FileError { status: -123, .. })));
+        let mut s = attached_state();
+        let opts = ApplyOptions {
+            unsigned_apps_ok: true,
+            ..ApplyOptions::default()
+        };
+        let out = apply_reply(&mut s, URL, &reply, NOW, &opts, &BoincCrypt).unwrap();
+        assert_eq!(
+            s.projects[0]
+                .file("upper_case_1.0_x86_64-pc-linux-gnu")
+                .unwrap()
+                .status,
+            0
+        );
+        assert!(out.events.contains(&Event::Download {
+            file: "upper_case_1.0_x86_64-pc-linux-gnu".into(),
+            signature_pending: false
+        }));
+    }
+
+    #[test]
+    fn aborts_acks_delays_and_down_project() {
+        let mut s = after_attach();
+        s.active_tasks
+            .push(ferrite_proto::client_state::ActiveTask {
+                project_master_url: URL.into(),
+                result_name: "uc_wu_9_0".into(),
+                ..Default::default()
+            });
+        let reply = SchedulerReply {
+            result_aborts: vec!["uc_wu_9_0".into(), "nope".into()],
+            next_rpc_delay: Some(3600.0),
+            hostid: Some(5),
+            ..SchedulerReply::default()
+        };
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &reply,
+            NOW,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        assert_eq!(out.events[0], Event::AbortRunning("uc_wu_9_0".into()));
+        assert!(out.events.contains(&Event::HostIdAssigned {
+            old: 1,
+            new: 5,
+            new_host_cpid: true
+        }));
+        let p = &s.projects[0].project;
+        assert_eq!(
+            (p.next_rpc_time, p.min_rpc_time, p.rpc_seqno),
+            (NOW + 3600.0, 0.0, 0)
+        );
+        s.active_tasks.clear();
+        let reply = SchedulerReply {
+            result_abort_if_not_started: vec!["uc_wu_9_0".into()],
+            ..SchedulerReply::default()
+        };
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &reply,
+            NOW,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        assert_eq!(out.events, [Event::Aborted("uc_wu_9_0".into())]);
+        let r = s.projects[0].result("uc_wu_9_0").unwrap();
+        assert_eq!(
+            (r.state, r.exit_status, r.ready_to_report),
+            (ResultState::Aborted, 202, true)
+        );
+
+        let down = SchedulerReply {
+            project_is_down: true,
+            request_delay: Some(600.0),
+            project_name: Some("ignored".into()),
+            ..SchedulerReply::default()
+        };
+        let out = apply_reply(
+            &mut s,
+            URL,
+            &down,
+            NOW,
+            &ApplyOptions::default(),
+            &BoincCrypt,
+        )
+        .unwrap();
+        assert!(out.project_down);
+        assert_eq!(s.projects[0].project.min_rpc_time, NOW + 600.0);
+        assert_eq!(s.projects[0].project.project_name, "Test@Loopback");
+    }
+}
+
+mod reply_props {
+    use super::reply::{after_attach, URL};
+    use ferrite_project::reply::{apply_reply, check_invariants, ApplyOptions};
+    use ferrite_proto::client_state::{
+        App, AppVersion, CoprocUsage, FileInfo, FileRef, TaskResult, Workunit,
+    };
+    use ferrite_proto::sched_reply::SchedulerReply;
+    use proptest::prelude::*;
+
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => "[a-c]{1,2}",
+            1 => Just("../x".to_owned()),
+            1 => Just("/etc/passwd".to_owned()),
+            1 => Just("a/b".to_owned()),
+            1 => Just("\0".to_owned()),
+            1 => Just(String::new()),
+            1 => Just("upper_case".to_owned()),
+            1 => Just("uc_wu_9".to_owned()),
+            1 => Just("uc_in_9.txt".to_owned()),
+        ]
+    }
+
+    fn num() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(-1.0),
+            Just(0.0),
+            0.0..1e12f64
+        ]
+    }
+
+    fn file_ref() -> impl Strategy<Value = FileRef> {
+        (name(), name()).prop_map(|(f, o)| FileRef {
+            file_name: f,
+            open_name: o,
+            ..FileRef::default()
+        })
+    }
+
+    prop_compose! {
+        fn reply()(
+            apps in prop::collection::vec(name(), 0..3),
+            files in prop::collection::vec((name(), num(), any::<bool>(), prop::option::of("[0-9a-f]{4}")), 0..4),
+            avs in prop::collection::vec((name(), 0..3i32, prop::collection::vec(file_ref(), 0..2), num(), prop::option::of(prop_oneof![Just("NVIDIA"), Just("CUDA"), Just("ATI")])), 0..3),
+            wus in prop::collection::vec((name(), name(), prop::collection::vec(file_ref(), 0..2), num()), 0..3),
+            results in prop::collection::vec((name(), name(), num(), prop_oneof![Just(String::new()), Just("x86_64-pc-linux-gnu".to_owned()), Just("other".to_owned())], 0..3i32, prop::collection::vec(file_ref(), 0..2)), 0..4),
+            acks in prop::collection::vec(name(), 0..3),
+            aborts in prop::collection::vec(name(), 0..3),
+            hostid in prop::option::of(-2..3i32),
+            delays in (prop::option::of(num()), prop::option::of(num())),
+            key in prop::option::of("[0-9a-f ]{0,10}"),
+            down in prop::bool::weighted(0.1),
+        ) -> SchedulerReply {
+            SchedulerReply {
+                apps: apps.into_iter().map(|n| App { name: n, ..App::default() }).collect(),
+                file_infos: files.into_iter().map(|(n, b, exe, sig)| FileInfo {
+                    name: n,
+                    nbytes: b,
+                    executable: exe,
+                    file_signature: sig,
+                    download_urls: vec!["http://x/f".into()],
+                    status: 1,
+                    ..FileInfo::default()
+                }).collect(),
+                app_versions: avs.into_iter().map(|(app, v, refs, flops, gpu)| {
+                    let mut av = AppVersion {
+                        app_name: app,
+                        version_num: v,
+                        file_refs: refs,
+                        ..AppVersion::default()
+                    };
+                    av.usage.flops = flops;
+                    av.usage.avg_ncpus = flops;
+                    if let Some(g) = gpu {
+                        av.usage.coprocs.push(CoprocUsage { rsc_type: g.into(), count: 1.0 });
+                    }
+                    av
+                }).collect(),
+                workunits: wus.into_iter().map(|(n, app, refs, est)| Workunit {
+                    name: n,
+                    app_name: app,
+                    input_files: refs,
+                    rsc_fpops_est: est,
+                    ..Workunit::default()
+                }).collect(),
+                results: results.into_iter().map(|(n, wu, dl, platform, v, refs)| TaskResult {
+                    name: n,
+                    wu_name: wu,
+                    report_deadline: dl,
+                    platform,
+                    version_num: v,
+                    output_files: refs,
+                    state: ferrite_proto::client_state::ResultState::UploadFailed,
+                    ..TaskResult::default()
+                }).collect(),
+                result_acks: acks,
+                result_aborts: aborts.clone(),
+                result_abort_if_not_started: aborts,
+                hostid,
+                request_delay: delays.0,
+                next_rpc_delay: delays.1,
+                code_sign_key: key,
+                project_is_down: down,
+                ..SchedulerReply::default()
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn arbitrary_replies_never_panic_and_keep_invariants(
+            replies in prop::collection::vec(reply(), 1..4),
+            now in num(),
+        ) {
+            let mut s = after_attach();
+            let verify = |_: &str, _: &str, _: &str| false;
+            for r in &replies {
+                let out = apply_reply(&mut s, URL, r, now, &ApplyOptions::default(), &verify);
+                prop_assert!(out.is_ok());
+                let ps = &s.projects[0];
+                prop_assert_eq!(check_invariants(ps), Ok(()));
+                for f in &ps.files {
+                    prop_assert!(ferrite_project::names::check_file_name(&f.name).is_ok());
+                }
+                for r in &ps.results {
+                    prop_assert!(ferrite_project::names::check_object_name(&r.name).is_ok());
+                }
+            }
+        }
+    }
+}
