@@ -314,7 +314,7 @@ impl Project {
         format!(
             "<html>\n<head>\n<title>{name}</title>\n\
              <link rel=\"boinc_scheduler\" href=\"{sched}\">\n</head>\n<body>\n\
-             <h1>{name}</h1>\n</body>\n</html>\n",
+             <scheduler>{sched}</scheduler>\n<h1>{name}</h1>\n</body>\n</html>\n",
             name = esc(&self.args.name),
         )
     }
@@ -776,6 +776,8 @@ impl Project {
         let mut inputs = vec![FileRef {
             file_name: in_name,
             open_name: "in".into(),
+            // Copied, so that apps not using the BOINC API read the data itself.
+            copy_file: true,
             ..FileRef::default()
         }];
         if self.take_fault(Fault::HugeFile) {
@@ -829,6 +831,8 @@ impl Project {
             output_files: vec![FileRef {
                 file_name: out_name,
                 open_name: "out".into(),
+                // Copied back from the slot: an app not using the BOINC API just writes `out`.
+                copy_file: true,
                 ..FileRef::default()
             }],
             platform: platform.to_owned(),
