@@ -660,3 +660,60 @@ mod reply_props {
         }
     }
 }
+
+#[test]
+fn upload_request_matches_the_official_clients_bytes() {
+    use ferrite_project::files::{file_upload_header, parse_upload_reply, UploadStatus};
+    use ferrite_proto::client_state::{ClientVersion, FileInfo};
+    let official = fixture("upload_request_body.txt");
+    let cert = between(&official, "<xml_signature>", "</xml_signature>").trim();
+    let data = "hello from the fixture app, slept 5 s\n";
+    let md5 = ferrite_proto::crypt::md5_hex(data.as_bytes());
+    assert_eq!(md5, "31ad9bd0148c02a8e150f1b9d846363e");
+    let file = FileInfo {
+        name: "wu_short_0_out".into(),
+        max_nbytes: 100_000.0,
+        xml_signature: Some(cert.to_owned()),
+        ..FileInfo::default()
+    };
+    let v = ClientVersion {
+        major: 7,
+        minor: 20,
+        release: 5,
+    };
+    let header = file_upload_header(v, &file, data.len() as u64, &md5, 0).unwrap();
+    assert_eq!(format!("{header}{data}"), official);
+    let reply = parse_upload_reply(&fixture("upload_reply.xml"));
+    assert_eq!(reply.status, UploadStatus::Success);
+    assert_eq!(reply.file_size, None);
+}
+
+#[test]
+fn downloaded_executable_of_the_real_server_verifies_with_its_key() {
+    use ferrite_project::files::{verify_download, VerifyError};
+    use ferrite_project::verify::BoincCrypt;
+    let s = reply::after_attach();
+    let ps = &s.projects[0];
+    let exe = ps.file("upper_case_1.0_x86_64-pc-linux-gnu").unwrap();
+    let key = ps.project.code_sign_key.as_deref();
+    let md5 = "e28157c92a1ca0fe0653c0aaa34eb874";
+    assert_eq!(
+        verify_download(exe, 3_156_880, md5, key, false, &BoincCrypt),
+        Ok(())
+    );
+    assert_eq!(
+        verify_download(
+            exe,
+            3_156_880,
+            "e28157c92a1ca0fe0653c0aaa34eb875",
+            key,
+            false,
+            &BoincCrypt
+        ),
+        Err(VerifyError::BadSignature)
+    );
+    assert!(matches!(
+        verify_download(exe, 3_156_879, md5, key, false, &BoincCrypt),
+        Err(VerifyError::WrongSize { .. })
+    ));
+}
