@@ -13,6 +13,9 @@
 //!    projects interleave (weighted round-robin); each project offers its jobs earliest
 //!    deadline first, as the simulation assumes ([`crate::rrsim::project_order`]).
 //!
+//! Doomed jobs (never started, and too long to finish by their deadline even if started now)
+//! are not run; [`doomed`] lists them for the caller to abort.
+//!
 //! Admission rules (the "documented rules" the property tests check):
 //! - CPU: a job (CPU job or GPU job's feeder CPUs) is admitted only while the CPUs already
 //!   committed are below the usable CPUs, so the total exceeds the usable CPUs by less than
@@ -248,6 +251,24 @@ pub fn slice_open(world: &World, i: usize, now: Time) -> bool {
     !j.last_checkpoint_time.is_some_and(|c| c >= end)
 }
 
+/// Whether job `i` is doomed at `now`: never started, and even run from now on at full speed
+/// it would finish after its report deadline. Running it would only waste the host (its
+/// result is worthless to the project), so it is never run and the caller should abort it
+/// (BOINC aborts unstarted jobs only once the deadline has passed; knowing sooner lets the
+/// project reissue the work sooner and keeps the host for jobs that can still make it).
+pub fn is_doomed(world: &World, i: usize, now: Time) -> bool {
+    let j = &world.jobs[i];
+    j.state.is_unfinished() && !j.started() && now + remaining_secs(world, j) > j.report_deadline
+}
+
+/// Ids of the doomed jobs at `now` (see [`is_doomed`]).
+pub fn doomed(world: &World, now: Time) -> Vec<JobId> {
+    (0..world.jobs.len())
+        .filter(|&i| is_doomed(world, i, now))
+        .map(|i| world.jobs[i].id)
+        .collect()
+}
+
 /// Inputs of [`build`] beyond the world.
 #[derive(Debug)]
 pub struct RunInputs<'a> {
@@ -295,6 +316,7 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
             && j.runnable
             && !j.suspended
             && !world.projects[j.project.index()].suspended
+            && !is_doomed(world, i, now)
     };
     let mut per_res: Vec<Vec<usize>> = vec![Vec::new(); nr];
     for i in (0..world.jobs.len()).filter(|&i| candidate(i)) {

@@ -30,6 +30,9 @@ pub struct PassOutput {
     pub reports: Vec<ReportDue>,
     /// When the next pass is due at the latest.
     pub next_wakeup: Time,
+    /// Unstarted jobs that can no longer meet their deadline: abort them (and report them);
+    /// the run list leaves them out ([`runlist::doomed`]).
+    pub abort: Vec<JobId>,
 }
 
 /// The scheduling core's state.
@@ -186,12 +189,14 @@ impl Scheduler {
         let fetch = fetch::decide(world, now, &sim, &prio, &self.fetch_state, &self.policy);
         let reports = fetch::reports_due(world, now, &self.fetch_state);
         let next_wakeup = self.next_wakeup(world, now);
+        let abort = runlist::doomed(world, now);
         PassOutput {
             sim,
             run,
             fetch,
             reports,
             next_wakeup,
+            abort,
         }
     }
 

@@ -288,3 +288,48 @@ fn next_wakeup_is_the_earliest_slice_end_backoff_or_periodic_pass() {
     s.fetch_state[pa.index()].backoff_until[0] = T0 + 20.0;
     assert!((s.next_wakeup(&w, T0) - (T0 + 20.0)).abs() < 1e-6);
 }
+
+/// An unstarted job that cannot finish by its deadline even if started now is not run and is
+/// listed for abortion; a started one with the same numbers keeps running (its work is sunk).
+#[test]
+fn doomed_unstarted_job_is_aborted_not_run() {
+    let (mut w, va, _) = two_projects();
+    w.host.ncpus = 2;
+    let now = T0;
+    w.add_job(Job::new(
+        JobId(1),
+        ProjectId(0),
+        va,
+        2.0 * 3600.0 * 1e9,
+        now,
+        now + 3600.0,
+    ));
+    let mut started = Job::new(
+        JobId(2),
+        ProjectId(0),
+        va,
+        2.0 * 3600.0 * 1e9,
+        now,
+        now + 3600.0,
+    );
+    started.state = JobState::Preempted { in_memory: true };
+    started.elapsed = 60.0;
+    w.add_job(started);
+    w.add_job(Job::new(
+        JobId(3),
+        ProjectId(0),
+        va,
+        1800.0 * 1e9,
+        now,
+        now + 3600.0,
+    ));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert_eq!(out.abort, vec![JobId(1)]);
+    let run: Vec<JobId> = out.run.run.iter().map(|e| e.job).collect();
+    assert!(!run.contains(&JobId(1)), "{run:?}");
+    assert!(
+        run.contains(&JobId(2)) && run.contains(&JobId(3)),
+        "{run:?}"
+    );
+}
