@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ferrite_sim::{run, PolicyKind, Scenario, SimOptions};
+use ferrite_sim::{run, Scenario, SimOptions};
 
 fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/a_long_vs_short");
@@ -16,19 +16,13 @@ fn main() {
             std::process::exit(1);
         }
     };
-    for (name, policy) in [
-        ("core", PolicyKind::Core),
-        ("reference", PolicyKind::Reference),
-    ] {
-        bench(&scenario, name, policy);
-    }
+    bench(&scenario);
 }
 
-fn bench(scenario: &Scenario, name: &str, policy: PolicyKind) {
+fn bench(scenario: &Scenario) {
     let opts = SimOptions {
         duration: 8_640_000.0,
         delta: 60.0,
-        policy,
         ..SimOptions::default()
     };
     let mut best = f64::INFINITY;
@@ -44,7 +38,7 @@ fn bench(scenario: &Scenario, name: &str, policy: PolicyKind) {
         let secs = t.elapsed().as_secs_f64();
         best = best.min(secs);
         println!(
-            "a_long_vs_short 100 d @ 60 s, policy {name}, run {round}: wall {secs:.3} s \
+            "a_long_vs_short 100 d @ 60 s, run {round}: wall {secs:.3} s \
              (wasted {:.6} idle {:.6} share violation {:.6}, {} jobs)",
             report.wasted_fraction,
             report.idle_fraction,
@@ -52,7 +46,5 @@ fn bench(scenario: &Scenario, name: &str, policy: PolicyKind) {
             report.jobs_received
         );
     }
-    println!(
-        "a_long_vs_short 100 d @ 60 s, policy {name}: best wall time {best:.3} s (target < 2 s)"
-    );
+    println!("a_long_vs_short 100 d @ 60 s: best wall time {best:.3} s (target < 2 s)");
 }

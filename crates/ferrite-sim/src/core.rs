@@ -230,9 +230,15 @@ impl ClientPolicy for CorePolicy {
         }
     }
 
-    fn abort_doomed(&mut self, _now: f64, _jobs: &mut [Job]) -> usize {
-        // The core runs every job it holds; it does not give up on late ones.
-        0
+    fn abort_doomed(&mut self, now: f64, jobs: &mut [Job]) -> usize {
+        self.mirror(now, jobs);
+        let doomed = fs::runlist::doomed(&self.world, now);
+        for id in &doomed {
+            if let Some(&i) = self.index_of.get(&id.0) {
+                jobs[i].state = JobState::Aborted(now);
+            }
+        }
+        doomed.len()
     }
 
     fn schedule(&mut self, now: f64, jobs: &[Job]) -> Vec<usize> {

@@ -12,7 +12,7 @@
 use crate::core::CorePolicy;
 use crate::metrics::{Accumulators, Report};
 use crate::model::{Job, JobState, Resources};
-use crate::policy::{ClientPolicy, Policy, PolicyOptions};
+use crate::policy::ClientPolicy;
 use crate::random::{rng, stream, OnOffProcess};
 use crate::scenario::Scenario;
 use crate::server::ProjectServer;
@@ -33,18 +33,6 @@ pub struct SimOptions {
     pub rr_only: bool,
     /// The servers make no new jobs.
     pub existing_jobs_only: bool,
-    /// Which client policy runs.
-    pub policy: PolicyKind,
-}
-
-/// The client policy under test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PolicyKind {
-    /// Ferrite's scheduling core, `ferrite-sched`.
-    #[default]
-    Core,
-    /// The emulator's own reference policy ([`crate::policy::Policy`]).
-    Reference,
 }
 
 impl Default for SimOptions {
@@ -55,7 +43,6 @@ impl Default for SimOptions {
             seed: 1,
             rr_only: false,
             existing_jobs_only: false,
-            policy: PolicyKind::default(),
         }
     }
 }
@@ -148,21 +135,11 @@ impl<'a> World<'a> {
         let servers = (0..np)
             .map(|p| ProjectServer::new(scenario, p, rng(seed, stream::PROJECT_JOBS + p as u64)))
             .collect();
-        let policy: Box<dyn ClientPolicy> = match opts.policy {
-            PolicyKind::Core => Box::new(CorePolicy::new(
-                scenario,
-                opts.rr_only,
-                rng(seed, stream::CLIENT),
-            )),
-            PolicyKind::Reference => Box::new(Policy::new(
-                scenario,
-                res.clone(),
-                PolicyOptions {
-                    rr_only: opts.rr_only,
-                },
-                rng(seed, stream::CLIENT),
-            )),
-        };
+        let policy: Box<dyn ClientPolicy> = Box::new(CorePolicy::new(
+            scenario,
+            opts.rr_only,
+            rng(seed, stream::CLIENT),
+        ));
         // Initial jobs, in the client's order: received time, then name.
         let mut initial: Vec<_> = scenario.jobs.iter().collect();
         initial.sort_by(|a, b| {

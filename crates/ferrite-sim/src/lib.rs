@@ -20,6 +20,6 @@ pub mod random;
 pub mod scenario;
 pub mod server;
 
-pub use engine::{run, OptionsError, PolicyKind, SimOptions, START_TIME};
+pub use engine::{run, OptionsError, SimOptions, START_TIME};
 pub use metrics::{ProjectReport, Report};
 pub use scenario::{Scenario, ScenarioError};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Parser;
-use ferrite_sim::{run, PolicyKind, Scenario, SimOptions};
+use ferrite_sim::{run, Scenario, SimOptions};
 
 /// Emulates a BOINC host and its projects in virtual time and scores the client's scheduling.
 #[derive(Debug, Parser)]
@@ -26,10 +26,6 @@ struct Args {
     /// The emulated servers make no new jobs; only the state file's jobs run.
     #[arg(long = "existing_jobs_only", alias = "existing-jobs-only")]
     existing_jobs_only: bool,
-    /// Client policy: `core` (Ferrite's scheduling core) or `reference` (the emulator's own
-    /// reference policy).
-    #[arg(long, value_enum, default_value_t = PolicyArg::Core)]
-    policy: PolicyArg,
     /// Print the figures as JSON.
     #[arg(long)]
     json: bool,
@@ -37,12 +33,6 @@ struct Args {
     /// global_prefs_override.xml and cc_config.xml.
     #[arg(value_name = "SCENARIO_DIR")]
     scenario_dir: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum PolicyArg {
-    Core,
-    Reference,
 }
 
 fn main() {
@@ -62,10 +52,6 @@ fn emulate(args: &Args) -> anyhow::Result<()> {
         seed: args.seed,
         rr_only: args.cpu_sched_rr_only,
         existing_jobs_only: args.existing_jobs_only,
-        policy: match args.policy {
-            PolicyArg::Core => PolicyKind::Core,
-            PolicyArg::Reference => PolicyKind::Reference,
-        },
     };
     let report = run(&scenario, &opts)?;
     if args.json {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::engine::{PolicyKind, SimOptions};
+use crate::engine::SimOptions;
 use crate::model::Resources;
 use crate::scenario::Scenario;
 
@@ -150,10 +150,7 @@ impl Accumulators {
             duration: opts.duration,
             delta: opts.delta,
             seed: opts.seed,
-            policy: match opts.policy {
-                PolicyKind::Core => "core".to_owned(),
-                PolicyKind::Reference => "reference".to_owned(),
-            },
+            policy: "core".to_owned(),
             cpu_sched_rr_only: opts.rr_only,
             existing_jobs_only: opts.existing_jobs_only,
             wasted_fraction: ratio(self.flops_wasted),
@@ -208,7 +205,8 @@ pub struct Report {
     pub delta: f64,
     /// Seed.
     pub seed: u64,
-    /// Client policy: `core` (ferrite-sched) or `reference`.
+    /// Client policy: always `core` (Ferrite's scheduling core, ferrite-sched); kept in the
+    /// output so figures from different emulator versions stay comparable.
     pub policy: String,
     /// Whether deadline promotion was off.
     pub cpu_sched_rr_only: bool,
