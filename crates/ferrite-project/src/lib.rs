@@ -1,5 +1,6 @@
 //! Project protocol logic (overview below is filled in as modules land).
 
+pub mod attach;
 pub mod files;
 pub mod master;
 pub mod names;

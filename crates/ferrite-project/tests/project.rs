@@ -717,3 +717,51 @@ fn downloaded_executable_of_the_real_server_verifies_with_its_key() {
         Err(VerifyError::WrongSize { .. })
     ));
 }
+
+#[test]
+fn attach_web_rpcs_match_the_official_clients_requests_and_fixture_replies() {
+    use ferrite_project::attach::*;
+    let hash = passwd_hash("fixturepw", "Fixture@Example.com");
+    assert_eq!(hash, "67aad1aa17372ca3ac95e78dc878da2e");
+    // Request lines the official client sent (capture1 003 and 005).
+    let base = rpc_base("http://127.0.0.1:18080/", None);
+    assert_eq!(
+        lookup_account_url(&base, "fixture@example.com", &hash),
+        "http://127.0.0.1:18080/lookup_account.php?email_addr=fixture%40example%2Ecom&passwd_hash=67aad1aa17372ca3ac95e78dc878da2e"
+    );
+    let acct = NewAccount {
+        email: "fixture@example.com".into(),
+        passwd_hash: hash.clone(),
+        user_name: "fixture_user".into(),
+        ..NewAccount::default()
+    };
+    assert_eq!(
+        create_account_url(&base, &acct),
+        "http://127.0.0.1:18080/create_account.php?email_addr=fixture%40example%2Ecom&passwd_hash=67aad1aa17372ca3ac95e78dc878da2e&user_name=fixture%5Fuser"
+    );
+    assert_eq!(
+        parse_account_reply(&fixture("lookup_account_reply_ok.xml")),
+        Ok(AccountReply::Authenticator(
+            "0123456789abcdef0123456789abcdef".into()
+        ))
+    );
+    assert_eq!(
+        parse_account_reply(&fixture("lookup_account_reply_bad_password.xml")),
+        Err(WebRpcError::Project {
+            num: -206,
+            message: "Invalid password".into()
+        })
+    );
+    let c = parse_project_config(&fixture("get_project_config_reply.xml")).unwrap();
+    assert_eq!(c.name, "Fixture Project");
+    assert_eq!(c.master_url, "http://127.0.0.1:18080/");
+    assert_eq!(c.min_passwd_length, 6);
+    assert!(c.account_manager && c.uses_username && c.account_creation_disabled);
+    assert!(c.client_account_creation_disabled && !c.web_stopped);
+    assert_eq!(c.platforms.len(), 1);
+    assert_eq!(c.platforms[0].platform_name, "x86_64-pc-linux-gnu");
+    assert_eq!(
+        rpc_base("http://other/", Some(&c)),
+        "http://127.0.0.1:18080/"
+    );
+}
