@@ -1,0 +1,1 @@
+//! HTTP transfers for Ferrite.
