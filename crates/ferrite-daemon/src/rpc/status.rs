@@ -1,12 +1,15 @@
 //! The status family of GUI RPC: replies built from the daemon's state, configuration and
 //! data directory, with the official element names and order.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
 use ferrite_gui_rpc::{reply, Request, ServerVersion};
 use ferrite_proto::client_state::gui::{self, ActiveTaskGui, ProjectGuiExtra, ResultGuiExtra};
-use ferrite_proto::client_state::{ActiveTask, Form, ProjectState, ResourceUsage, TaskResult};
+use ferrite_proto::client_state::{
+    ActiveTask, Form, ProjectState, ResourceUsage, TaskResult, Workunit,
+};
 use ferrite_proto::host::HostInfoForm;
 use ferrite_proto::statistics::ProjectStatistics;
 use ferrite_proto::xml::XmlWriter;
@@ -98,6 +101,13 @@ fn resources_string(u: &ResourceUsage) -> Option<String> {
         }
         None => (n != 1.0).then(|| format!("{} {cpus}", g3(n))),
     }
+}
+
+/// A project's workunits by name, built once per reply (a reply may list 10,000 tasks).
+type WorkunitIndex<'a> = HashMap<&'a str, &'a Workunit>;
+
+fn workunit_index(p: &ProjectState) -> WorkunitIndex<'_> {
+    p.workunits.iter().map(|w| (w.name.as_str(), w)).collect()
 }
 
 fn read_text(path: &Path) -> Option<String> {
@@ -289,20 +299,20 @@ impl Daemon {
     fn result_extra(
         &self,
         p: &ProjectState,
+        wu: Option<&Workunit>,
         r: &TaskResult,
         a: Option<&ActiveTask>,
     ) -> ResultGuiExtra {
+        let av = wu
+            .and_then(|wu| p.app_version(&wu.app_name, &r.platform, r.version_num, &r.plan_class));
         let remaining = if r.computing_done() {
             0.0
         } else {
-            let flops = p
-                .app_version_of(r)
+            let flops = av
                 .map(|v| v.usage.flops)
                 .filter(|f| *f > 0.0)
                 .unwrap_or(self.state.host_info.p_fpops.max(1.0));
-            let est = p
-                .workunit(&r.wu_name)
-                .map_or(0.0, |wu| wu.rsc_fpops_est / flops)
+            let est = wu.map_or(0.0, |wu| wu.rsc_fpops_est / flops)
                 * p.project.duration_correction_factor.max(0.0);
             let done = a.map_or(0.0, |a| a.checkpoint_fraction_done);
             let elapsed = a.map_or(0.0, |a| a.checkpoint_elapsed_time);
@@ -312,23 +322,28 @@ impl Daemon {
                 (est - elapsed).max(0.0)
             }
         };
-        let usage = p
-            .workunit(&r.wu_name)
+        let usage = wu
             .and_then(|wu| wu.usage.as_ref())
-            .or_else(|| p.app_version_of(r).map(|v| &v.usage));
-        let resources = usage.and_then(resources_string);
+            .or_else(|| av.map(|v| &v.usage));
         ResultGuiExtra {
             estimated_cpu_time_remaining: remaining,
             project_suspended_via_gui: p.project.suspended_via_gui,
             edf_scheduled: false,
-            resources,
+            resources: usage.and_then(resources_string),
         }
     }
 
-    fn write_result(&self, p: &ProjectState, r: &TaskResult, w: &mut XmlWriter) {
+    fn write_result(
+        &self,
+        p: &ProjectState,
+        wus: &WorkunitIndex<'_>,
+        r: &TaskResult,
+        w: &mut XmlWriter,
+    ) {
         let a = self.state.active_task(&p.project.master_url, &r.name);
         let live = a.map(|a| self.active_task_live(a));
-        let extra = self.result_extra(p, r, a);
+        let wu = wus.get(r.wu_name.as_str()).copied();
+        let extra = self.result_extra(p, wu, r, a);
         gui::write_result(r, &p.project.master_url, &extra, a.zip(live.as_ref()), w);
     }
 
@@ -340,12 +355,20 @@ impl Daemon {
                     continue;
                 };
                 if let Some(r) = p.result(&a.result_name) {
-                    self.write_result(p, r, w);
+                    let wus: WorkunitIndex<'_> = p
+                        .workunit(&r.wu_name)
+                        .map(|wu| (wu.name.as_str(), wu))
+                        .into_iter()
+                        .collect();
+                    self.write_result(p, &wus, r, w);
                 }
             }
         } else {
-            for (p, r) in self.state.results() {
-                self.write_result(p, r, w);
+            for p in &self.state.projects {
+                let wus = workunit_index(p);
+                for r in &p.results {
+                    self.write_result(p, &wus, r, w);
+                }
             }
         }
     }
@@ -372,8 +395,9 @@ impl Daemon {
             for wu in &p.workunits {
                 wu.write(&mut w);
             }
+            let wus = workunit_index(p);
             for r in &p.results {
-                self.write_result(p, r, &mut w);
+                self.write_result(p, &wus, r, &mut w);
             }
         }
         let v = ServerVersion::default();
