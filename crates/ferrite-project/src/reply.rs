@@ -225,6 +225,8 @@ pub struct ApplyOutcome {
     pub gui_urls: Option<String>,
     /// RSS feeds element, for the notice system.
     pub rss_feeds: Option<String>,
+    /// The server's version (`100*major + minor`), when sent.
+    pub scheduler_version: Option<i32>,
     /// Events, in the order they happened.
     pub events: Vec<Event>,
     /// Objects refused.
@@ -362,6 +364,7 @@ pub fn apply_reply(
     out.project_prefs = reply.project_preferences.clone();
     out.gui_urls = reply.gui_urls.clone();
     out.rss_feeds = reply.rss_feeds.clone();
+    out.scheduler_version = reply.scheduler_version;
 
     // Step 8: code-signing key.
     code_sign_key(

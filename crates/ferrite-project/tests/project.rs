@@ -219,6 +219,7 @@ mod reply {
         }));
         assert!(out.refusals.is_empty(), "{:?}", out.refusals);
         assert!(out.gui_urls.is_some() && out.rss_feeds.is_some());
+        assert_eq!(out.scheduler_version, Some(803));
 
         assert_eq!(ps.apps.len(), 1);
         assert_eq!(ps.apps[0].user_friendly_name, "Upper case (example app)");
