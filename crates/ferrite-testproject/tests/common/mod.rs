@@ -6,6 +6,11 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use clap::Parser as _;
+use ferrite_proto::sched_reply::SchedulerReply;
+use ferrite_proto::sched_request::SchedulerRequest;
+use ferrite_testproject::{Args, Server};
+
 /// Kills (and reaps) a child process when dropped.
 pub struct Killer(pub Child);
 
@@ -171,4 +176,59 @@ pub fn get_json(url: &str, path: &str) -> serde_json::Value {
     let r = get(url, path);
     assert_eq!(r.status, 200, "{}", r.text());
     serde_json::from_slice(&r.body).expect("JSON")
+}
+
+pub const KEY: &str = "feedfacefeedfacefeedfacefeedface";
+
+#[derive(Debug)]
+pub struct Fixture {
+    pub server: Server,
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts a server with an app `demo` (a shell script), an input, and `extra` options.
+pub fn start(extra: &[&str]) -> Fixture {
+    let dir = tempfile::tempdir().expect("tmp");
+    let app = dir.path().join("app.sh");
+    std::fs::write(&app, "#!/bin/sh\ncat in > out\n").expect("app");
+    let input = dir.path().join("input.dat");
+    std::fs::write(&input, b"0123456789abcdef").expect("input");
+    let data = dir.path().join("data");
+    let app_arg = format!("demo={}", app.display());
+    let mut argv = vec![
+        "ferrite-testproject",
+        "--data",
+        data.to_str().expect("utf8"),
+        "--app",
+        &app_arg,
+        "--input",
+        input.to_str().expect("utf8"),
+        "--account-key",
+        KEY,
+    ];
+    argv.extend_from_slice(extra);
+    let server = Server::start(Args::parse_from(argv)).expect("server starts");
+    Fixture { server, dir }
+}
+
+/// The official client's work-fetch request, pointed at this server.
+pub fn work_request(cpu_secs: f64, instances: f64) -> SchedulerRequest {
+    let text = include_str!("../fixtures/sched_request_02_work_fetch.xml");
+    let mut r = SchedulerRequest::parse(text, "req").expect("parses").value;
+    r.authenticator = KEY.into();
+    r.hostid = 0;
+    r.rpc_seqno = 0;
+    r.code_sign_key = None;
+    r.work_req_seconds = cpu_secs;
+    r.cpu_req_secs = cpu_secs;
+    r.cpu_req_instances = instances;
+    r
+}
+
+pub fn rpc(url: &str, req: &SchedulerRequest) -> SchedulerReply {
+    let resp = post(url, "cgi", req.to_xml().as_bytes());
+    assert_eq!(resp.status, 200);
+    SchedulerReply::parse(&resp.text(), "reply")
+        .unwrap_or_else(|e| panic!("reply parses: {e}\n{}", resp.text()))
+        .value
 }
