@@ -303,6 +303,13 @@ impl Daemon {
         }
     }
 
+    /// The reply body the main loop would send for `request` (as connection 0), for tests and
+    /// benches. A `quit` is answered but does not stop the daemon; `run_benchmarks` needs a
+    /// tokio runtime.
+    pub fn gui_rpc_reply(&mut self, request: Request) -> String {
+        self.answer(request, 0)
+    }
+
     fn answer(&mut self, request: Request, conn: u64) -> String {
         let t = now();
         match request {
