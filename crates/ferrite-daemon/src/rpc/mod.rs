@@ -635,6 +635,77 @@ fn not_available(op: &str) -> String {
 mod tests {
     use super::*;
 
+    fn daemon_attached_to(url: &str) -> (tempfile::TempDir, Daemon) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = crate::cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            attach_project: Some(vec![url.to_owned(), "key".to_owned()]),
+            ..crate::cli::Options::default()
+        };
+        let daemon = Daemon::start(opts, crate::logging::init()).expect("daemon");
+        (dir, daemon)
+    }
+
+    #[test]
+    fn project_ops_through_gui_rpc() {
+        let url = "http://p.example/";
+        let (dir, mut d) = daemon_attached_to(url);
+        let op = |op, u: &str| Request::ProjectOp {
+            op,
+            project_url: u.to_owned(),
+        };
+        assert_eq!(
+            d.gui_rpc_reply(op(ProjectAction::DetachWhenDone, url)),
+            reply::SUCCESS
+        );
+        let p = &d.state().projects[0].project;
+        assert!(p.detach_when_done && p.dont_request_more_work);
+        assert_eq!(
+            d.gui_rpc_reply(op(ProjectAction::DontDetachWhenDone, url)),
+            reply::SUCCESS
+        );
+        let p = &d.state().projects[0].project;
+        assert!(!p.detach_when_done && !p.dont_request_more_work);
+        assert_eq!(
+            d.gui_rpc_reply(op(ProjectAction::Suspend, "")),
+            reply::error("Missing project URL")
+        );
+        let account = dir.path().join("account_p.example.xml");
+        assert!(account.exists());
+        assert_eq!(
+            d.gui_rpc_reply(op(ProjectAction::Detach, url)),
+            reply::SUCCESS
+        );
+        assert!(d.state().projects.is_empty());
+        assert!(!account.exists(), "the account file goes with the project");
+        assert_eq!(
+            d.gui_rpc_reply(op(ProjectAction::Detach, url)),
+            reply::error("No such project")
+        );
+        let status = d.gui_rpc_reply(Request::GetProjectStatus);
+        assert_eq!(status, "<projects>\n</projects>\n");
+    }
+
+    #[test]
+    fn restore_ends_a_temporary_mode_through_gui_rpc() {
+        let (_dir, mut d) = daemon_attached_to("http://p.example/");
+        let set = |mode, duration| Request::SetRunMode { mode, duration };
+        assert_eq!(
+            d.gui_rpc_reply(set(RpcRunMode::Never, 3600.0)),
+            reply::SUCCESS
+        );
+        let cc = d.gui_rpc_reply(Request::GetCcStatus);
+        assert!(cc.contains("   <task_suspend_reason>4</task_suspend_reason>\n   <task_mode>3</task_mode>\n   <task_mode_perm>2</task_mode_perm>"), "{cc}");
+        assert_eq!(
+            d.gui_rpc_reply(set(RpcRunMode::Restore, 0.0)),
+            reply::SUCCESS
+        );
+        let cc = d.gui_rpc_reply(Request::GetCcStatus);
+        assert!(cc.contains("   <task_suspend_reason>0</task_suspend_reason>\n   <task_mode>2</task_mode>\n   <task_mode_perm>2</task_mode_perm>\n   <task_mode_delay>0.000000</task_mode_delay>"), "{cc}");
+    }
+
     #[test]
     fn temporary_modes_expire_and_restore_goes_back() {
         let mut s = ClientState::default();
