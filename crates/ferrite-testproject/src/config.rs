@@ -35,7 +35,8 @@ pub struct Args {
     /// absent.
     #[arg(long)]
     pub input: Option<PathBuf>,
-    /// Number of jobs to make (at first start; a restart keeps the saved jobs).
+    /// Number of jobs to make at first start (a restart keeps the saved jobs), spread
+    /// round-robin over the distinct app names; none without `--app`.
     #[arg(long, default_value_t = 4)]
     pub jobs: u32,
     /// Estimated floating-point operations per job.
