@@ -383,3 +383,44 @@ fn huge_unknown_element_and_bad_prefs_are_reported_and_nothing_is_lost() {
         result_names(&before)
     );
 }
+
+#[test]
+fn detect_gpus_prints_the_host_and_exits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--detect_gpus"]);
+    assert!(p.wait(T).success(), "{}", p.output());
+    let out = p.output();
+    let ncpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    assert!(out.contains(&format!("Processor: {ncpus} ")), "{out}");
+    assert!(
+        out.contains("Memory: ") && out.contains("GB physical"),
+        "{out}"
+    );
+    assert!(out.contains("No usable GPUs found"), "{out}");
+    assert!(
+        !dir.path().join("client_state.xml").exists(),
+        "detection writes no state"
+    );
+}
+
+#[test]
+fn cpu_benchmarks_run_on_request_and_are_saved() {
+    let dir = fixture_data_dir("01_after_attach");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--run_cpu_benchmarks"]);
+    p.wait_for("running CPU benchmarks", T);
+    p.wait_for("benchmarks: ", T);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    let host = load(dir.path(), "client_state.xml").host_info;
+    assert!(
+        host.p_calculated > 1.7e9,
+        "benchmark time recorded: {}",
+        host.p_calculated
+    );
+    assert!(
+        host.p_fpops > 1e6 && host.p_iops > 1e6 && host.p_membw > 1e6,
+        "{host:?}"
+    );
+}

@@ -33,6 +33,9 @@ use crate::store::{LoadSource, SavePolicy, StateStore};
 /// How often to look for a GPU driver that was not there at start-up, seconds.
 const GPU_REPROBE_SECS: f64 = 120.0;
 
+/// How often to check whether the CPU benchmarks are due again (every five days), seconds.
+const BENCHMARK_CHECK_SECS: f64 = 3600.0;
+
 /// Seconds since the Unix epoch, as BOINC counts time.
 pub fn now() -> f64 {
     SystemTime::now()
@@ -67,6 +70,8 @@ pub struct Daemon {
     log: LogHandle,
     /// When to look for GPUs again (no driver answered yet).
     gpu_retry_at: Option<f64>,
+    /// The CPU benchmarks are running on a blocking thread.
+    benchmarks_running: bool,
     /// Warnings already logged, so each kind is logged once.
     warned: HashSet<(Arc<str>, String, String)>,
     events: mpsc::Sender<Event>,
@@ -96,6 +101,7 @@ impl Daemon {
             save: SavePolicy::new(1.0),
             warned: HashSet::new(),
             gpu_retry_at: None,
+            benchmarks_running: false,
             _lock: lock,
             dir,
             opts,
@@ -247,6 +253,8 @@ impl Daemon {
         // A re-read file may repeat old oddities: log them again.
         self.warned.clear();
         self.load_config();
+        // GPU options may have changed, and a driver may have appeared since start-up.
+        self.reprobe_gpus(now());
     }
 
     /// Re-detects the host, keeping what the official client keeps from the state file (the
@@ -326,16 +334,20 @@ impl Daemon {
         }
     }
 
-    /// Whether the CPU benchmarks should run now.
-    fn benchmarks_wanted(&self, now: f64) -> bool {
-        if self.opts.skip_cpu_benchmarks {
-            return false;
-        }
-        self.opts.run_cpu_benchmarks
-            || ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now)
+    /// Whether the CPU benchmarks are due (first start, or older than five days).
+    fn benchmarks_due(&self, now: f64) -> bool {
+        !self.opts.skip_cpu_benchmarks
+            && !self.benchmarks_running
+            && ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now)
     }
 
-    fn start_benchmarks(&self) {
+    /// Starts the CPU benchmarks on a blocking thread, unless they are already running.
+    fn start_benchmarks(&mut self) {
+        if self.benchmarks_running {
+            info!("CPU benchmarks are already running");
+            return;
+        }
+        self.benchmarks_running = true;
         let ncpus = self.state.host_info.p_ncpus.max(1);
         let tx = self.events.clone();
         info!("running CPU benchmarks on {ncpus} CPUs (under 10 s)");
@@ -346,6 +358,7 @@ impl Daemon {
     }
 
     fn benchmarks_done(&mut self, r: BenchmarkResult, now: f64) {
+        self.benchmarks_running = false;
         info!(
             "benchmarks: {:.2e} FLOPS, {:.2e} IOPS, {:.2e} B/s memory per CPU ({:.1} s{})",
             r.p_fpops,
@@ -374,9 +387,10 @@ impl Daemon {
         spawn_signal_listeners(self.events.clone())?;
         let gui_rpc = self.start_gui_rpc();
         self.save_if_due(now(), false);
-        if self.benchmarks_wanted(now()) {
+        if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
         }
+        let mut next_bench_check = now() + BENCHMARK_CHECK_SECS;
         info!("entering main loop");
         let reason = loop {
             let t = now();
@@ -398,6 +412,12 @@ impl Daemon {
             let t = now();
             if self.gpu_retry_at.is_some_and(|at| t >= at) {
                 self.reprobe_gpus(t);
+            }
+            if t >= next_bench_check {
+                next_bench_check = t + BENCHMARK_CHECK_SECS;
+                if self.benchmarks_due(t) {
+                    self.start_benchmarks();
+                }
             }
             self.save_if_due(t, false);
         };
