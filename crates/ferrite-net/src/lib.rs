@@ -1,1 +1,54 @@
-//! HTTP transfers for Ferrite.
+//! Ferrite's HTTP I/O for the BOINC project protocol: scheduler RPCs, web RPCs, master
+//! pages, resumable downloads and uploads. The protocol logic (what to send, what a reply
+//! means) is in `ferrite-project`; this crate only moves bytes, with BOINC's timeouts,
+//! limits and error codes. Everything is async on the caller's tokio runtime; all
+//! functions are methods of one cheap-to-clone [`HttpClient`].
+//!
+//! # For the daemon author
+//!
+//! **Client**: `HttpClient::new(HttpConfig { user_agent: boinc_user_agent("x86_64-pc-linux-gnu",
+//! version, None), connect_timeout, read_timeout, max_text_bytes, proxy: ProxyConfig {..},
+//! accept_language })` once (rebuild it when cc_config's proxy or timeouts change). Clone
+//! it into each task. A server that sends nothing for `read_timeout` is cut off with
+//! [`NetError::Timeout`]; texts over `max_text_bytes` give [`NetError::TooLarge`].
+//!
+//! **Texts**: `get_text(url)` (master page), `get_project_config(master_url)`,
+//! `account_rpc(lookup_or_create_url)` (URLs from `ferrite_project::attach`),
+//! `post_scheduler(url, request_xml) -> reply text` (then
+//! `ferrite_proto::sched_reply::SchedulerReply::parse`). Errors: [`NetError`] with
+//! `boinc_code()` (5xx → -184, other statuses → -224, connect → -107, timeout → -182).
+//!
+//! **Downloads**: `download(&urls, &DownloadTarget { partial, dest }, &ExpectedFile {
+//! nbytes, md5, max_nbytes, gzip }, &|bytes_on_disk| .., &cancel) -> DownloadOutcome`.
+//! URLs are tried in order; the partial file is resumed with `Range` (restarted when the
+//! server answers 200); the body is streamed to disk and hashed on a blocking thread; more
+//! bytes than `nbytes` (or `max_nbytes`) are cut off ([`DownloadError::TooBig`]); the MD5
+//! is checked before the rename to `dest`. For signed files pass `md5: None` and verify
+//! the signature with `ferrite_project::files::verify_download` using the outcome's MD5.
+//! `gzip: true` files (`.gzt`) are stored as received; gunzip them yourself. Cancelling the
+//! token or dropping the future keeps the partial file for the next attempt.
+//! [`DownloadError::is_permanent`] / `boinc_code()` feed the retry logic.
+//!
+//! **Uploads**: `upload(url, &UploadJob { file, path, nbytes, md5, version, known_offset },
+//! &|offset| .., &cancel) -> UploadOutcome`: size query (files ≥ 8192 bytes with unknown
+//! offset), then the `<file_upload>` header and the bytes from the server's offset.
+//! [`UploadError::Transient`] / [`UploadError::Permanent`] carry the handler's message.
+//!
+//! **Retries** ([`backoff`], pure): keep a [`backoff::FileRetry`] per transfer (persist its
+//! fields in `<persistent_file_xfer>`) and a [`backoff::ProjectBackoff`] per project and
+//! direction; after an episode call `classify(code, is_upload)`, then
+//! `FileRetry::on_failure(..)` → next URL now / back off until / give up with a code, and
+//! `ProjectBackoff::on_failure` / `on_success`. Start an episode only when
+//! `FileRetry::may_start(now, &project_backoff)`.
+
+pub mod backoff;
+pub mod client;
+pub mod download;
+pub mod upload;
+
+pub use client::{
+    boinc_user_agent, HttpClient, HttpConfig, NetError, ProxyConfig, ProxyServer, WebRpcFailure,
+};
+pub use download::{DownloadError, DownloadOutcome, DownloadTarget, ExpectedFile};
+pub use tokio_util::sync::CancellationToken;
+pub use upload::{UploadError, UploadJob, UploadOutcome};

@@ -1,0 +1,494 @@
+//! Resumable downloads (one persistent-transfer attempt over a file's URL list): resume
+//! with `Range` from the partial file, stream to disk on a blocking writer thread that
+//! hashes as it writes, cut off a server that sends more than the entry allows, verify the
+//! MD5 and only then rename the file into place.
+
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+
+use futures_util::StreamExt as _;
+use md5::{Digest as _, Md5};
+use reqwest::header::{HeaderValue, ACCEPT_ENCODING, CONTENT_RANGE, RANGE};
+use reqwest::StatusCode;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{check_url, HttpClient, NetError, ERR_FILE_TOO_BIG};
+
+/// BOINC's `ERR_IO`.
+pub const ERR_IO: i32 = -106;
+/// BOINC's `ERR_MD5_FAILED`.
+pub const ERR_MD5_FAILED: i32 = -119;
+/// BOINC's `ERR_FILE_WRONG_SIZE`.
+pub const ERR_FILE_WRONG_SIZE: i32 = -221;
+
+/// Chunks queued between the network and the writer thread.
+const QUEUE: usize = 64;
+/// The writer's buffer.
+const WRITE_BUF: usize = 1 << 20;
+
+/// What the file must be, from its `<file_info>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectedFile {
+    /// Exact size (`nbytes`; for `download_gzipped` files, `gzipped_nbytes`); `None` or 0
+    /// when unknown. More bytes than this are refused while streaming.
+    pub nbytes: Option<u64>,
+    /// MD5 hex of the bytes downloaded; `None` when the file is checked another way (a
+    /// signed file, or a gzipped download whose MD5 is that of the uncompressed bytes).
+    pub md5: Option<String>,
+    /// Upper bound used when `nbytes` is unknown (`max_nbytes`).
+    pub max_nbytes: Option<u64>,
+    /// The bytes are a gzip stream to keep as is (`download_gzipped`): no decoding. The
+    /// caller gunzips and verifies the uncompressed bytes.
+    pub gzip: bool,
+}
+
+impl ExpectedFile {
+    fn exact(&self) -> Option<u64> {
+        self.nbytes.filter(|n| *n > 0)
+    }
+
+    /// The most bytes the file may have.
+    pub fn limit(&self) -> Option<u64> {
+        self.exact().or(self.max_nbytes.filter(|n| *n > 0))
+    }
+}
+
+/// Where a download goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownloadTarget {
+    /// The file being written; it survives failures and cancellation, and the next
+    /// attempt resumes from its length.
+    pub partial: PathBuf,
+    /// Where the verified file is renamed to (parent directories are created).
+    pub dest: PathBuf,
+}
+
+/// A verified, renamed download.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownloadOutcome {
+    /// The URL that served it (`None` when the partial file was already complete).
+    pub url: Option<String>,
+    /// Size of the file.
+    pub nbytes: u64,
+    /// MD5 hex of the file.
+    pub md5: String,
+    /// Bytes that were already on disk and kept (the server honoured `Range`).
+    pub resumed_from: u64,
+    /// Bytes received in this attempt (count them in the daily transfer history).
+    pub received: u64,
+}
+
+/// Why a download attempt did not produce a verified file.
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    /// The file has no download URL.
+    #[error("no download URL")]
+    NoUrls,
+    /// Every URL failed; this is the last URL's failure.
+    #[error(transparent)]
+    Net(#[from] NetError),
+    /// The local file could not be read or written.
+    #[error("{op} {path}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server sent (or announced) more than the entry allows; the episode's bytes were
+    /// dropped.
+    #[error("{url} sends more than {limit} bytes")]
+    TooBig {
+        /// The URL.
+        url: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// The whole file arrived and its MD5 is wrong; the partial file was deleted.
+    #[error("MD5 check failed: expected {expected}, got {got}")]
+    Md5Mismatch {
+        /// From the entry.
+        expected: String,
+        /// Of the bytes received.
+        got: String,
+    },
+    /// The server ended the reply before the expected size; the partial file is kept.
+    #[error("{url} ended the file after {got} of {expected} bytes")]
+    Incomplete {
+        /// The URL.
+        url: String,
+        /// Bytes on disk.
+        got: u64,
+        /// Expected size.
+        expected: u64,
+    },
+    /// A `206` whose `Content-Range` does not start where asked; the partial file was
+    /// emptied so the next attempt starts over.
+    #[error("{url} answered a range that does not start at {asked}")]
+    BadRange {
+        /// The URL.
+        url: String,
+        /// The offset asked for.
+        asked: u64,
+    },
+    /// Cancelled; the partial file is kept for resuming.
+    #[error("download cancelled")]
+    Cancelled,
+}
+
+impl DownloadError {
+    /// The BOINC error code for the file transfer's record.
+    pub fn boinc_code(&self) -> i32 {
+        match self {
+            DownloadError::NoUrls => crate::client::ERR_HTTP_PERMANENT,
+            DownloadError::Net(e) => e.boinc_code(),
+            DownloadError::Io { .. } => ERR_IO,
+            DownloadError::TooBig { .. } => ERR_FILE_TOO_BIG,
+            DownloadError::Md5Mismatch { .. } => ERR_MD5_FAILED,
+            DownloadError::Incomplete { .. } | DownloadError::BadRange { .. } => {
+                crate::client::ERR_HTTP_TRANSIENT
+            }
+            DownloadError::Cancelled => -197,
+        }
+    }
+
+    /// Whether the file failed for good (as opposed to: retry later with backoff).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            DownloadError::NoUrls
+            | DownloadError::TooBig { .. }
+            | DownloadError::Md5Mismatch { .. } => true,
+            DownloadError::Net(e) => e.is_permanent(),
+            _ => false,
+        }
+    }
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DownloadError + 'a {
+    move |source| DownloadError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The writer thread's result: the hash of the whole file and its length.
+struct Written {
+    hasher: Md5,
+    len: u64,
+}
+
+/// Opens the partial file, keeps its first `keep` bytes (hashing them) and appends every
+/// chunk received until the sender is dropped. Stops writing once `limit` would be passed.
+fn writer(
+    path: PathBuf,
+    keep: u64,
+    mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+) -> Result<Written, DownloadError> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io("opening", &path))?;
+    f.set_len(keep).map_err(io("truncating", &path))?;
+    let mut hasher = Md5::new();
+    let mut buf = vec![0u8; WRITE_BUF];
+    let mut left = keep;
+    while left > 0 {
+        let n = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+        f.read_exact(&mut buf[..n]).map_err(io("reading", &path))?;
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    drop(buf);
+    f.seek(SeekFrom::Start(keep))
+        .map_err(io("seeking", &path))?;
+    let mut out = std::io::BufWriter::with_capacity(WRITE_BUF, f);
+    let mut len = keep;
+    while let Some(chunk) = rx.blocking_recv() {
+        hasher.update(&chunk);
+        out.write_all(&chunk).map_err(io("writing", &path))?;
+        len += chunk.len() as u64;
+    }
+    out.flush().map_err(io("writing", &path))?;
+    Ok(Written { hasher, len })
+}
+
+fn start_of_content_range(v: Option<&HeaderValue>) -> Option<u64> {
+    let s = v?.to_str().ok()?.trim().strip_prefix("bytes")?.trim_start();
+    s.split('-').next()?.trim().parse().ok()
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+fn truncate(path: &Path, len: u64) -> Result<(), DownloadError> {
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(f) => f.set_len(len).map_err(io("truncating", path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io("opening", path)(e)),
+    }
+}
+
+fn remove(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!("removing {}: {e}", path.display());
+        }
+    }
+}
+
+async fn md5_of_file(path: &Path) -> Result<String, DownloadError> {
+    let p = path.to_owned();
+    let r = tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::open(&p)?;
+        ferrite_proto::crypt::md5_hex_reader(std::io::BufReader::with_capacity(WRITE_BUF, f))
+    })
+    .await
+    .map_err(|e| io("hashing", path)(std::io::Error::other(e)))?;
+    r.map_err(io("hashing", path))
+}
+
+fn md5_matches(expected: Option<&str>, got: &str) -> bool {
+    expected.is_none_or(|e| e.trim().eq_ignore_ascii_case(got))
+}
+
+fn finish(target: &DownloadTarget) -> Result<(), DownloadError> {
+    if let Some(dir) = target.dest.parent() {
+        std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+    }
+    std::fs::rename(&target.partial, &target.dest).map_err(io("renaming", &target.partial))
+}
+
+impl HttpClient {
+    /// One download attempt: tries `urls` in order until one yields the whole file,
+    /// resuming from `target.partial`. `progress` is called with the bytes on disk after
+    /// each chunk. On success the file is at `target.dest`, verified. Cancelling `cancel`
+    /// (or dropping the future) leaves a partial file the next call resumes.
+    pub async fn download(
+        &self,
+        urls: &[String],
+        target: &DownloadTarget,
+        expected: &ExpectedFile,
+        progress: &(dyn Fn(u64) + Send + Sync),
+        cancel: &CancellationToken,
+    ) -> Result<DownloadOutcome, DownloadError> {
+        if urls.is_empty() {
+            return Err(DownloadError::NoUrls);
+        }
+        // A complete partial file from an earlier attempt (e.g. the rename was missed).
+        let have = file_len(&target.partial);
+        if let Some(n) = expected.exact() {
+            if have == n {
+                let md5 = md5_of_file(&target.partial).await?;
+                if md5_matches(expected.md5.as_deref(), &md5) {
+                    finish(target)?;
+                    return Ok(DownloadOutcome {
+                        url: None,
+                        nbytes: n,
+                        md5,
+                        resumed_from: n,
+                        received: 0,
+                    });
+                }
+            }
+            if have >= n {
+                truncate(&target.partial, 0)?;
+            }
+        }
+        let mut last = DownloadError::NoUrls;
+        for url in urls {
+            match self.episode(url, target, expected, progress, cancel).await {
+                Ok(o) => return Ok(o),
+                Err(
+                    e @ (DownloadError::Net(_)
+                    | DownloadError::Incomplete { .. }
+                    | DownloadError::BadRange { .. }),
+                ) => {
+                    tracing::info!("download from {url} failed: {e}");
+                    last = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    async fn episode(
+        &self,
+        url: &str,
+        target: &DownloadTarget,
+        expected: &ExpectedFile,
+        progress: &(dyn Fn(u64) + Send + Sync),
+        cancel: &CancellationToken,
+    ) -> Result<DownloadOutcome, DownloadError> {
+        check_url(url)?;
+        let limit = expected.limit();
+        let mut have = file_len(&target.partial);
+        if limit.is_some_and(|l| have > l) {
+            truncate(&target.partial, 0)?;
+            have = 0;
+        }
+        let too_big = || DownloadError::TooBig {
+            url: url.to_owned(),
+            limit: limit.unwrap_or(0),
+        };
+        // At most two requests: a Range the server cannot satisfy is retried from 0.
+        let mut attempt = 0;
+        let (resp, start) = loop {
+            attempt += 1;
+            let mut req = self
+                .inner
+                .get(url)
+                .header(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+            if have > 0 {
+                req = req.header(RANGE, format!("bytes={have}-"));
+            }
+            let sent = tokio::select! {
+                r = self.send(url, req) => r,
+                () = cancel.cancelled() => return Err(DownloadError::Cancelled),
+            };
+            match sent {
+                Ok(resp) if resp.status() == StatusCode::PARTIAL_CONTENT && have > 0 => {
+                    if start_of_content_range(resp.headers().get(CONTENT_RANGE)) != Some(have) {
+                        truncate(&target.partial, 0)?;
+                        return Err(DownloadError::BadRange {
+                            url: url.to_owned(),
+                            asked: have,
+                        });
+                    }
+                    break (resp, have);
+                }
+                // The server ignored the Range (or there was none): start over.
+                Ok(resp) => break (resp, 0),
+                Err(NetError::Status { status: 416, .. }) if have > 0 && attempt < 2 => {
+                    truncate(&target.partial, 0)?;
+                    have = 0;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if let (Some(l), Some(n)) = (limit, resp.content_length()) {
+            if start.saturating_add(n) > l {
+                return Err(too_big());
+            }
+        }
+
+        let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(QUEUE);
+        let path = target.partial.clone();
+        let writing = tokio::task::spawn_blocking(move || writer(path, start, rx));
+        let mut total = start;
+        let mut stream = resp.bytes_stream();
+        let read_timeout = self.config.read_timeout;
+        let failure: Option<DownloadError> = loop {
+            let next = tokio::select! {
+                n = tokio::time::timeout(read_timeout, stream.next()) => n,
+                () = cancel.cancelled() => break Some(DownloadError::Cancelled),
+            };
+            let chunk = match next {
+                Err(_) => {
+                    break Some(
+                        NetError::Timeout {
+                            url: url.to_owned(),
+                        }
+                        .into(),
+                    )
+                }
+                Ok(None) => break None,
+                Ok(Some(Err(e))) => break Some(NetError::from_reqwest(url, e).into()),
+                Ok(Some(Ok(c))) => c,
+            };
+            if limit.is_some_and(|l| total + chunk.len() as u64 > l) {
+                break Some(too_big());
+            }
+            total += chunk.len() as u64;
+            if tx.send(chunk).await.is_err() {
+                break None; // the writer failed; its error is reported below
+            }
+            progress(total);
+        };
+        drop(tx);
+        drop(stream);
+        let written = writing
+            .await
+            .map_err(|e| io("writing", &target.partial)(std::io::Error::other(e)))??;
+        if let Some(e) = failure {
+            if matches!(e, DownloadError::TooBig { .. }) {
+                truncate(&target.partial, start)?;
+            }
+            return Err(e);
+        }
+        if written.len != total {
+            return Err(io("writing", &target.partial)(std::io::Error::other(
+                "short write",
+            )));
+        }
+        if let Some(n) = expected.exact() {
+            if total < n {
+                return Err(DownloadError::Incomplete {
+                    url: url.to_owned(),
+                    got: total,
+                    expected: n,
+                });
+            }
+        }
+        let md5 = hex::encode(written.hasher.finalize());
+        if !md5_matches(expected.md5.as_deref(), &md5) {
+            remove(&target.partial);
+            return Err(DownloadError::Md5Mismatch {
+                expected: expected.md5.clone().unwrap_or_default(),
+                got: md5,
+            });
+        }
+        finish(target)?;
+        Ok(DownloadOutcome {
+            url: Some(url.to_owned()),
+            nbytes: total,
+            md5,
+            resumed_from: start,
+            received: total - start,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_range_start() {
+        let h = |s: &str| HeaderValue::from_str(s).ok();
+        assert_eq!(
+            start_of_content_range(h("bytes 100-199/200").as_ref()),
+            Some(100)
+        );
+        assert_eq!(start_of_content_range(h("bytes */200").as_ref()), None);
+        assert_eq!(start_of_content_range(None), None);
+    }
+
+    #[test]
+    fn limits() {
+        let e = ExpectedFile {
+            nbytes: Some(10),
+            max_nbytes: Some(100),
+            ..ExpectedFile::default()
+        };
+        assert_eq!(e.limit(), Some(10));
+        let e = ExpectedFile {
+            nbytes: Some(0),
+            max_nbytes: Some(100),
+            ..ExpectedFile::default()
+        };
+        assert_eq!(e.limit(), Some(100));
+        assert_eq!(ExpectedFile::default().limit(), None);
+        assert!(md5_matches(None, "abc"));
+        assert!(md5_matches(Some(" ABC "), "abc"));
+        assert!(!md5_matches(Some("abd"), "abc"));
+    }
+}
