@@ -1,7 +1,7 @@
 //! Resumable downloads (one persistent-transfer attempt over a file's URL list): resume
-//! with `Range` from the partial file, stream to disk on a blocking writer thread that
-//! hashes as it writes, cut off a server that sends more than the entry allows, verify the
-//! MD5 and only then rename the file into place.
+//! with `Range` from the partial file, stream to disk on one blocking thread while another
+//! hashes the same bytes, cut off a server that sends more than the entry allows, verify
+//! the MD5 and only then rename the file into place.
 
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
@@ -175,48 +175,60 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Do
     }
 }
 
-/// The writer thread's result: the hash of the whole file and its length.
-struct Written {
-    hasher: Md5,
-    len: u64,
-}
-
-/// Opens the partial file, keeps its first `keep` bytes (hashing them) and appends every
-/// chunk received until the sender is dropped. Stops writing once `limit` would be passed.
+/// Opens the partial file, keeps its first `keep` bytes and appends every chunk received
+/// until the sender is dropped; returns the file's length.
 fn writer(
     path: PathBuf,
     keep: u64,
     mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-) -> Result<Written, DownloadError> {
+) -> Result<u64, DownloadError> {
     let mut f = std::fs::OpenOptions::new()
-        .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&path)
         .map_err(io("opening", &path))?;
     f.set_len(keep).map_err(io("truncating", &path))?;
-    let mut hasher = Md5::new();
-    let mut buf = vec![0u8; WRITE_BUF];
-    let mut left = keep;
-    while left > 0 {
-        let n = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
-        f.read_exact(&mut buf[..n]).map_err(io("reading", &path))?;
-        hasher.update(&buf[..n]);
-        left -= n as u64;
-    }
-    drop(buf);
     f.seek(SeekFrom::Start(keep))
         .map_err(io("seeking", &path))?;
     let mut out = std::io::BufWriter::with_capacity(WRITE_BUF, f);
     let mut len = keep;
     while let Some(chunk) = rx.blocking_recv() {
-        hasher.update(&chunk);
         out.write_all(&chunk).map_err(io("writing", &path))?;
         len += chunk.len() as u64;
     }
     out.flush().map_err(io("writing", &path))?;
-    Ok(Written { hasher, len })
+    Ok(len)
+}
+
+/// Hashes the first `keep` bytes already in the partial file, then every chunk received
+/// (on its own thread, so hashing and writing overlap).
+fn hasher(
+    path: PathBuf,
+    keep: u64,
+    mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+) -> Result<Md5, DownloadError> {
+    let mut h = Md5::new();
+    if keep > 0 {
+        let f = std::fs::File::open(&path).map_err(io("opening", &path))?;
+        let mut r = std::io::BufReader::with_capacity(WRITE_BUF, f).take(keep);
+        let mut buf = vec![0u8; WRITE_BUF];
+        let mut left = keep;
+        while left > 0 {
+            let n = r.read(&mut buf).map_err(io("reading", &path))?;
+            if n == 0 {
+                return Err(io("reading", &path)(
+                    std::io::ErrorKind::UnexpectedEof.into(),
+                ));
+            }
+            h.update(&buf[..n]);
+            left -= n as u64;
+        }
+    }
+    while let Some(chunk) = rx.blocking_recv() {
+        h.update(&chunk);
+    }
+    Ok(h)
 }
 
 fn start_of_content_range(v: Option<&HeaderValue>) -> Option<u64> {
@@ -381,8 +393,11 @@ impl HttpClient {
         }
 
         let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(QUEUE);
+        let (htx, hrx) = tokio::sync::mpsc::channel::<bytes::Bytes>(QUEUE);
         let path = target.partial.clone();
         let writing = tokio::task::spawn_blocking(move || writer(path, start, rx));
+        let path = target.partial.clone();
+        let hashing = tokio::task::spawn_blocking(move || hasher(path, start, hrx));
         let mut total = start;
         let mut stream = resp.bytes_stream();
         let read_timeout = self.config.read_timeout;
@@ -408,23 +423,24 @@ impl HttpClient {
                 break Some(too_big());
             }
             total += chunk.len() as u64;
-            if tx.send(chunk).await.is_err() {
-                break None; // the writer failed; its error is reported below
+            if tx.send(chunk.clone()).await.is_err() || htx.send(chunk).await.is_err() {
+                break None; // the writer or hasher failed; its error is reported below
             }
             progress(total);
         };
-        drop(tx);
+        drop((tx, htx));
         drop(stream);
-        let written = writing
-            .await
-            .map_err(|e| io("writing", &target.partial)(std::io::Error::other(e)))??;
+        let joined =
+            |e: tokio::task::JoinError| io("writing", &target.partial)(std::io::Error::other(e));
+        let written = writing.await.map_err(joined)??;
+        let hashed = hashing.await.map_err(joined)??;
         if let Some(e) = failure {
             if matches!(e, DownloadError::TooBig { .. }) {
                 truncate(&target.partial, start)?;
             }
             return Err(e);
         }
-        if written.len != total {
+        if written != total {
             return Err(io("writing", &target.partial)(std::io::Error::other(
                 "short write",
             )));
@@ -438,7 +454,7 @@ impl HttpClient {
                 });
             }
         }
-        let md5 = hex::encode(written.hasher.finalize());
+        let md5 = hex::encode(hashed.finalize());
         if !md5_matches(expected.md5.as_deref(), &md5) {
             remove(&target.partial);
             return Err(DownloadError::Md5Mismatch {
