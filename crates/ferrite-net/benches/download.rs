@@ -106,6 +106,7 @@ fn main() {
         md5: Some(md5),
         max_nbytes: None,
         gzip: false,
+        gzipped_nbytes: None,
     };
     let mb = SIZE as f64 / 1e6;
     let gib = SIZE as f64 / (1u64 << 30) as f64;

@@ -21,6 +21,8 @@ pub const ERR_MD5_FAILED: i32 = -119;
 /// BOINC's `ERR_FILE_WRONG_SIZE`.
 pub const ERR_FILE_WRONG_SIZE: i32 = -221;
 
+/// An episode that adds fewer bytes than this without completing the file is undone.
+const MIN_DOWNLOAD_INCREMENT: u64 = 5000;
 /// Chunks queued between the network and the writer thread.
 const QUEUE: usize = 64;
 /// The writer's buffer.
@@ -29,27 +31,43 @@ const WRITE_BUF: usize = 1 << 20;
 /// What the file must be, from its `<file_info>`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExpectedFile {
-    /// Exact size (`nbytes`; for `download_gzipped` files, `gzipped_nbytes`); `None` or 0
-    /// when unknown. More bytes than this are refused while streaming.
+    /// Size of the final file (`nbytes`; for gzip downloads, uncompressed); `None` or 0 when
+    /// unknown. Plain downloads sending more are cut off while streaming.
     pub nbytes: Option<u64>,
-    /// MD5 hex of the bytes downloaded; `None` when the file is checked another way (a
-    /// signed file, or a gzipped download whose MD5 is that of the uncompressed bytes).
+    /// MD5 hex of the final file (for gzip downloads, of the uncompressed bytes, as BOINC
+    /// does); `None` when the file is checked another way (a signed file: verify with
+    /// `ferrite_project::files::verify_download` and the outcome's MD5).
     pub md5: Option<String>,
-    /// Upper bound used when `nbytes` is unknown (`max_nbytes`).
+    /// Upper bound on the bytes sent when their exact number is unknown (`max_nbytes`).
     pub max_nbytes: Option<u64>,
-    /// The bytes are a gzip stream to keep as is (`download_gzipped`): no decoding. The
-    /// caller gunzips and verifies the uncompressed bytes.
+    /// `download_gzipped`: the URL serves a gzip file; it is decompressed into the
+    /// destination and the uncompressed bytes are checked.
     pub gzip: bool,
+    /// `gzipped_nbytes`: exact size of the gzip file on the wire (gzip downloads only).
+    pub gzipped_nbytes: Option<u64>,
 }
 
 impl ExpectedFile {
-    fn exact(&self) -> Option<u64> {
-        self.nbytes.filter(|n| *n > 0)
+    /// Exact number of bytes on the wire, when known.
+    fn wire_exact(&self) -> Option<u64> {
+        if self.gzip {
+            self.gzipped_nbytes
+        } else {
+            self.nbytes
+        }
+        .filter(|n| *n > 0)
     }
 
-    /// The most bytes the file may have.
-    pub fn limit(&self) -> Option<u64> {
-        self.exact().or(self.max_nbytes.filter(|n| *n > 0))
+    /// The most bytes the server may send.
+    pub fn wire_limit(&self) -> Option<u64> {
+        self.wire_exact().or(self.max_nbytes.filter(|n| *n > 0))
+    }
+
+    /// The most bytes the final file may have.
+    fn file_limit(&self) -> Option<u64> {
+        self.nbytes
+            .filter(|n| *n > 0)
+            .or(self.max_nbytes.filter(|n| *n > 0))
     }
 }
 
@@ -68,13 +86,14 @@ pub struct DownloadTarget {
 pub struct DownloadOutcome {
     /// The URL that served it (`None` when the partial file was already complete).
     pub url: Option<String>,
-    /// Size of the file.
+    /// Size of the final file (uncompressed for gzip downloads).
     pub nbytes: u64,
-    /// MD5 hex of the file.
+    /// MD5 hex of the final file.
     pub md5: String,
     /// Bytes that were already on disk and kept (the server honoured `Range`).
     pub resumed_from: u64,
-    /// Bytes received in this attempt (count them in the daily transfer history).
+    /// Bytes received in this attempt, on the wire (count them in the daily transfer
+    /// history).
     pub received: u64,
 }
 
@@ -134,6 +153,24 @@ pub enum DownloadError {
         /// The offset asked for.
         asked: u64,
     },
+    /// A gzip download that does not decompress; the partial file was deleted.
+    #[error("{path} is not a valid gzip file")]
+    BadGzip {
+        /// The downloaded file.
+        path: PathBuf,
+        /// What the decoder said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The final file does not have the expected size (gzip downloads, checked after
+    /// decompressing); the partial file was deleted.
+    #[error("wrong size: expected {expected} bytes, got {got}")]
+    WrongSize {
+        /// From the entry.
+        expected: u64,
+        /// Of the file.
+        got: u64,
+    },
     /// Cancelled; the partial file is kept for resuming.
     #[error("download cancelled")]
     Cancelled,
@@ -148,6 +185,8 @@ impl DownloadError {
             DownloadError::Io { .. } => ERR_IO,
             DownloadError::TooBig { .. } => ERR_FILE_TOO_BIG,
             DownloadError::Md5Mismatch { .. } => ERR_MD5_FAILED,
+            DownloadError::BadGzip { .. } => ERR_IO,
+            DownloadError::WrongSize { .. } => ERR_FILE_WRONG_SIZE,
             DownloadError::Incomplete { .. } | DownloadError::BadRange { .. } => {
                 crate::client::ERR_HTTP_TRANSIENT
             }
@@ -160,7 +199,9 @@ impl DownloadError {
         match self {
             DownloadError::NoUrls
             | DownloadError::TooBig { .. }
-            | DownloadError::Md5Mismatch { .. } => true,
+            | DownloadError::Md5Mismatch { .. }
+            | DownloadError::BadGzip { .. }
+            | DownloadError::WrongSize { .. } => true,
             DownloadError::Net(e) => e.is_permanent(),
             _ => false,
         }
@@ -271,11 +312,111 @@ fn md5_matches(expected: Option<&str>, got: &str) -> bool {
     expected.is_none_or(|e| e.trim().eq_ignore_ascii_case(got))
 }
 
-fn finish(target: &DownloadTarget) -> Result<(), DownloadError> {
-    if let Some(dir) = target.dest.parent() {
+fn finish(from: &Path, dest: &Path) -> Result<(), DownloadError> {
+    if let Some(dir) = dest.parent() {
         std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
     }
-    std::fs::rename(&target.partial, &target.dest).map_err(io("renaming", &target.partial))
+    std::fs::rename(from, dest).map_err(io("renaming", from))
+}
+
+/// Decompresses `gz` into `out`, hashing the output and refusing more than `limit` bytes;
+/// returns the MD5 and length of the output.
+fn gunzip(gz: &Path, out: &Path, limit: Option<u64>) -> Result<(String, u64), DownloadError> {
+    let bad = |source| DownloadError::BadGzip {
+        path: gz.to_owned(),
+        source,
+    };
+    let f = std::fs::File::open(gz).map_err(io("opening", gz))?;
+    let mut dec = flate2::read::GzDecoder::new(std::io::BufReader::with_capacity(WRITE_BUF, f));
+    let mut w = std::io::BufWriter::with_capacity(
+        WRITE_BUF,
+        std::fs::File::create(out).map_err(io("creating", out))?,
+    );
+    let mut h = Md5::new();
+    let mut buf = vec![0u8; WRITE_BUF];
+    let mut len = 0u64;
+    loop {
+        let n = dec.read(&mut buf).map_err(bad)?;
+        if n == 0 {
+            break;
+        }
+        len += n as u64;
+        if let Some(l) = limit.filter(|l| len > *l) {
+            return Err(DownloadError::WrongSize {
+                expected: l,
+                got: len,
+            });
+        }
+        h.update(&buf[..n]);
+        w.write_all(&buf[..n]).map_err(io("writing", out))?;
+    }
+    w.flush().map_err(io("writing", out))?;
+    Ok((hex::encode(h.finalize()), len))
+}
+
+/// Checks the complete partial file (whose MD5 is `wire_md5`), decompressing it first for
+/// gzip downloads, and moves the result to the destination. Returns the final MD5 and size.
+/// A file that fails is deleted, so the next attempt starts over.
+async fn complete(
+    target: &DownloadTarget,
+    expected: &ExpectedFile,
+    wire_md5: String,
+    wire_len: u64,
+) -> Result<(String, u64), DownloadError> {
+    let (md5, len, made) = if expected.gzip {
+        let tmp = target.dest.with_file_name(format!(
+            "{}.decompress_temp",
+            target
+                .dest
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ));
+        if let Some(dir) = tmp.parent() {
+            std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+        }
+        let (gz, out, limit) = (target.partial.clone(), tmp.clone(), expected.file_limit());
+        let r = tokio::task::spawn_blocking(move || gunzip(&gz, &out, limit))
+            .await
+            .map_err(|e| io("decompressing", &target.partial)(std::io::Error::other(e)))?;
+        match r {
+            Ok((md5, len)) => (md5, len, Some(tmp)),
+            Err(e) => {
+                remove(&tmp);
+                remove(&target.partial);
+                return Err(e);
+            }
+        }
+    } else {
+        (wire_md5, wire_len, None)
+    };
+    let fail = |e: DownloadError| {
+        if let Some(t) = &made {
+            remove(t);
+        }
+        remove(&target.partial);
+        Err(e)
+    };
+    if let Some(n) = expected.nbytes.filter(|n| *n > 0 && *n != len) {
+        return fail(DownloadError::WrongSize {
+            expected: n,
+            got: len,
+        });
+    }
+    if !md5_matches(expected.md5.as_deref(), &md5) {
+        return fail(DownloadError::Md5Mismatch {
+            expected: expected.md5.clone().unwrap_or_default(),
+            got: md5,
+        });
+    }
+    match &made {
+        Some(tmp) => {
+            finish(tmp, &target.dest)?;
+            remove(&target.partial);
+        }
+        None => finish(&target.partial, &target.dest)?,
+    }
+    Ok((md5, len))
 }
 
 impl HttpClient {
@@ -296,14 +437,13 @@ impl HttpClient {
         }
         // A complete partial file from an earlier attempt (e.g. the rename was missed).
         let have = file_len(&target.partial);
-        if let Some(n) = expected.exact() {
+        if let Some(n) = expected.wire_exact() {
             if have == n {
-                let md5 = md5_of_file(&target.partial).await?;
-                if md5_matches(expected.md5.as_deref(), &md5) {
-                    finish(target)?;
+                let wire_md5 = md5_of_file(&target.partial).await?;
+                if let Ok((md5, nbytes)) = complete(target, expected, wire_md5, n).await {
                     return Ok(DownloadOutcome {
                         url: None,
-                        nbytes: n,
+                        nbytes,
                         md5,
                         resumed_from: n,
                         received: 0,
@@ -341,7 +481,7 @@ impl HttpClient {
         cancel: &CancellationToken,
     ) -> Result<DownloadOutcome, DownloadError> {
         check_url(url)?;
-        let limit = expected.limit();
+        let limit = expected.wire_limit();
         let mut have = file_len(&target.partial);
         if limit.is_some_and(|l| have > l) {
             truncate(&target.partial, 0)?;
@@ -445,8 +585,13 @@ impl HttpClient {
                 "short write",
             )));
         }
-        if let Some(n) = expected.exact() {
+        if let Some(n) = expected.wire_exact() {
             if total < n {
+                // A few bytes that do not complete the file are probably a proxy's page,
+                // not the file: drop them (BOINC's MIN_DOWNLOAD_INCREMENT).
+                if total - start < MIN_DOWNLOAD_INCREMENT {
+                    truncate(&target.partial, start)?;
+                }
                 return Err(DownloadError::Incomplete {
                     url: url.to_owned(),
                     got: total,
@@ -454,18 +599,11 @@ impl HttpClient {
                 });
             }
         }
-        let md5 = hex::encode(hashed.finalize());
-        if !md5_matches(expected.md5.as_deref(), &md5) {
-            remove(&target.partial);
-            return Err(DownloadError::Md5Mismatch {
-                expected: expected.md5.clone().unwrap_or_default(),
-                got: md5,
-            });
-        }
-        finish(target)?;
+        let wire_md5 = hex::encode(hashed.finalize());
+        let (md5, nbytes) = complete(target, expected, wire_md5, total).await?;
         Ok(DownloadOutcome {
             url: Some(url.to_owned()),
-            nbytes: total,
+            nbytes,
             md5,
             resumed_from: start,
             received: total - start,
@@ -495,14 +633,14 @@ mod tests {
             max_nbytes: Some(100),
             ..ExpectedFile::default()
         };
-        assert_eq!(e.limit(), Some(10));
+        assert_eq!(e.wire_limit(), Some(10));
         let e = ExpectedFile {
             nbytes: Some(0),
             max_nbytes: Some(100),
             ..ExpectedFile::default()
         };
-        assert_eq!(e.limit(), Some(100));
-        assert_eq!(ExpectedFile::default().limit(), None);
+        assert_eq!(e.wire_limit(), Some(100));
+        assert_eq!(ExpectedFile::default().wire_limit(), None);
         assert!(md5_matches(None, "abc"));
         assert!(md5_matches(Some(" ABC "), "abc"));
         assert!(!md5_matches(Some("abd"), "abc"));

@@ -19,15 +19,17 @@
 //! `boinc_code()` (5xx → -184, other statuses → -224, connect → -107, timeout → -182).
 //!
 //! **Downloads**: `download(&urls, &DownloadTarget { partial, dest }, &ExpectedFile {
-//! nbytes, md5, max_nbytes, gzip }, &|bytes_on_disk| .., &cancel) -> DownloadOutcome`.
-//! URLs are tried in order; the partial file is resumed with `Range` (restarted when the
-//! server answers 200); the body is streamed to disk and hashed on a blocking thread; more
-//! bytes than `nbytes` (or `max_nbytes`) are cut off ([`DownloadError::TooBig`]); the MD5
-//! is checked before the rename to `dest`. For signed files pass `md5: None` and verify
-//! the signature with `ferrite_project::files::verify_download` using the outcome's MD5.
-//! `gzip: true` files (`.gzt`) are stored as received; gunzip them yourself. Cancelling the
-//! token or dropping the future keeps the partial file for the next attempt.
-//! [`DownloadError::is_permanent`] / `boinc_code()` feed the retry logic.
+//! nbytes, md5, max_nbytes, gzip, gzipped_nbytes }, &|bytes_on_disk| .., &cancel) ->
+//! DownloadOutcome`. URLs are tried in order; the partial file is resumed with `Range`
+//! (restarted when the server answers 200); the body is streamed to disk on one blocking
+//! thread and hashed on another; more bytes than expected are cut off
+//! ([`DownloadError::TooBig`]); the MD5 is checked before the rename to `dest`. For
+//! `download_gzipped` files (partial = `NAME.gzt`) the gzip file is decompressed into
+//! `dest` and the uncompressed bytes are checked, as BOINC does. For signed files pass
+//! `md5: None` and check the signature with `ferrite_project::files::verify_download` and
+//! the outcome's MD5. Cancelling the token or dropping the future keeps the partial file
+//! for the next attempt. [`DownloadError::is_permanent`] / `boinc_code()` feed the retry
+//! logic; `received` feeds the daily transfer history.
 //!
 //! **Uploads**: `upload(url, &UploadJob { file, path, nbytes, md5, version, known_offset },
 //! &|offset| .., &cancel) -> UploadOutcome`: size query (files ≥ 8192 bytes with unknown

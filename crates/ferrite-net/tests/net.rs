@@ -106,6 +106,7 @@ fn expected(data: &[u8]) -> ExpectedFile {
         md5: Some(md5(data)),
         max_nbytes: None,
         gzip: false,
+        gzipped_nbytes: None,
     }
 }
 
@@ -412,6 +413,7 @@ async fn wrong_md5_fault_leaves_no_file() {
                 md5: Some(input.md5_cksum.clone()),
                 max_nbytes: None,
                 gzip: false,
+                gzipped_nbytes: None,
             },
             &no_progress,
             &CancellationToken::new(),
@@ -505,6 +507,7 @@ async fn oversized_download_is_cut_off_early() {
         md5: None,
         max_nbytes: None,
         gzip: false,
+        gzipped_nbytes: None,
     };
     let began = Instant::now();
     let e = client()
@@ -535,6 +538,7 @@ async fn oversized_download_is_cut_off_early() {
                 md5: None,
                 max_nbytes: Some(10_000),
                 gzip: false,
+                gzipped_nbytes: None,
             },
             &no_progress,
             &CancellationToken::new(),
@@ -706,4 +710,108 @@ async fn upload_handler_errors_are_typed() {
     job.file.xml_signature = Some(sig);
     let e = c.upload(url, &job, &no_progress, &none).await.unwrap_err();
     assert!(e.is_permanent(), "{e:?}");
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+#[tokio::test]
+async fn gzip_downloads_are_decompressed_and_checked_uncompressed() {
+    let f = start(&[]);
+    let data = pattern(300_000);
+    let gz = gzip(&data);
+    let url = f.serve("z_in.gz", &gz);
+    let t = f.target("z_in");
+    let want = ExpectedFile {
+        nbytes: Some(data.len() as u64),
+        md5: Some(md5(&data)),
+        max_nbytes: None,
+        gzip: true,
+        gzipped_nbytes: Some(gz.len() as u64),
+    };
+    let c = client();
+    let none = CancellationToken::new();
+    let o = c
+        .download(std::slice::from_ref(&url), &t, &want, &no_progress, &none)
+        .await
+        .unwrap();
+    assert_eq!((o.nbytes, o.received), (300_000, gz.len() as u64));
+    assert_eq!(o.md5, md5(&data));
+    assert_eq!(std::fs::read(&t.dest).unwrap(), data);
+    assert!(!t.partial.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(t.dest.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+    // The MD5 is that of the uncompressed bytes: the gzip file's own MD5 is refused.
+    std::fs::remove_file(&t.dest).unwrap();
+    let wrong = ExpectedFile {
+        md5: Some(md5(&gz)),
+        ..want.clone()
+    };
+    let e = c
+        .download(std::slice::from_ref(&url), &t, &wrong, &no_progress, &none)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, DownloadError::Md5Mismatch { .. }), "{e:?}");
+    assert!(!t.dest.exists() && !t.partial.exists());
+    // Not gzip at all.
+    let junk = pattern(1000);
+    let url = f.serve("junk.gz", &junk);
+    let e = c
+        .download(
+            &[url],
+            &t,
+            &ExpectedFile {
+                gzipped_nbytes: Some(1000),
+                ..want
+            },
+            &no_progress,
+            &none,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, DownloadError::BadGzip { .. }), "{e:?}");
+    assert!(e.is_permanent() && !t.dest.exists() && !t.partial.exists());
+}
+
+#[tokio::test]
+async fn a_few_bytes_that_do_not_complete_the_file_are_dropped() {
+    // Answers the Range with 206 and 100 bytes, then ends: likely not the file.
+    let (url, _) = raw_server(1, |_| {
+        http_response(
+            "206 Partial Content",
+            &[
+                "Content-Range: bytes 40000-99999/100000",
+                "Content-Length: 100",
+            ],
+            &[1u8; 100],
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let t = DownloadTarget {
+        partial: dir.path().join("f.part"),
+        dest: dir.path().join("f"),
+    };
+    std::fs::write(&t.partial, vec![0u8; 40_000]).unwrap();
+    let data = pattern(100_000);
+    let e = client()
+        .download(
+            &[url],
+            &t,
+            &expected(&data),
+            &no_progress,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, DownloadError::Incomplete { got: 40_100, .. }),
+        "{e:?}"
+    );
+    assert_eq!(file_len(&t.partial), 40_000);
 }
