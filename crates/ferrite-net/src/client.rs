@@ -197,6 +197,10 @@ impl NetError {
 pub struct HttpClient {
     /// The configured reqwest client.
     pub(crate) inner: reqwest::Client,
+    /// Download bandwidth limit, shared by every clone.
+    pub(crate) down: std::sync::Arc<crate::throttle::Throttle>,
+    /// Upload bandwidth limit, shared by every clone.
+    pub(crate) up: std::sync::Arc<crate::throttle::Throttle>,
     /// The settings it was built with (timeouts and caps are applied per read).
     pub(crate) config: HttpConfig,
 }
@@ -261,7 +265,20 @@ impl HttpClient {
             }
         }
         let inner = b.build().map_err(NetError::Build)?;
-        Ok(HttpClient { inner, config })
+        Ok(HttpClient {
+            inner,
+            down: Default::default(),
+            up: Default::default(),
+            config,
+        })
+    }
+
+    /// Sets the bandwidth limits in bytes per second (prefs `max_bytes_sec_down` /
+    /// `max_bytes_sec_up`; 0 = none). They apply to this client and all its clones, to
+    /// transfers under way too, and cap the total of all transfers of a direction.
+    pub fn set_bandwidth_limits(&self, down_bytes_sec: u64, up_bytes_sec: u64) {
+        self.down.set_rate(down_bytes_sec);
+        self.up.set_rate(up_bytes_sec);
     }
 
     /// The settings in force.

@@ -562,11 +562,16 @@ impl HttpClient {
             if limit.is_some_and(|l| total + chunk.len() as u64 > l) {
                 break Some(too_big());
             }
-            total += chunk.len() as u64;
+            let n = chunk.len() as u64;
+            total += n;
             if tx.send(chunk.clone()).await.is_err() || htx.send(chunk).await.is_err() {
                 break None; // the writer or hasher failed; its error is reported below
             }
             progress(total);
+            tokio::select! {
+                () = self.down.consume(n) => {}
+                () = cancel.cancelled() => break Some(DownloadError::Cancelled),
+            }
         };
         drop((tx, htx));
         drop(stream);

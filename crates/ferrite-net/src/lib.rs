@@ -12,6 +12,10 @@
 //! it into each task. A server that sends nothing for `read_timeout` is cut off with
 //! [`NetError::Timeout`]; texts over `max_text_bytes` give [`NetError::TooLarge`].
 //!
+//! **Bandwidth**: `set_bandwidth_limits(max_bytes_sec_down, max_bytes_sec_up)` whenever
+//! the prefs change (0 = none); the limit holds for the sum of all transfers of a
+//! direction, including those under way.
+//!
 //! **Texts**: `get_text(url)` (master page), `get_project_config(master_url)`,
 //! `account_rpc(lookup_or_create_url)` (URLs from `ferrite_project::attach`),
 //! `post_scheduler(url, request_xml) -> reply text` (then
@@ -46,6 +50,7 @@
 pub mod backoff;
 pub mod client;
 pub mod download;
+pub mod throttle;
 pub mod upload;
 
 pub use client::{

@@ -232,12 +232,16 @@ impl HttpClient {
         // relay it through a channel fed from this task.
         let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(8);
         let body = reqwest::Body::wrap_stream(tokio_stream_from(rx));
+        let up = self.up.clone();
         let feed = async move {
             if tx.send(Ok(bytes::Bytes::from(header))).await.is_err() {
                 return;
             }
             futures_util::pin_mut!(data);
             while let Some(c) = data.next().await {
+                if let Ok(bytes) = &c {
+                    up.consume(bytes.len() as u64).await;
+                }
                 if tx.send(c).await.is_err() {
                     return;
                 }

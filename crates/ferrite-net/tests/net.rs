@@ -815,3 +815,31 @@ async fn a_few_bytes_that_do_not_complete_the_file_are_dropped() {
     );
     assert_eq!(file_len(&t.partial), 40_000);
 }
+
+#[tokio::test]
+async fn download_bandwidth_limit_is_honoured() {
+    let f = start(&[]);
+    let data = pattern(300_000);
+    let url = f.serve("slow_in", &data);
+    let c = client();
+    // 100 kB/s: 300 kB cannot take less than about 2 s (the bucket starts empty and
+    // holds at most one second's worth).
+    c.set_bandwidth_limits(100_000, 0);
+    let began = Instant::now();
+    let o = c
+        .download(
+            &[url],
+            &f.target("slow_in"),
+            &expected(&data),
+            &no_progress,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.nbytes, 300_000);
+    assert!(
+        began.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        began.elapsed()
+    );
+}
