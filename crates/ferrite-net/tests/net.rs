@@ -843,3 +843,56 @@ async fn download_bandwidth_limit_is_honoured() {
         began.elapsed()
     );
 }
+
+#[tokio::test]
+async fn upload_request_has_a_length_and_the_bytes_follow_the_header() {
+    let (url, seen) = raw_server(1, |_| {
+        let body = "<data_server_reply>\n    <status>0</status>\n</data_server_reply>\n";
+        http_response(
+            "200 OK",
+            &[&format!("Content-Length: {}", body.len())],
+            body.as_bytes(),
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r_0_out");
+    // ASCII, so the recorded request text keeps every byte.
+    let data: Vec<u8> = (0..3000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let job = UploadJob {
+        file: ferrite_proto::client_state::FileInfo {
+            name: "r_0_out".into(),
+            max_nbytes: 100_000.0,
+            xml_signature: Some("abcd\n.\n".into()),
+            ..Default::default()
+        },
+        path,
+        nbytes: 3000,
+        md5: md5(&data),
+        version: version(),
+        known_offset: Some(1000),
+    };
+    let o = client()
+        .upload(
+            &format!("{url}cgi-bin/file_upload_handler"),
+            &job,
+            &no_progress,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((o.from_offset, o.sent), (1000, 2000));
+    let req = seen.lock().unwrap()[0].clone();
+    let (head, body) = req.split_once("\r\n\r\n").unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(!head.contains("transfer-encoding"), "{head}");
+    assert!(
+        head.contains(&format!("\r\ncontent-length: {}\r\n", body.len())),
+        "{head}"
+    );
+    assert!(body.starts_with("<data_server_request>\n"));
+    assert!(body.contains("<name>r_0_out</name>\n<xml_signature>\nabcd\n.</xml_signature>\n"));
+    assert!(body.contains("<offset>1000</offset>\n<data>\n"));
+    let raw = req.as_bytes();
+    assert_eq!(&raw[raw.len() - 2000..], &data[1000..]);
+}
