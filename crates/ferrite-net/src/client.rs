@@ -197,6 +197,8 @@ impl NetError {
 pub struct HttpClient {
     /// The configured reqwest client.
     pub(crate) inner: reqwest::Client,
+    /// The same without reqwest's read timeout, for uploads.
+    pub(crate) uploads: reqwest::Client,
     /// Download bandwidth limit, shared by every clone.
     pub(crate) down: std::sync::Arc<crate::throttle::Throttle>,
     /// Upload bandwidth limit, shared by every clone.
@@ -225,48 +227,57 @@ pub(crate) fn check_url(url: &str) -> Result<reqwest::Url, NetError> {
     }
 }
 
+/// A reqwest client for `config`; `read_timeout` false for uploads, whose long request
+/// bodies are watched by their own idle timer instead (reqwest's read timeout also runs
+/// while a body is being sent, which would cut off slow but steady uploads).
+fn build(config: &HttpConfig, read_timeout: bool) -> Result<reqwest::Client, NetError> {
+    let redirects = reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.previous().len() >= 50 {
+            attempt.error("too many redirects")
+        } else if !matches!(attempt.url().scheme(), "http" | "https") {
+            attempt.error("redirect to a non-http(s) URL")
+        } else {
+            attempt.follow()
+        }
+    });
+    let mut b = reqwest::Client::builder()
+        .user_agent(config.user_agent.clone())
+        .connect_timeout(config.connect_timeout)
+        .redirect(redirects)
+        .gzip(true)
+        .no_proxy();
+    let no_proxy = reqwest::NoProxy::from_string(&config.proxy.no_proxy.join(","));
+    let chosen = match (&config.proxy.http, &config.proxy.socks) {
+        (Some(p), _) => Some(("http", p)),
+        (None, Some(p)) => Some(("socks5h", p)),
+        (None, None) => None,
+    };
+    if let Some((scheme, p)) = chosen {
+        let url = proxy_url(scheme, p).ok_or_else(|| NetError::BadUrl {
+            url: format!("{scheme}://{}:{}", p.host, p.port),
+        })?;
+        let proxy = reqwest::Proxy::all(url).map_err(NetError::Build)?;
+        b = b.proxy(proxy.no_proxy(no_proxy));
+    }
+    if let Some(lang) = &config.accept_language {
+        if let Ok(v) = HeaderValue::from_str(lang) {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(ACCEPT_LANGUAGE, v);
+            b = b.default_headers(h);
+        }
+    }
+    if read_timeout {
+        b = b.read_timeout(config.read_timeout);
+    }
+    b.build().map_err(NetError::Build)
+}
+
 impl HttpClient {
     /// Builds the client.
     pub fn new(config: HttpConfig) -> Result<HttpClient, NetError> {
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            if attempt.previous().len() >= 50 {
-                attempt.error("too many redirects")
-            } else if !matches!(attempt.url().scheme(), "http" | "https") {
-                attempt.error("redirect to a non-http(s) URL")
-            } else {
-                attempt.follow()
-            }
-        });
-        let mut b = reqwest::Client::builder()
-            .user_agent(config.user_agent.clone())
-            .connect_timeout(config.connect_timeout)
-            .read_timeout(config.read_timeout)
-            .redirect(redirects)
-            .gzip(true)
-            .no_proxy();
-        let no_proxy = reqwest::NoProxy::from_string(&config.proxy.no_proxy.join(","));
-        let chosen = match (&config.proxy.http, &config.proxy.socks) {
-            (Some(p), _) => Some(("http", p)),
-            (None, Some(p)) => Some(("socks5h", p)),
-            (None, None) => None,
-        };
-        if let Some((scheme, p)) = chosen {
-            let url = proxy_url(scheme, p).ok_or_else(|| NetError::BadUrl {
-                url: format!("{scheme}://{}:{}", p.host, p.port),
-            })?;
-            let proxy = reqwest::Proxy::all(url).map_err(NetError::Build)?;
-            b = b.proxy(proxy.no_proxy(no_proxy));
-        }
-        if let Some(lang) = &config.accept_language {
-            if let Ok(v) = HeaderValue::from_str(lang) {
-                let mut h = reqwest::header::HeaderMap::new();
-                h.insert(ACCEPT_LANGUAGE, v);
-                b = b.default_headers(h);
-            }
-        }
-        let inner = b.build().map_err(NetError::Build)?;
         Ok(HttpClient {
-            inner,
+            inner: build(&config, true)?,
+            uploads: build(&config, false)?,
             down: Default::default(),
             up: Default::default(),
             config,
@@ -293,9 +304,23 @@ impl HttpClient {
         req: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, NetError> {
         // reqwest's read timeout covers waiting for the headers; this bounds the whole
-        // wait for them too, in case the request body is the part that hangs.
+        // wait for them too.
         let wait = self.config.connect_timeout + self.config.read_timeout;
-        let resp = match tokio::time::timeout(wait, req.send()).await {
+        self.send_within(url, req, Some(wait)).await
+    }
+
+    /// Sends a request, giving up after `wait` if given.
+    pub(crate) async fn send_within(
+        &self,
+        url: &str,
+        req: reqwest::RequestBuilder,
+        wait: Option<Duration>,
+    ) -> Result<reqwest::Response, NetError> {
+        let sent = match wait {
+            Some(w) => tokio::time::timeout(w, req.send()).await,
+            None => Ok(req.send().await),
+        };
+        let resp = match sent {
             Ok(r) => r.map_err(|e| NetError::from_reqwest(url, e))?,
             Err(_) => {
                 return Err(NetError::Timeout {

@@ -4,6 +4,8 @@
 //! failure. The request texts and the reply parser are `ferrite_project::files`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use ferrite_project::files::{
     file_upload_header, get_file_size_request, parse_upload_reply, resume_offset, UploadStatus,
@@ -125,19 +127,25 @@ impl HttpClient {
         url: &str,
         body: reqwest::Body,
         len: u64,
+        activity: &Activity,
         cancel: &CancellationToken,
     ) -> Result<ferrite_project::files::UploadReply, UploadError> {
         let req = self
-            .inner
+            .uploads
             .post(url)
             .header(CONTENT_TYPE, SCHEDULER_CONTENT_TYPE)
             .header(CONTENT_LENGTH, len)
             .body(body);
+        let idle = self.config.read_timeout;
         let text = tokio::select! {
             r = async {
-                let resp = self.send(url, req).await?;
+                // No overall bound: the idle watchdog below ends a stalled exchange.
+                let resp = self.send_within(url, req, None).await?;
                 self.read_text(url, resp, MAX_REPLY).await
             } => r?,
+            () = activity.stalled(idle) => {
+                return Err(NetError::Timeout { url: url.to_owned() }.into())
+            }
             () = cancel.cancelled() => return Err(UploadError::Cancelled),
         };
         let reply = parse_upload_reply(&text);
@@ -166,7 +174,9 @@ impl HttpClient {
         check_url(url)?;
         let text = get_file_size_request(version, name);
         let len = text.len() as u64;
-        let reply = self.upload_post(url, text.into(), len, cancel).await?;
+        let reply = self
+            .upload_post(url, text.into(), len, &Activity::new(), cancel)
+            .await?;
         Ok(reply.file_size.unwrap_or(0))
     }
 
@@ -233,21 +243,27 @@ impl HttpClient {
         let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(8);
         let body = reqwest::Body::wrap_stream(tokio_stream_from(rx));
         let up = self.up.clone();
-        let feed = async move {
+        let activity = Activity::new();
+        let feed = async {
             if tx.send(Ok(bytes::Bytes::from(header))).await.is_err() {
                 return;
             }
             futures_util::pin_mut!(data);
             while let Some(c) = data.next().await {
                 if let Ok(bytes) = &c {
+                    // Waiting for the bandwidth limit is not a stall.
+                    activity.throttled.store(true, Ordering::Relaxed);
                     up.consume(bytes.len() as u64).await;
+                    activity.throttled.store(false, Ordering::Relaxed);
+                    activity.touch();
                 }
                 if tx.send(c).await.is_err() {
                     return;
                 }
+                activity.touch();
             }
         };
-        let post = self.upload_post(url, body, header_len + data_len, cancel);
+        let post = self.upload_post(url, body, header_len + data_len, &activity, cancel);
         let (r, ()) = tokio::join!(post, feed);
         r?;
         Ok(UploadOutcome {
@@ -255,6 +271,45 @@ impl HttpClient {
             sent: data_len,
             already_complete: false,
         })
+    }
+}
+
+/// When an exchange last made progress, for the idle watchdog.
+#[derive(Debug)]
+struct Activity {
+    /// The reference point.
+    start: Instant,
+    /// Milliseconds after `start` of the last progress.
+    last_ms: AtomicU64,
+    /// Set while the sender waits for the bandwidth limit.
+    throttled: AtomicBool,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            throttled: AtomicBool::new(false),
+        }
+    }
+
+    /// Records progress now.
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Completes once nothing has progressed for `limit`.
+    async fn stalled(&self, limit: Duration) {
+        loop {
+            let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let idle = last.elapsed();
+            if idle >= limit && !self.throttled.load(Ordering::Relaxed) {
+                return;
+            }
+            tokio::time::sleep(limit.saturating_sub(idle).max(Duration::from_millis(50))).await;
+        }
     }
 }
 

@@ -896,3 +896,82 @@ async fn upload_request_has_a_length_and_the_bytes_follow_the_header() {
     let raw = req.as_bytes();
     assert_eq!(&raw[raw.len() - 2000..], &data[1000..]);
 }
+
+#[tokio::test]
+async fn slow_transfers_longer_than_the_read_timeout_complete() {
+    let f = start(&["--jobs", "3"]);
+    // Idle timeout 1 s; each transfer takes about 3 s but never stalls.
+    let c = client_with_read_timeout(Duration::from_secs(1));
+    let out = output_file(&c, &f).await;
+    let data = pattern(300_000);
+    let path = f.dir.path().join("client").join(&out.name);
+    std::fs::write(&path, &data).unwrap();
+    c.set_bandwidth_limits(0, 100_000);
+    let job = UploadJob {
+        file: out.clone(),
+        path,
+        nbytes: data.len() as u64,
+        md5: md5(&data),
+        version: version(),
+        known_offset: Some(0),
+    };
+    let o = c
+        .upload(
+            &out.upload_urls[0],
+            &job,
+            &no_progress,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.sent, 300_000);
+    assert_eq!(std::fs::read(server_copy(&f, &out.name)).unwrap(), data);
+    // The same for a download slowed by the limit.
+    c.set_bandwidth_limits(100_000, 0);
+    let url = f.serve("slow_in", &data);
+    let o = c
+        .download(
+            &[url],
+            &f.target("slow_in"),
+            &expected(&data),
+            &no_progress,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.nbytes, 300_000);
+}
+
+#[tokio::test]
+async fn an_upload_handler_that_never_answers_is_cut_off() {
+    let (url, _) = raw_server(1, |_| {
+        std::thread::sleep(Duration::from_secs(20));
+        Vec::new()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r_0_out");
+    std::fs::write(&path, pattern(100_000)).unwrap();
+    let job = UploadJob {
+        file: ferrite_proto::client_state::FileInfo {
+            name: "r_0_out".into(),
+            max_nbytes: 1e6,
+            xml_signature: Some("ab\n.\n".into()),
+            ..Default::default()
+        },
+        path,
+        nbytes: 100_000,
+        md5: "0".repeat(32),
+        version: version(),
+        known_offset: Some(0),
+    };
+    let began = Instant::now();
+    let e = client_with_read_timeout(Duration::from_secs(1))
+        .upload(&url, &job, &no_progress, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, UploadError::Net(NetError::Timeout { .. })),
+        "{e:?}"
+    );
+    assert!(began.elapsed() < Duration::from_secs(15));
+}
