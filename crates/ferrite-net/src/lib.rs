@@ -39,6 +39,8 @@
 //! &|offset| .., &cancel) -> UploadOutcome`: size query (files ≥ 8192 bytes with unknown
 //! offset), then the `<file_upload>` header and the bytes from the server's offset.
 //! [`UploadError::Transient`] / [`UploadError::Permanent`] carry the handler's message.
+//! An upload is cut off only when nothing moves for `read_timeout` (waiting for the
+//! bandwidth limit does not count).
 //!
 //! **Retries** ([`backoff`], pure): keep a [`backoff::FileRetry`] per transfer (persist its
 //! fields in `<persistent_file_xfer>`) and a [`backoff::ProjectBackoff`] per project and
@@ -46,6 +48,11 @@
 //! `FileRetry::on_failure(..)` → next URL now / back off until / give up with a code, and
 //! `ProjectBackoff::on_failure` / `on_success`. Start an episode only when
 //! `FileRetry::may_start(now, &project_backoff)`.
+//!
+//! **Not here**: per-transfer decisions (which file, when) — the daemon's; byte counts of
+//! RPC texts for the daily transfer history; a 301 on a scheduler POST is followed as a
+//! GET (reqwest), where BOINC keeps the POST.
+//!
 
 pub mod backoff;
 pub mod client;
