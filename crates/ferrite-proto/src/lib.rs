@@ -15,9 +15,9 @@ pub mod sched_reply;
 pub mod sched_request;
 
 pub mod account;
-pub mod crypt;
 pub mod app_config;
 pub mod cc_config;
+pub mod crypt;
 pub mod init_data;
 pub mod job_log;
 pub mod prefs;
