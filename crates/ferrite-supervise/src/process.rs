@@ -147,17 +147,7 @@ pub fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
     if pgid <= 1 {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
-    // SAFETY: killpg has no memory-safety preconditions.
-    let rc = unsafe { libc::killpg(pgid, sig) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::ESRCH) {
-        Ok(false)
-    } else {
-        Err(err)
-    }
+    deliver(-pgid, sig)
 }
 
 /// Sends `sig` to one process; a process that is gone counts as success (`Ok(false)`).
@@ -165,9 +155,14 @@ pub fn signal_pid(pid: i32, sig: i32) -> io::Result<bool> {
     if pid <= 1 {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
+    deliver(pid, sig)
+}
+
+/// `kill(target, sig)` (a negative target is a process group), with "no such process"
+/// as `Ok(false)`.
+fn deliver(target: i32, sig: i32) -> io::Result<bool> {
     // SAFETY: kill has no memory-safety preconditions.
-    let rc = unsafe { libc::kill(pid, sig) };
-    if rc == 0 {
+    if unsafe { libc::kill(target, sig) } == 0 {
         return Ok(true);
     }
     let err = io::Error::last_os_error();
