@@ -164,29 +164,7 @@ pub fn sample_tree_in(procs: &[ProcStat], pgid: i32, extra_roots: &[i32]) -> Tre
             }
         }
     }
-    let page = page_size();
-    let mut usage = TreeUsage {
-        all_stopped: true,
-        ..TreeUsage::default()
-    };
-    let mut any = false;
-    for p in selected.values() {
-        usage.cpu_time += p.cpu_seconds();
-        if p.is_dead() {
-            continue;
-        }
-        any = true;
-        usage.working_set += p.rss_pages * page;
-        usage.members.insert(ProcId {
-            pid: p.pid,
-            starttime: p.starttime,
-        });
-        if !matches!(p.state, 'T' | 't') {
-            usage.all_stopped = false;
-        }
-    }
-    usage.all_stopped &= any;
-    usage
+    tally(selected.into_values())
 }
 
 /// The children of a process, from `/proc/PID/task/*/children` (empty if it is gone).
@@ -207,6 +185,34 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     kids
 }
 
+/// Adds up the CPU time, working set and members of a set of processes; `all_stopped` only
+/// when at least one is alive and every live one is stopped.
+fn tally<'a>(procs: impl IntoIterator<Item = &'a ProcStat>) -> TreeUsage {
+    let page = page_size();
+    let mut usage = TreeUsage {
+        all_stopped: true,
+        ..TreeUsage::default()
+    };
+    let mut any = false;
+    for p in procs {
+        usage.cpu_time += p.cpu_seconds();
+        if p.is_dead() {
+            continue;
+        }
+        any = true;
+        usage.working_set += p.rss_pages * page;
+        usage.members.insert(ProcId {
+            pid: p.pid,
+            starttime: p.starttime,
+        });
+        if !matches!(p.state, 'T' | 't') {
+            usage.all_stopped = false;
+        }
+    }
+    usage.all_stopped &= any;
+    usage
+}
+
 /// A cheaper [`sample_tree`] for periodic use: walks the children links from `roots` (the
 /// leader and the members seen before) instead of scanning all of `/proc`. A process whose
 /// parent died between two samples is found only by the full scan, which
@@ -224,29 +230,7 @@ pub fn sample_tree_from(roots: &[i32]) -> TreeUsage {
             procs.push(st);
         }
     }
-    let page = page_size();
-    let mut usage = TreeUsage {
-        all_stopped: true,
-        ..TreeUsage::default()
-    };
-    let mut any = false;
-    for p in &procs {
-        usage.cpu_time += p.cpu_seconds();
-        if p.is_dead() {
-            continue;
-        }
-        any = true;
-        usage.working_set += p.rss_pages * page;
-        usage.members.insert(ProcId {
-            pid: p.pid,
-            starttime: p.starttime,
-        });
-        if !matches!(p.state, 'T' | 't') {
-            usage.all_stopped = false;
-        }
-    }
-    usage.all_stopped &= any;
-    usage
+    tally(&procs)
 }
 
 /// The working directory of a process.
