@@ -295,7 +295,7 @@ impl Daemon {
             host.p_membw = d.p_membw;
         }
         info!(
-            "host: {} CPUs ({}), {:.1} GiB memory, {} NVIDIA GPUs, {} {}",
+            "host: {} CPUs ({}), {:.1} GiB memory, {} NVIDIA GPUs, OS {}: {}",
             host.p_ncpus,
             host.p_model,
             host.m_nbytes / f64::from(1u32 << 30),

@@ -85,6 +85,7 @@ pub fn init() -> LogHandle {
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_writer(std::io::stderr)
+                    .with_ansi(false)
                     .event_format(JournalFormat),
             )
             .try_init()
