@@ -430,3 +430,67 @@ pub fn ferrited_with_gui_rpc(dir: &Path, port: u16) -> Proc {
     p.wait_for("GUI RPC listening on TCP", Duration::from_secs(30));
     p
 }
+
+/// Runs `cmd` with its output captured; kills it and panics when it takes longer than
+/// `timeout`. Returns its output and how long it ran.
+pub fn run_bounded(mut cmd: Command, timeout: Duration) -> (std::process::Output, Duration) {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            let out = child.wait_with_output().expect("collect output");
+            return (out, start.elapsed());
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collect output");
+            panic!(
+                "{cmd:?} did not finish within {timeout:?}; stdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `boinccmd` against `127.0.0.1:port` (run in an empty directory), bounded by `timeout`.
+pub fn boinccmd_bounded(
+    port: u16,
+    password: Option<&str>,
+    args: &[&str],
+    timeout: Duration,
+) -> CmdOutput {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new("boinccmd");
+    cmd.current_dir(cwd.path())
+        .env("TZ", "UTC")
+        .args(["--host", &format!("127.0.0.1:{port}")]);
+    if let Some(p) = password {
+        cmd.args(["--passwd", p]);
+    }
+    cmd.args(args);
+    let (out, _) = run_bounded(cmd, timeout);
+    CmdOutput {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The `ferrite` command run in `cwd` with `args`, bounded by `timeout`.
+pub fn ferrite_bounded(cwd: &Path, args: &[&str], timeout: Duration) -> CmdOutput {
+    let mut cmd = Command::new(bin("ferrite"));
+    cmd.current_dir(cwd).env("TZ", "UTC").args(args);
+    let (out, _) = run_bounded(cmd, timeout);
+    CmdOutput {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
