@@ -113,8 +113,10 @@ pub struct ServerConfig {
     pub version: ServerVersion,
     /// Request size cap, terminator included.
     pub max_request_bytes: usize,
-    /// Connections served at once; further ones are closed at once. Bounds the memory a
-    /// local process can pin with idle connections (each may buffer up to the request cap).
+    /// Connections served at once. Bounds the memory a local process can pin with open
+    /// connections (each may buffer up to the request cap); at the limit, the connection that
+    /// has sent nothing for the longest is closed to let a new client in, so idle
+    /// connections cannot lock clients out.
     pub max_connections: usize,
 }
 
@@ -226,6 +228,9 @@ struct Shared {
     max_request_bytes: usize,
     /// One permit per open connection (see [`ServerConfig::max_connections`]).
     connection_slots: Arc<Semaphore>,
+    /// Open connections by id: when each last sent a request, and how to close it. When the
+    /// server is full, the one quiet the longest is closed so a new client always gets in.
+    open: Mutex<std::collections::HashMap<u64, (Instant, CancellationToken)>>,
     /// Where calls go.
     calls: mpsc::Sender<Call>,
     /// Next connection id.
@@ -281,6 +286,7 @@ impl GuiRpcServer {
             version: config.version,
             max_request_bytes: config.max_request_bytes,
             connection_slots: Arc::new(Semaphore::new(config.max_connections)),
+            open: Mutex::new(std::collections::HashMap::new()),
             calls,
             next_id: AtomicU64::new(1),
             last_refusal_log: Mutex::new(None),
@@ -428,13 +434,12 @@ async fn accept_tcp(
         };
         match accepted {
             Ok((stream, addr)) => {
-                let Some(slot) = take_slot(&shared) else {
-                    continue;
-                };
                 let shared = shared.clone();
                 let token = token.clone();
                 tracker.spawn(async move {
-                    let _slot = slot;
+                    let Some(_slot) = acquire_slot(&shared).await else {
+                        return;
+                    };
                     let allowed = match &shared.tcp {
                         Some(tcp) => tcp_peer_allowed(tcp, addr.ip()).await,
                         None => false,
@@ -484,14 +489,57 @@ pub async fn tcp_peer_allowed(tcp: &TcpConfig, ip: IpAddr) -> bool {
     }
 }
 
-/// A connection slot, or `None` (with a log line) when the server is full; the caller then
-/// drops the stream, which closes it.
-fn take_slot(shared: &Shared) -> Option<OwnedSemaphorePermit> {
-    let slot = shared.connection_slots.clone().try_acquire_owned().ok();
-    if slot.is_none() {
-        tracing::warn!("too many GUI RPC connections; closing a new one");
+/// A connection slot. When the server is full, the connection that has been quiet the
+/// longest is closed to make room, so idle connections can never lock clients out; `None`
+/// only if no slot frees up within a second.
+async fn acquire_slot(shared: &Shared) -> Option<OwnedSemaphorePermit> {
+    if let Ok(slot) = shared.connection_slots.clone().try_acquire_owned() {
+        return Some(slot);
     }
-    slot
+    let victim = shared.open.lock().ok().and_then(|open| {
+        open.iter()
+            .min_by_key(|(_, (last, _))| *last)
+            .map(|(id, (_, evict))| (*id, evict.clone()))
+    });
+    match victim {
+        Some((id, evict)) => {
+            tracing::info!(
+                connection_id = id,
+                "too many GUI RPC connections; closing the one quiet the longest"
+            );
+            evict.cancel();
+        }
+        None => tracing::warn!("too many GUI RPC connections; none can be closed"),
+    }
+    let wait = shared.connection_slots.clone().acquire_owned();
+    tokio::time::timeout(Duration::from_secs(1), wait)
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Forgets a connection in [`Shared::open`] when its task ends, however it ends.
+struct Registered<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Registered<'_> {
+    fn touch(&self) {
+        if let Ok(mut open) = self.shared.open.lock() {
+            if let Some(entry) = open.get_mut(&self.id) {
+                entry.0 = Instant::now();
+            }
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.shared.open.lock() {
+            open.remove(&self.id);
+        }
+    }
 }
 
 fn log_refusal(shared: &Shared, addr: SocketAddr) {
@@ -518,9 +566,6 @@ async fn accept_unix(
         };
         match accepted {
             Ok((stream, _)) => {
-                let Some(slot) = take_slot(&shared) else {
-                    continue;
-                };
                 let transport = match stream.peer_cred() {
                     Ok(cred) => PeerTransport::Unix {
                         uid: cred.uid(),
@@ -537,7 +582,9 @@ async fn accept_unix(
                 }
                 let (shared, token) = (shared.clone(), token.clone());
                 tracker.spawn(async move {
-                    let _slot = slot;
+                    let Some(_slot) = acquire_slot(&shared).await else {
+                        return;
+                    };
                     serve(stream, transport, true, shared, token).await;
                 });
             }
@@ -574,6 +621,14 @@ async fn serve<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let connection_id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let evict = CancellationToken::new();
+    if let Ok(mut open) = shared.open.lock() {
+        open.insert(connection_id, (Instant::now(), evict.clone()));
+    }
+    let registered = Registered {
+        shared: &shared,
+        id: connection_id,
+    };
     let closed = CancellationToken::new();
     let _cancel_on_return = closed.clone().drop_guard();
     let mut session = Session::new(shared.password.clone(), is_local, shared.version);
@@ -589,6 +644,7 @@ async fn serve<S>(
                     return;
                 }
             };
+            registered.touch();
             let text = String::from_utf8_lossy(&request);
             let (body, close) = match session.handle(&text, auth::random_nonce) {
                 Action::Reply { body, close } => (body, close),
@@ -629,6 +685,7 @@ async fn serve<S>(
         }
         let n = tokio::select! {
             () = token.cancelled() => return,
+            () = evict.cancelled() => return,
             r = stream.read(&mut buf) => match r {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
