@@ -1,9 +1,10 @@
 //! `ferrite`: the control command for a running client (Ferrite's `ferrited` or the official
 //! BOINC client), over GUI RPC.
 //!
-//! Reading commands (`status`, `tasks`, `projects`, `messages`) print tables for people or
-//! JSON with `--json`; control commands (`mode`, `task`, `project`, `config reload`, `quit`)
-//! print nothing on success. The password is found the way `boinccmd` finds it
+//! Reading commands (`status`, `tasks`, `projects`, `messages`, `transfers`, `prefs get`)
+//! print tables for people or JSON with `--json` (`messages --follow --json`: one object per
+//! line); control commands (`mode`, `task`, `project`, `attach`, `detach`, `prefs set`,
+//! `benchmark`, `config reload`, `quit`) print nothing on success. The password is found the way `boinccmd` finds it
 //! ([`password`]); errors go to stderr with exit status 1 (authentication errors: 101, as
 //! `boinccmd`).
 
@@ -20,7 +21,7 @@ use ferrite_gui_rpc::client::check_success;
 use ferrite_gui_rpc::{ClientError, GuiRpcClient, ProjectAction, Request, ResultAction, RunMode};
 use serde::Serialize;
 
-use crate::model::{Message, Project, Status, Task};
+use crate::model::{Message, Project, Status, Task, Transfer};
 
 /// Control a running Ferrite (or BOINC) client.
 #[derive(Debug, Parser)]
@@ -62,7 +63,40 @@ enum Command {
         /// Only messages after this sequence number.
         #[arg(long, default_value_t = 0)]
         since: i64,
+        /// Keep printing new messages until interrupted (Ctrl-C).
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// With --follow: stop after this many seconds.
+        #[arg(long, value_name = "SECS", requires = "follow")]
+        max_seconds: Option<f64>,
+        /// With --follow: seconds between polls.
+        #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "follow")]
+        interval: f64,
     },
+    /// Pending file transfers.
+    Transfers,
+    /// Attach to a project with an account key.
+    Attach {
+        /// The project's master URL.
+        url: String,
+        /// The account key (authenticator).
+        key: String,
+        /// The project's name, for the event log.
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// Detach from a project (its tasks and files are removed).
+    Detach {
+        /// The project's master URL.
+        url: String,
+    },
+    /// Computing preferences.
+    Prefs {
+        #[command(subcommand)]
+        op: PrefsOp,
+    },
+    /// Run the CPU benchmarks now.
+    Benchmark,
     /// Set the run, GPU or network mode.
     Mode {
         /// Which mode.
@@ -135,6 +169,21 @@ enum ProjectOp {
     Allowmorework,
     DetachWhenDone,
     DontDetachWhenDone,
+}
+
+#[derive(Debug, Subcommand)]
+enum PrefsOp {
+    /// The preferences in force (or, with --override, the local override file).
+    Get {
+        /// Show global_prefs_override.xml instead of the preferences in force.
+        #[arg(long = "override")]
+        override_file: bool,
+    },
+    /// Install FILE as the local override (global_prefs_override.xml) and apply it.
+    Set {
+        /// A `<global_preferences>` document.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -303,28 +352,72 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 )
             );
         }
-        Command::Messages { since } => {
-            let body = fetch(
-                &mut client,
-                &Request::GetMessages {
-                    seqno: *since,
-                    translatable: false,
-                },
-            )
-            .await?;
-            let msgs = Message::all(&body);
+        Command::Messages {
+            since,
+            follow: false,
+            ..
+        } => {
+            let msgs = messages_after(&mut client, *since).await?;
             if json {
                 return print_json(&msgs);
             }
             for m in &msgs {
-                let project = if m.project.is_empty() {
-                    "---"
-                } else {
-                    &m.project
-                };
-                println!("{} {} [{project}] {}", m.seqno, utc(m.time), m.body);
+                println!("{}", message_line(m));
             }
         }
+        Command::Messages {
+            since,
+            follow: true,
+            max_seconds,
+            interval,
+        } => follow_messages(&mut client, *since, *max_seconds, *interval, json).await?,
+        Command::Transfers => {
+            let transfers = Transfer::all(&fetch(&mut client, &Request::GetFileTransfers).await?);
+            if json {
+                return print_json(&transfers);
+            }
+            print!("{}", transfers_table(&transfers));
+        }
+        Command::Attach { url, key, name } => attach(&mut client, url, key, name, json).await?,
+        Command::Detach { url } => {
+            let request = Request::ProjectOp {
+                op: ProjectAction::Detach,
+                project_url: url.clone(),
+            };
+            control(&mut client, &request, json).await?;
+        }
+        Command::Prefs {
+            op: PrefsOp::Get { override_file },
+        } => {
+            let request = if *override_file {
+                Request::GetGlobalPrefsOverride
+            } else {
+                Request::GetGlobalPrefsWorking
+            };
+            let body = fetch(&mut client, &request).await?;
+            if json {
+                let leaves =
+                    model::prefs(&body).context("the reply has no <global_preferences>")?;
+                return print_json(&leaves);
+            }
+            print!("{}", body.trim_start());
+        }
+        Command::Prefs {
+            op: PrefsOp::Set { file },
+        } => {
+            let doc = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            if model::prefs(&doc).is_none() {
+                anyhow::bail!("{} holds no <global_preferences> document", file.display());
+            }
+            let raw = doc.trim().to_owned();
+            client
+                .call_expect_success(&Request::SetGlobalPrefsOverride { raw })
+                .await
+                .context("set_global_prefs_override")?;
+            control(&mut client, &Request::ReadGlobalPrefsOverride, json).await?;
+        }
+        Command::Benchmark => control(&mut client, &Request::RunBenchmarks, json).await?,
         Command::Mode {
             which,
             mode,
@@ -387,6 +480,186 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Quit => control(&mut client, &Request::Quit, json).await?,
     }
     Ok(())
+}
+
+/// The event-log lines after `seqno`.
+async fn messages_after(client: &mut GuiRpcClient, seqno: i64) -> anyhow::Result<Vec<Message>> {
+    let body = fetch(
+        client,
+        &Request::GetMessages {
+            seqno,
+            translatable: false,
+        },
+    )
+    .await?;
+    Ok(Message::all(&body))
+}
+
+fn message_line(m: &Message) -> String {
+    let project = if m.project.is_empty() {
+        "---"
+    } else {
+        &m.project
+    };
+    format!("{} {} [{project}] {}", m.seqno, utc(m.time), m.body)
+}
+
+/// Prints the event log after `since`, then polls for newer lines every `interval` seconds
+/// until Ctrl-C or `max_seconds`. With `json`, one JSON object per line.
+async fn follow_messages(
+    client: &mut GuiRpcClient,
+    since: i64,
+    max_seconds: Option<f64>,
+    interval: f64,
+    json: bool,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    if !(interval > 0.0 && interval.is_finite()) {
+        anyhow::bail!("--interval takes a positive number of seconds");
+    }
+    let deadline = match max_seconds {
+        Some(s) if s >= 0.0 && s.is_finite() => {
+            Some(tokio::time::Instant::now() + std::time::Duration::from_secs_f64(s))
+        }
+        Some(_) => anyhow::bail!("--max-seconds takes a number of seconds, 0 or more"),
+        None => None,
+    };
+    let interval = std::time::Duration::from_secs_f64(interval);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut last = since;
+    loop {
+        for m in messages_after(client, last).await? {
+            last = last.max(m.seqno);
+            let line = if json {
+                serde_json::to_string(&m)?
+            } else {
+                message_line(&m)
+            };
+            println!("{line}");
+        }
+        // Lines reach a pipe as they come, not when the buffer fills.
+        std::io::stdout().flush()?;
+        let mut wake = tokio::time::Instant::now() + interval;
+        if let Some(d) = deadline {
+            if tokio::time::Instant::now() >= d {
+                return Ok(());
+            }
+            wake = wake.min(d);
+        }
+        tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            () = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
+
+/// `project_attach`, then `project_attach_poll` until the attach is done (at most a minute).
+/// A refusal is an error carrying the client's text.
+async fn attach(
+    client: &mut GuiRpcClient,
+    url: &str,
+    key: &str,
+    name: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    /// `ERR_IN_PROGRESS`: the attach is still under way.
+    const IN_PROGRESS: i64 = -204;
+    let request = Request::ProjectAttach {
+        project_url: url.to_owned(),
+        authenticator: key.to_owned(),
+        project_name: name.to_owned(),
+        email_addr: String::new(),
+        use_config_file: false,
+    };
+    let body = client.call(&request).await?;
+    if body.contains("<unauthorized/>") {
+        return Err(ClientError::Unauthorized.into());
+    }
+    if let Some(text) = error_text(&body) {
+        // Not through check_success: "Missing authenticator" is the refusal's text here,
+        // not an authentication failure of this connection.
+        anyhow::bail!("the client refused to attach to {url}: {text}");
+    }
+    check_success(&body).with_context(|| format!("the client refused to attach to {url}"))?;
+    let start = std::time::Instant::now();
+    loop {
+        let body = client.call(&Request::ProjectAttachPoll).await?;
+        if let Some(text) = error_text(&body) {
+            anyhow::bail!("attaching to {url}: {text}");
+        }
+        let reply = model::records(&format!("<r>{body}</r>"), "r")
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let code: i64 = reply
+            .get("project_attach_reply/error_num")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if code == 0 {
+            break;
+        }
+        if code != IN_PROGRESS {
+            let why: Vec<&str> = reply
+                .iter()
+                .filter(|(k, _)| k.starts_with("project_attach_reply/message"))
+                .map(|(_, v)| v.as_str())
+                .collect();
+            anyhow::bail!("attaching to {url} failed ({code}): {}", why.join("; "));
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            anyhow::bail!("attaching to {url}: no answer from the project within a minute");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    if json {
+        println!("{}", serde_json::json!({ "ok": true }));
+    }
+    Ok(())
+}
+
+/// The text of an `<error>` reply, if `body` is one.
+fn error_text(body: &str) -> Option<String> {
+    if !body.trim_start().starts_with("<error>") {
+        return None;
+    }
+    model::records(&format!("<r>{body}</r>"), "r")
+        .into_iter()
+        .next()
+        .and_then(|r| r.get("error").cloned())
+}
+
+fn transfers_table(transfers: &[Transfer]) -> String {
+    let rows: Vec<Vec<String>> = transfers
+        .iter()
+        .map(|t| {
+            let done = if t.nbytes > 0.0 {
+                format!("{:.1}%", 100.0 * t.bytes_xferred / t.nbytes)
+            } else {
+                String::new()
+            };
+            let speed = if t.active {
+                format!("{:.1} KB/s", t.xfer_speed / 1024.0)
+            } else {
+                String::new()
+            };
+            vec![
+                t.name.clone(),
+                t.project_name.clone(),
+                t.state(),
+                format!("{:.0}", t.nbytes),
+                done,
+                speed,
+                t.num_retries.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "FILE", "PROJECT", "STATE", "BYTES", "DONE", "SPEED", "RETRIES",
+        ],
+        &rows,
+    )
 }
 
 fn now() -> f64 {
@@ -571,5 +844,21 @@ mod tests {
         ));
         assert!(Cli::try_parse_from(["ferrite", "task", "u", "n", "explode"]).is_err());
         assert!(Cli::try_parse_from(["ferrite", "config", "reload"]).is_ok());
+        let c = Cli::try_parse_from(["ferrite", "messages", "-f", "--max-seconds", "2"])
+            .expect("parses");
+        assert!(matches!(
+            c.command,
+            Command::Messages {
+                follow: true,
+                max_seconds: Some(2.0),
+                ..
+            }
+        ));
+        // --max-seconds only makes sense while following.
+        assert!(Cli::try_parse_from(["ferrite", "messages", "--max-seconds", "2"]).is_err());
+        assert!(Cli::try_parse_from(["ferrite", "prefs", "get", "--override"]).is_ok());
+        assert!(Cli::try_parse_from(["ferrite", "prefs", "set"]).is_err());
+        assert!(Cli::try_parse_from(["ferrite", "attach", "http://p/"]).is_err());
+        assert!(Cli::try_parse_from(["ferrite", "attach", "http://p/", "k"]).is_ok());
     }
 }

@@ -372,6 +372,71 @@ impl Message {
     }
 }
 
+/// A pending file transfer (`get_file_transfers`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transfer {
+    /// The file's name.
+    pub name: String,
+    /// The project's master URL.
+    pub project_url: String,
+    /// The project's name, for people.
+    pub project_name: String,
+    /// Upload (true) or download.
+    pub is_upload: bool,
+    /// The file's size in bytes.
+    pub nbytes: f64,
+    /// Bytes moved so far in the current attempt (0 when no attempt is under way).
+    pub bytes_xferred: f64,
+    /// Bytes per second of the current attempt.
+    pub xfer_speed: f64,
+    /// Whether an attempt is under way (the reply has a `<file_xfer>`).
+    pub active: bool,
+    /// Failed attempts so far.
+    pub num_retries: i64,
+    /// Unix time of the next attempt, when waiting after a failure.
+    pub next_request_time: f64,
+    /// The file's status (0 not present, 1 present, negative: an error code).
+    pub status: i64,
+}
+
+impl Transfer {
+    /// Reads the `<file_transfer>` records of a reply.
+    pub fn all(xml: &str) -> Vec<Transfer> {
+        records(xml, "file_transfer")
+            .iter()
+            .map(|r| Transfer {
+                name: text(r, "name"),
+                project_url: text(r, "project_url"),
+                project_name: text(r, "project_name"),
+                is_upload: flag(r, "persistent_file_xfer/is_upload") || flag(r, "is_upload"),
+                nbytes: num(r, "nbytes"),
+                bytes_xferred: num(r, "file_xfer/bytes_xferred"),
+                xfer_speed: num(r, "file_xfer/xfer_speed"),
+                active: r.keys().any(|k| k.starts_with("file_xfer/")),
+                num_retries: int(r, "persistent_file_xfer/num_retries"),
+                next_request_time: num(r, "persistent_file_xfer/next_request_time"),
+                status: int(r, "status"),
+            })
+            .collect()
+    }
+
+    /// `uploading`, `downloading`, `upload pending` or `download pending`.
+    pub fn state(&self) -> String {
+        let dir = if self.is_upload { "upload" } else { "download" };
+        if self.active {
+            format!("{dir}ing")
+        } else {
+            format!("{dir} pending")
+        }
+    }
+}
+
+/// The leaf values of a `<global_preferences>` document, by element path; `None` when the
+/// text has no such document.
+pub fn prefs(xml: &str) -> Option<Record> {
+    records(xml, "global_preferences").into_iter().next()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,5 +516,63 @@ mod tests {
         );
         assert_eq!(p[0].name, "http://a/");
         assert_eq!(p[0].status(), "suspended, no new tasks");
+    }
+    #[test]
+    fn file_transfers() {
+        let xml = "<file_transfers>
+<file_transfer>
+    <project_url>http://127.0.0.1:18080/</project_url>
+    <project_name>Fixture Project</project_name>
+    <name>wu_short_0_out</name>
+    <nbytes>2048.000000</nbytes>
+    <max_nbytes>0.000000</max_nbytes>
+    <status>1</status>
+    <persistent_file_xfer>
+        <num_retries>2</num_retries>
+        <first_request_time>1795332972.0</first_request_time>
+        <next_request_time>1795333972.0</next_request_time>
+        <time_so_far>1.5</time_so_far>
+        <last_bytes_xferred>0.000000</last_bytes_xferred>
+        <is_upload>1</is_upload>
+    </persistent_file_xfer>
+</file_transfer>
+<file_transfer>
+    <project_url>http://127.0.0.1:18080/</project_url>
+    <project_name>Fixture Project</project_name>
+    <name>wu_long_in</name>
+    <nbytes>4096.000000</nbytes>
+    <status>0</status>
+    <persistent_file_xfer>
+        <num_retries>0</num_retries>
+        <is_upload>0</is_upload>
+    </persistent_file_xfer>
+    <file_xfer>
+        <bytes_xferred>1024.000000</bytes_xferred>
+        <file_offset>0.000000</file_offset>
+        <xfer_speed>512.000000</xfer_speed>
+        <url>http://127.0.0.1:18080/download/wu_long_in</url>
+    </file_xfer>
+</file_transfer>
+</file_transfers>
+";
+        let t = Transfer::all(xml);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].name, "wu_short_0_out");
+        assert!(t[0].is_upload && !t[0].active);
+        assert_eq!(t[0].num_retries, 2);
+        assert_eq!(t[0].state(), "upload pending");
+        assert_eq!(t[1].state(), "downloading");
+        assert_eq!(t[1].bytes_xferred, 1024.0);
+        assert_eq!(t[1].xfer_speed, 512.0);
+        assert!(Transfer::all("<file_transfers>\n</file_transfers>\n").is_empty());
+    }
+
+    #[test]
+    fn prefs_leaves() {
+        let p = prefs("<global_preferences>\n<run_on_batteries>0</run_on_batteries>\n<cpu_usage_limit>50.000000</cpu_usage_limit>\n<day_prefs><day_of_week>1</day_of_week></day_prefs>\n</global_preferences>\n")
+            .expect("prefs");
+        assert_eq!(p["cpu_usage_limit"], "50.000000");
+        assert_eq!(p["day_prefs/day_of_week"], "1");
+        assert!(prefs("<error>no prefs override file</error>").is_none());
     }
 }
