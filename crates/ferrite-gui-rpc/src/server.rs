@@ -496,10 +496,13 @@ async fn acquire_slot(shared: &Shared) -> Option<OwnedSemaphorePermit> {
     if let Ok(slot) = shared.connection_slots.clone().try_acquire_owned() {
         return Some(slot);
     }
-    let victim = shared.open.lock().ok().and_then(|open| {
-        open.iter()
+    // Taken out of the table at once, so concurrent newcomers each pick a different one.
+    let victim = shared.open.lock().ok().and_then(|mut open| {
+        let id = open
+            .iter()
             .min_by_key(|(_, (last, _))| *last)
-            .map(|(id, (_, evict))| (*id, evict.clone()))
+            .map(|(id, _)| *id)?;
+        open.remove(&id).map(|(_, evict)| (id, evict))
     });
     match victim {
         Some((id, evict)) => {
