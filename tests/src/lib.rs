@@ -313,22 +313,10 @@ pub struct CmdOutput {
 }
 
 /// Runs the official `boinccmd` against `127.0.0.1:port`, with `--passwd` when `password` is
-/// given. It runs in an empty directory, so it finds no `gui_rpc_auth.cfg` of its own.
+/// given. It runs in an empty directory, so it finds no `gui_rpc_auth.cfg` of its own; it is
+/// stopped after two minutes.
 pub fn boinccmd(port: u16, password: Option<&str>, args: &[&str]) -> CmdOutput {
-    let cwd = tempfile::tempdir().expect("tempdir");
-    let mut cmd = Command::new("boinccmd");
-    cmd.current_dir(cwd.path())
-        .env("TZ", "UTC")
-        .args(["--host", &format!("127.0.0.1:{port}")]);
-    if let Some(p) = password {
-        cmd.args(["--passwd", p]);
-    }
-    let out = cmd.args(args).output().expect("run boinccmd");
-    CmdOutput {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    boinccmd_bounded(port, password, args, Duration::from_secs(120))
 }
 
 /// The opening-tag names of `xml`, in document order (`<a/>` counts as `a`).
@@ -432,7 +420,8 @@ pub fn ferrited_with_gui_rpc(dir: &Path, port: u16) -> Proc {
 }
 
 /// Runs `cmd` with its output captured; kills it and panics when it takes longer than
-/// `timeout`. Returns its output and how long it ran.
+/// `timeout`. Returns its output and how long it ran. The output is read while the command
+/// runs, so a command that prints more than a pipe holds cannot stall.
 pub fn run_bounded(mut cmd: Command, timeout: Duration) -> (std::process::Output, Duration) {
     let start = Instant::now();
     let mut child = cmd
@@ -441,22 +430,50 @@ pub fn run_bounded(mut cmd: Command, timeout: Duration) -> (std::process::Output
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            let out = child.wait_with_output().expect("collect output");
-            return (out, start.elapsed());
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status;
         }
         if start.elapsed() > timeout {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("collect output");
+            let _ = child.wait();
+            let out = stdout.join().unwrap_or_default();
+            let err = stderr.join().unwrap_or_default();
             panic!(
                 "{cmd:?} did not finish within {timeout:?}; stdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&err)
             );
         }
         thread::sleep(Duration::from_millis(10));
-    }
+    };
+    let output = std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    (output, start.elapsed())
 }
 
 /// `boinccmd` against `127.0.0.1:port` (run in an empty directory), bounded by `timeout`.
