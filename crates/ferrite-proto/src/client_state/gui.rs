@@ -5,7 +5,7 @@
 //! file lacks (estimates, scheduler state, the project directory), which the caller supplies.
 
 use super::objects::TaskResult;
-use super::project::{Project, RpcReason};
+use super::project::Project;
 use super::stats::ActiveTask;
 use crate::xml::XmlWriter;
 
@@ -26,84 +26,7 @@ pub struct ProjectGuiExtra {
 
 /// Writes `<project>` in the GUI form.
 pub fn write_project(p: &Project, extra: &ProjectGuiExtra, w: &mut XmlWriter) {
-    w.open("project")
-        .text("master_url", &p.master_url)
-        .text("project_name", &p.project_name)
-        .text("symstore", &p.symstore)
-        .text("user_name", &p.user_name)
-        .text("team_name", &p.team_name)
-        .text("host_venue", &p.host_venue)
-        .text("email_hash", &p.email_hash)
-        .text("cross_project_id", &p.cross_project_id)
-        .text("external_cpid", &p.external_cpid)
-        .f64("cpid_time", p.cpid_time)
-        .f64("user_total_credit", p.user_total_credit)
-        .f64("user_expavg_credit", p.user_expavg_credit)
-        .f64("user_create_time", p.user_create_time)
-        .num("rpc_seqno", p.rpc_seqno)
-        .num("userid", p.userid)
-        .num("teamid", p.teamid)
-        .num("hostid", p.hostid)
-        .f64("host_total_credit", p.host_total_credit)
-        .f64("host_expavg_credit", p.host_expavg_credit)
-        .f64("host_create_time", p.host_create_time)
-        .num("nrpc_failures", p.nrpc_failures)
-        .num("master_fetch_failures", p.master_fetch_failures)
-        .f64("min_rpc_time", p.min_rpc_time)
-        .f64("next_rpc_time", p.next_rpc_time)
-        .f64("rec", p.rec)
-        .f64("rec_time", p.rec_time)
-        .f64("resource_share", p.resource_share)
-        .f64("disk_usage", p.disk_usage)
-        .f64("disk_share", p.disk_share)
-        .f64("desired_disk_usage", p.desired_disk_usage)
-        .f64("duration_correction_factor", p.duration_correction_factor)
-        .num(
-            "sched_rpc_pending",
-            p.sched_rpc_pending.map_or(0, RpcReason::as_i32),
-        )
-        .num("send_time_stats_log", p.send_time_stats_log)
-        .num("send_job_log", p.send_job_log)
-        .num("njobs_success", p.njobs_success)
-        .num("njobs_error", p.njobs_error)
-        .f64("elapsed_time", p.elapsed_time)
-        .f64("last_rpc_time", p.last_rpc_time)
-        .flag("anonymous_platform", p.anonymous_platform)
-        .flag("master_url_fetch_pending", p.master_url_fetch_pending)
-        .flag("trickle_up_pending", p.trickle_up_pending)
-        .flag("send_full_workload", p.send_full_workload)
-        .flag("dont_use_dcf", p.dont_use_dcf)
-        .flag("non_cpu_intensive", p.non_cpu_intensive)
-        .flag("strict_memory_bound", p.strict_memory_bound)
-        .flag("suspended_via_gui", p.suspended_via_gui)
-        .flag("dont_request_more_work", p.dont_request_more_work)
-        .flag("detach_when_done", p.detach_when_done)
-        .flag("ended", p.ended)
-        .flag("attached_via_acct_mgr", p.attached_via_acct_mgr)
-        .flag("scheduler_rpc_in_progress", p.scheduler_rpc_in_progress)
-        .flag("use_symlinks", p.use_symlinks);
-    for b in &p.rsc_backoff {
-        w.open("rsc_backoff_time")
-            .text("name", &b.name)
-            .f64("value", b.backoff_time)
-            .close("rsc_backoff_time");
-        w.open("rsc_backoff_interval")
-            .text("name", &b.name)
-            .f64("value", b.backoff_interval)
-            .close("rsc_backoff_interval");
-    }
-    for (tag, list) in [
-        ("no_rsc_ams", &p.no_rsc_ams),
-        ("no_rsc_apps", &p.no_rsc_apps),
-        ("no_rsc_pref", &p.no_rsc_pref),
-    ] {
-        for n in list {
-            w.text(tag, n);
-        }
-    }
-    if let Some(s) = p.ams_resource_share_new {
-        w.f64("ams_resource_share_new", s);
-    }
+    p.write_common(w);
     for e in p.extra.iter().filter(|e| e.starts_with("<gui_urls")) {
         w.raw(e);
     }

@@ -402,8 +402,10 @@ impl Project {
         Ok(p)
     }
 
-    /// Writes `<project>` in the official order.
-    pub fn write(&self, w: &mut XmlWriter) {
+    /// Opens `<project>` and writes the fields the state file and the GUI RPC form share,
+    /// in their common order (identity, credit, RPC and scheduling figures, flags, resource
+    /// backoffs, `no_rsc_*`, `ams_resource_share_new`).
+    pub(crate) fn write_common(&self, w: &mut XmlWriter) {
         w.open("project")
             .text("master_url", &self.master_url)
             .text("project_name", &self.project_name)
@@ -485,6 +487,11 @@ impl Project {
         if let Some(s) = self.ams_resource_share_new {
             w.f64("ams_resource_share_new", s);
         }
+    }
+
+    /// Writes `<project>` in the official order.
+    pub fn write(&self, w: &mut XmlWriter) {
+        self.write_common(w);
         for u in &self.scheduler_urls {
             w.text("scheduler_url", u);
         }
