@@ -10,7 +10,9 @@ pub mod config;
 pub mod lock;
 pub mod logging;
 pub mod rpc;
+pub mod snapshot;
 pub mod store;
+pub mod tasks;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use ferrite_hostinfo::{BenchmarkResult, HostDetector, HostProbeConfig};
-use ferrite_proto::client_state::ClientState;
+use ferrite_proto::client_state::{ClientState, ResultState};
 use ferrite_proto::xml::Warning;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
@@ -78,6 +80,10 @@ pub struct Daemon {
     inbox: mpsc::Receiver<Event>,
     /// GUI RPC state kept between calls (temporary run modes).
     rpc: rpc::RpcState,
+    /// The apps: processes, slots, and the scheduling core that decides what runs.
+    tasks: tasks::TaskTable,
+    /// Run a supervision tick at the next turn of the loop (a GUI request changed something).
+    tick_soon: bool,
 }
 
 impl Daemon {
@@ -103,12 +109,14 @@ impl Daemon {
             gpu_retry_at: None,
             benchmarks_running: false,
             _lock: lock,
+            tasks: tasks::TaskTable::new(&dir),
             dir,
             opts,
             log,
             events,
             inbox,
             rpc: rpc::RpcState::default(),
+            tick_soon: true,
         };
         daemon.load_state();
         daemon.load_config();
@@ -120,6 +128,7 @@ impl Daemon {
         }
         daemon.detect_host();
         daemon.apply_command_line()?;
+        daemon.tasks.recover(&mut daemon.state);
         Ok(daemon)
     }
 
@@ -391,20 +400,25 @@ impl Daemon {
             self.start_benchmarks();
         }
         let mut next_bench_check = now() + BENCHMARK_CHECK_SECS;
+        let mut next_tick = now();
         info!("entering main loop");
         let reason = loop {
             let t = now();
-            let next = [self.save.next_due(), self.gpu_retry_at]
+            let next = [self.save.next_due(), self.gpu_retry_at, Some(next_tick)]
                 .into_iter()
                 .flatten()
                 .fold(t + 1.0, f64::min);
+            let next = if self.tick_soon { t } else { next };
             let wait = (next - t).clamp(0.0, 1.0);
             tokio::select! {
                 ev = self.inbox.recv() => match ev {
                     Some(Event::Shutdown(why)) => break why,
                     Some(Event::Reload) => self.reload(),
                     Some(Event::BenchmarksDone(r)) => self.benchmarks_done(r, now()),
-                    Some(Event::GuiRpc(call)) => self.handle_gui_rpc(call),
+                    Some(Event::GuiRpc(call)) => {
+                        self.handle_gui_rpc(call);
+                        self.tick_soon = true;
+                    }
                     None => break "event channel closed",
                 },
                 () = tokio::time::sleep(Duration::from_secs_f64(wait)) => {}
@@ -419,9 +433,23 @@ impl Daemon {
                     self.start_benchmarks();
                 }
             }
+            if self.tick_soon || t >= next_tick {
+                self.tick_soon = false;
+                if let Some(why) = self.tick_tasks(t) {
+                    break why;
+                }
+                next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
+            }
             self.save_if_due(t, false);
         };
         info!("shutting down ({reason})");
+        let abort_code = (self.opts.abort_jobs_on_exit
+            || self.config.cc.options.abort_jobs_on_exit)
+            .then_some(ferrite_supervise::limits::EXIT_CLIENT_EXITING);
+        self.tasks.shutdown(&mut self.state, abort_code).await;
+        if let Some(code) = abort_code {
+            self.abort_unfinished(code, now());
+        }
         self.save.mark_dirty(now());
         self.save_if_due(now(), true);
         if let Some(server) = gui_rpc {
@@ -432,6 +460,55 @@ impl Daemon {
         }
         info!("state saved; exiting");
         Ok(())
+    }
+}
+
+impl Daemon {
+    /// One supervision tick; returns a reason to exit when `--exit_after_finish` or
+    /// `--exit_when_idle` says so.
+    fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
+        let run_allowed = rpc::current_mode(&self.state, &self.rpc, rpc::ModeKind::Cpu, t)
+            != ferrite_proto::client_state::RunMode::Never;
+        let report = self.tasks.tick(
+            &mut self.state,
+            &self.config.prefs.prefs,
+            self.config.cc.options.ncpus,
+            run_allowed,
+            t,
+        );
+        if report.changed {
+            self.save.mark_dirty(t);
+        }
+        if self.opts.exit_after_finish && report.finished > 0 {
+            return Some("a task finished (--exit_after_finish)");
+        }
+        if self.opts.exit_when_idle && self.tasks.is_empty() && self.idle() {
+            return Some("no task left to run or report (--exit_when_idle)");
+        }
+        None
+    }
+
+    /// No result is left to compute or to report (reported results are acknowledged).
+    fn idle(&self) -> bool {
+        self.state
+            .results()
+            .all(|(_, r)| r.computing_done() && r.got_server_ack)
+    }
+
+    /// `abort_jobs_on_exit`: every result not yet computed ends as aborted with `code`.
+    fn abort_unfinished(&mut self, code: i32, t: f64) {
+        for ps in &mut self.state.projects {
+            for r in &mut ps.results {
+                if r.state < ResultState::ComputeError {
+                    r.state = ResultState::Aborted;
+                    r.exit_status = code;
+                    r.ready_to_report = true;
+                    r.completed_time = t;
+                }
+            }
+        }
+        self.state.active_tasks.clear();
+        self.save.mark_dirty(t);
     }
 }
 

@@ -548,7 +548,8 @@ impl Daemon {
                     r.ready_to_report = true;
                     r.completed_time = t;
                 }
-                // No process runs it: the saved task record goes with it.
+                // Its app (if any) is aborted; the saved task record goes with it.
+                self.tasks.abort(&master, name, EXIT_ABORTED_VIA_GUI);
                 self.state
                     .active_tasks
                     .retain(|a| !(a.result_name == name && a.project_master_url == master));

@@ -283,9 +283,31 @@ impl Daemon {
         gui::write_project(&p.project, &self.project_extra(p), w);
     }
 
-    /// What the GUI shows of a task's process. Ferrite does not run apps yet, so a task
-    /// saved as running is shown as not started: no process, preempted, at its checkpoint.
+    /// What the GUI shows of a task's process: the live figures of its app when one runs,
+    /// else the saved checkpoint (no process, preempted).
     fn active_task_live(&self, a: &ActiveTask) -> ActiveTaskGui {
+        if let Some(l) = self.tasks.live_of(&a.project_master_url, &a.result_name) {
+            let u = l.task.usage();
+            let (state, sched) = match l.task.state() {
+                ferrite_supervise::TaskState::Running => (1, 2),
+                ferrite_supervise::TaskState::Suspended => (9, 1),
+                ferrite_supervise::TaskState::QuitPending => (5, 1),
+                ferrite_supervise::TaskState::AbortPending => (6, 1),
+                ferrite_supervise::TaskState::Exited => (2, 1),
+            };
+            return ActiveTaskGui {
+                active_task_state: state,
+                pid: l.task.pid(),
+                scheduler_state: sched,
+                fraction_done: u.fraction_done,
+                elapsed_time: u.elapsed_time,
+                progress_rate: if u.elapsed_time > 0.0 {
+                    u.fraction_done / u.elapsed_time
+                } else {
+                    0.0
+                },
+            };
+        }
         ActiveTaskGui {
             active_task_state: 0,
             pid: 0,

@@ -1,0 +1,420 @@
+//! The scheduling snapshot: the client's state (with configuration, host and the live tasks)
+//! turned into a `ferrite_sched::World`, and the stable id map that ties the core's indices
+//! back to projects, apps, app versions and results.
+//!
+//! The core keeps per-project figures (REC, backoffs) by index, so an entity keeps its index
+//! for the life of the daemon: [`IdMap`] only ever appends. A project that disappears from the
+//! state stays in the world as a suspended project without jobs.
+
+use std::collections::HashMap;
+
+use ferrite_proto::client_state::{ClientState, ResultState};
+use ferrite_proto::prefs::GlobalPrefs;
+use ferrite_sched::{
+    App, AppId, AppVersion, AppVersionId, Coproc, CoprocKind, Host, Job, JobId, JobState, Prefs,
+    Project, ProjectId, ResourceId, World,
+};
+
+/// Key of an app version: master URL, app name, platform, version number, plan class.
+pub type VersionKey = (String, String, String, i32, String);
+
+/// Stable ids for everything the core sees. Append-only.
+#[derive(Debug, Default)]
+pub struct IdMap {
+    /// Master URL per project id.
+    pub projects: Vec<String>,
+    /// (master URL, app name) per app id.
+    pub apps: Vec<(String, String)>,
+    /// Version key per app-version id.
+    pub versions: Vec<VersionKey>,
+    /// (master URL, result name) per job id.
+    pub jobs: Vec<(String, String)>,
+    /// Reverse index of `jobs`, so a job keeps its id.
+    job_index: HashMap<(String, String), u32>,
+}
+
+fn intern<K: PartialEq + Clone>(v: &mut Vec<K>, k: &K) -> u32 {
+    let i = v.iter().position(|x| x == k).unwrap_or_else(|| {
+        v.push(k.clone());
+        v.len() - 1
+    });
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+fn index_of<K: PartialEq>(v: &[K], k: &K) -> u32 {
+    v.iter()
+        .position(|x| x == k)
+        .and_then(|i| u32::try_from(i).ok())
+        .unwrap_or(0)
+}
+
+impl IdMap {
+    /// The id of a result's job (assigned on first sight).
+    pub fn job_id(&mut self, url: &str, result: &str) -> JobId {
+        let key = (url.to_owned(), result.to_owned());
+        if let Some(id) = self.job_index.get(&key) {
+            return JobId(*id);
+        }
+        let id = u32::try_from(self.jobs.len()).unwrap_or(u32::MAX);
+        self.jobs.push(key.clone());
+        self.job_index.insert(key, id);
+        JobId(id)
+    }
+
+    /// The (master URL, result name) of a job id.
+    pub fn job(&self, id: JobId) -> Option<&(String, String)> {
+        self.jobs.get(id.0 as usize)
+    }
+}
+
+/// What the daemon knows of a result's process, for the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LiveTask {
+    /// The process computes now.
+    pub running: bool,
+    /// The process exists but is suspended (in memory).
+    pub suspended: bool,
+    /// Wall time the current run started.
+    pub run_started_at: f64,
+    /// Elapsed seconds so far, all episodes.
+    pub elapsed: f64,
+    /// Fraction done reported.
+    pub fraction_done: f64,
+    /// Working set, bytes.
+    pub working_set: f64,
+}
+
+/// Everything besides the state the snapshot needs.
+#[derive(Debug, Clone)]
+pub struct SnapshotInputs<'a> {
+    /// The preferences in force.
+    pub prefs: &'a GlobalPrefs,
+    /// cc_config `<ncpus>` (≤ 0: use the detected count).
+    pub cc_ncpus: i32,
+    /// Whether the user is active (selects the in-use limits).
+    pub user_active: bool,
+    /// Results that may not start now (temporary-exit backoff), by (URL, name).
+    pub not_before: &'a HashMap<(String, String), f64>,
+    /// Wall time of the snapshot.
+    pub now: f64,
+}
+
+/// Builds the core's world from the state. `live` tells, per (URL, result), what its process
+/// does. Results without a usable app version are left out (they cannot run).
+pub fn build_world(
+    state: &ClientState,
+    ids: &mut IdMap,
+    inputs: &SnapshotInputs<'_>,
+    live: &dyn Fn(&str, &str) -> Option<LiveTask>,
+) -> World {
+    let h = &state.host_info;
+    let ncpus = inputs
+        .prefs
+        .usable_cpus(h.p_ncpus.max(1), inputs.cc_ncpus, inputs.user_active);
+    let mut host = Host::cpu_only(ncpus, h.p_fpops.max(1e6), h.m_nbytes.max(0.0));
+    if let Some(nv) = h.coprocs.nvidia.as_ref().filter(|n| n.count > 0) {
+        host.coprocs.push(Coproc {
+            kind: CoprocKind::Nvidia,
+            count: nv.count,
+            peak_flops: nv.peak_flops,
+        });
+    }
+    let gp = inputs.prefs;
+    let mut world = World::new(host);
+    world.prefs = Prefs {
+        work_buf_min_days: gp.work_buf_min_days,
+        work_buf_additional_days: gp.work_buf_additional_days,
+        cpu_scheduling_period_minutes: gp.cpu_scheduling_period_minutes,
+        // Already applied to `host.ncpus` above.
+        max_ncpus_pct: 100.0,
+        ram_max_used_busy_pct: gp.ram_max_used_busy_pct,
+        ram_max_used_idle_pct: gp.ram_max_used_idle_pct,
+        leave_apps_in_memory: gp.leave_apps_in_memory,
+        disk_max_used_gb: gp.disk_max_used_gb,
+        disk_max_used_pct: gp.disk_max_used_pct,
+        disk_min_free_gb: gp.disk_min_free_gb,
+    };
+    world.user_active = inputs.user_active;
+    world.time_stats.on_frac = state.time_stats.on_frac;
+    world.time_stats.active_frac = state.time_stats.active_frac;
+    world.time_stats.gpu_active_frac = state.time_stats.gpu_active_frac;
+    world.time_stats.connected_frac = state.time_stats.connected_frac;
+
+    // Projects, apps and versions in id order; entities gone from the state stay as inert
+    // placeholders so that indices never move.
+    for p in &state.projects {
+        intern(&mut ids.projects, &p.project.master_url);
+        for a in &p.apps {
+            intern(
+                &mut ids.apps,
+                &(p.project.master_url.clone(), a.name.clone()),
+            );
+        }
+        for v in &p.app_versions {
+            intern(
+                &mut ids.apps,
+                &(p.project.master_url.clone(), v.app_name.clone()),
+            );
+            intern(&mut ids.versions, &version_key(&p.project.master_url, v));
+        }
+    }
+    for url in &ids.projects {
+        let proj = match state.project(url) {
+            Some(ps) => {
+                let p = &ps.project;
+                let mut x = Project::new(p.master_url.clone(), p.resource_share.max(0.0));
+                x.suspended = p.suspended_via_gui;
+                x.no_new_work = p.dont_request_more_work;
+                x.dcf = if p.duration_correction_factor > 0.0 {
+                    p.duration_correction_factor
+                } else {
+                    1.0
+                };
+                x
+            }
+            None => {
+                let mut x = Project::new(url.clone(), 0.0);
+                x.suspended = true;
+                x.no_new_work = true;
+                x
+            }
+        };
+        world.add_project(proj);
+    }
+    let projects = ids.projects.clone();
+    let pid = |url: &str| -> ProjectId { ProjectId(index_of(&projects, &url.to_owned())) };
+    for (url, name) in &ids.apps {
+        let mut app = App::new(pid(url), name.clone());
+        if let Some(a) = state.project(url).and_then(|p| p.app(name)) {
+            app.fraction_done_exact = a.fraction_done_exact;
+        }
+        world.add_app(app);
+    }
+    let has_gpu = !world.host.coprocs.is_empty();
+    for key in &ids.versions {
+        let app = AppId(index_of(&ids.apps, &(key.0.clone(), key.1.clone())));
+        let p = pid(&key.0);
+        let v = state.project(&key.0).and_then(|ps| {
+            ps.app_versions
+                .iter()
+                .find(|v| version_key(&key.0, v) == *key)
+        });
+        let av = match v {
+            Some(v) => {
+                let flops = if v.usage.flops > 0.0 {
+                    v.usage.flops
+                } else {
+                    world.host.p_fpops
+                };
+                let gpu = v.usage.coprocs.iter().find(|c| c.count > 0.0);
+                match gpu {
+                    Some(c) if has_gpu => {
+                        AppVersion::coproc(app, p, ResourceId(1), v.usage.avg_ncpus, c.count, flops)
+                    }
+                    _ => AppVersion::cpu(app, p, v.usage.avg_ncpus.max(0.001), flops),
+                }
+            }
+            None => AppVersion::cpu(app, p, 1.0, world.host.p_fpops),
+        };
+        world.add_app_version(av);
+    }
+
+    for ps in &state.projects {
+        let url = &ps.project.master_url;
+        let p = pid(url);
+        for r in &ps.results {
+            let Some(wu) = ps.workunit(&r.wu_name) else {
+                continue;
+            };
+            let Some(v) = ps.app_version_of(r) else {
+                continue;
+            };
+            let vid = AppVersionId(index_of(&ids.versions, &version_key(url, v)));
+            let id = ids.job_id(url, &r.name);
+            let mut job = Job::new(
+                id,
+                p,
+                vid,
+                wu.rsc_fpops_est.max(1.0),
+                r.received_time,
+                r.report_deadline,
+            );
+            job.report_immediately = r.report_immediately;
+            job.suspended = r.suspended_via_gui;
+            job.working_set_bytes = wu.rsc_memory_bound.max(0.0);
+            if r.computing_done() {
+                job.state = JobState::Finished {
+                    completed_time: r.completed_time,
+                    ready_to_report: r.ready_to_report || r.state == ResultState::FilesUploaded,
+                };
+                world.add_job(job);
+                continue;
+            }
+            job.runnable = r.state == ResultState::FilesDownloaded
+                && (has_gpu || !gpu_version(v))
+                && inputs
+                    .not_before
+                    .get(&(url.clone(), r.name.clone()))
+                    .is_none_or(|t| *t <= inputs.now);
+            if let Some(a) = state.active_task(url, &r.name) {
+                job.elapsed = a.checkpoint_elapsed_time;
+                job.checkpoint_elapsed = a.checkpoint_elapsed_time;
+                job.fraction_done = a.checkpoint_fraction_done;
+                job.elapsed_at_fraction = a.checkpoint_fraction_done_elapsed_time;
+                if a.working_set_size_smoothed > 0.0 {
+                    job.working_set_bytes = a.working_set_size_smoothed;
+                }
+                job.state = JobState::Preempted { in_memory: false };
+            }
+            if let Some(l) = live(url, &r.name) {
+                job.elapsed = l.elapsed;
+                job.fraction_done = l.fraction_done;
+                job.elapsed_at_fraction = l.elapsed;
+                if l.working_set > 0.0 {
+                    job.working_set_bytes = l.working_set;
+                }
+                if l.running {
+                    job.state = JobState::Running;
+                    job.run_started_at = Some(l.run_started_at);
+                } else if l.suspended {
+                    job.state = JobState::Preempted { in_memory: true };
+                }
+            }
+            world.add_job(job);
+        }
+    }
+    world
+}
+
+fn gpu_version(v: &ferrite_proto::client_state::AppVersion) -> bool {
+    v.usage.coprocs.iter().any(|c| c.count > 0.0)
+}
+
+fn version_key(url: &str, v: &ferrite_proto::client_state::AppVersion) -> VersionKey {
+    (
+        url.to_owned(),
+        v.app_name.clone(),
+        v.platform.clone(),
+        v.version_num,
+        v.plan_class.clone(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATE: &str = include_str!("../tests/fixtures/02_client_state.xml");
+
+    fn state() -> ClientState {
+        ClientState::parse(STATE, "client_state.xml").expect("fixture").value
+    }
+
+    fn inputs<'a>(
+        prefs: &'a GlobalPrefs,
+        nb: &'a HashMap<(String, String), f64>,
+    ) -> SnapshotInputs<'a> {
+        SnapshotInputs {
+            prefs,
+            cc_ncpus: 0,
+            user_active: false,
+            not_before: nb,
+            now: 1_795_340_000.0,
+        }
+    }
+
+    #[test]
+    fn fixture_state_becomes_a_world_with_its_jobs_versions_and_deadlines() {
+        let s = state();
+        let prefs = GlobalPrefs::default();
+        let nb = HashMap::new();
+        let mut ids = IdMap::default();
+        let w = build_world(&s, &mut ids, &inputs(&prefs, &nb), &|_, _| None);
+        w.validate().expect("fixture");
+        assert_eq!(w.projects.len(), 1);
+        assert_eq!(w.projects[0].name, "http://127.0.0.1:18080/");
+        assert_eq!(w.projects[0].resource_share, 100.0);
+        assert_eq!(w.app_versions.len(), 1);
+        assert_eq!(w.app_versions[0].avg_ncpus, 1.0);
+        assert_eq!(w.app_versions[0].flops, 1e9);
+        assert_eq!(w.jobs.len(), 3);
+        let by = |n: &str| {
+            let id = ids.jobs.iter().position(|(_, r)| r == n).expect("fixture");
+            w.jobs.iter().find(|j| j.id.0 as usize == id).expect("fixture")
+        };
+        let short = by("wu_short_0");
+        assert!(matches!(
+            short.state,
+            JobState::Finished {
+                ready_to_report: true,
+                ..
+            }
+        ));
+        let long = by("wu_long_0");
+        assert!(long.runnable);
+        assert_eq!(long.fpops_est, 1e10);
+        assert_eq!(long.report_deadline, 1_795_938_347.0);
+        assert_eq!(long.received_time, 1_795_333_547.804_013);
+        // It owns a slot in the state but has no process: preempted out of memory.
+        assert_eq!(long.state, JobState::Preempted { in_memory: false });
+        assert!(by("wu_abort_0").runnable);
+    }
+
+    #[test]
+    fn ids_are_stable_and_live_tasks_and_suspensions_show() {
+        let mut s = state();
+        let prefs = GlobalPrefs::default();
+        let mut nb = HashMap::new();
+        let mut ids = IdMap::default();
+        let _ = build_world(&s, &mut ids, &inputs(&prefs, &nb), &|_, _| None);
+        let first = ids.jobs.clone();
+        // A result disappears and one is user-suspended: ids do not move.
+        s.projects[0].results.retain(|r| r.name != "wu_short_0");
+        s.projects[0]
+            .result_mut("wu_abort_0")
+            .expect("fixture")
+            .suspended_via_gui = true;
+        nb.insert(
+            ("http://127.0.0.1:18080/".to_owned(), "wu_long_0".to_owned()),
+            2e9,
+        );
+        let live = |_: &str, r: &str| {
+            (r == "wu_abort_0").then_some(LiveTask {
+                running: true,
+                suspended: false,
+                run_started_at: 5.0,
+                elapsed: 12.0,
+                fraction_done: 0.25,
+                working_set: 1e6,
+            })
+        };
+        let w = build_world(&s, &mut ids, &inputs(&prefs, &nb), &live);
+        assert_eq!(ids.jobs, first);
+        assert_eq!(w.jobs.len(), 2);
+        let abort_id = first.iter().position(|(_, r)| r == "wu_abort_0").expect("fixture");
+        let j = w.jobs.iter().find(|j| j.id.0 as usize == abort_id).expect("fixture");
+        assert!(j.suspended);
+        assert_eq!(j.state, JobState::Running);
+        assert_eq!(j.elapsed, 12.0);
+        assert_eq!(j.run_started_at, Some(5.0));
+        let long_id = first.iter().position(|(_, r)| r == "wu_long_0").expect("fixture");
+        let j = w.jobs.iter().find(|j| j.id.0 as usize == long_id).expect("fixture");
+        assert!(!j.runnable, "in a temporary-exit backoff");
+    }
+
+    #[test]
+    fn usable_cpus_follow_prefs_and_cc_config() {
+        let s = state();
+        let prefs = GlobalPrefs {
+            max_ncpus_pct: 50.0,
+            ..GlobalPrefs::default()
+        };
+        let nb = HashMap::new();
+        let mut ids = IdMap::default();
+        let mut inp = inputs(&prefs, &nb);
+        inp.cc_ncpus = 8;
+        inp.user_active = true;
+        let w = build_world(&s, &mut ids, &inp, &|_, _| None);
+        assert_eq!(w.host.ncpus, 4);
+    }
+}

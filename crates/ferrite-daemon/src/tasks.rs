@@ -1,0 +1,793 @@
+//! The task table: which results have an app process (or a slot) now, and the once-a-second
+//! loop that supervises them. Each tick polls the processes, copies their progress into the
+//! state's `active_tasks`, builds the scheduling snapshot, asks `ferrite_sched` for the run
+//! list and carries it out (start, suspend, quit, resume). Exits become result states.
+//!
+//! Restarts: every live task's `TaskRecord` is kept in `ferrite_tasks.json` in the data
+//! directory (written atomically whenever a task starts, checkpoints or ends). At start-up the
+//! slots of the state's `active_tasks` are claimed and any app still running from a previous
+//! daemon (found by its record) is ended; the task then resumes from its checkpoint.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
+use ferrite_proto::init_data::AppInitData;
+use ferrite_proto::prefs::GlobalPrefs;
+use ferrite_sched::{JobId, PreemptAction, Scheduler, World};
+use ferrite_supervise::{
+    end_orphans, find_orphans, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode, Priority, Slot,
+    SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit, TaskRecord, TaskState, Timing,
+};
+use tracing::{info, warn};
+
+use crate::config;
+use crate::snapshot::{build_world, IdMap, LiveTask, SnapshotInputs};
+
+/// The records of live tasks, in the data directory.
+pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
+
+/// `ERR_FILE_MISSING`: an output file the app should have written is not there.
+const ERR_FILE_MISSING: i32 = -161;
+
+/// How long a task that could not be started waits before the next attempt, seconds.
+const START_RETRY_SECS: f64 = 600.0;
+
+/// How long shutdown waits for apps before killing what is left.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+
+/// (master URL, result name).
+pub type Key = (String, String);
+
+/// One result with a process.
+#[derive(Debug)]
+pub struct Live {
+    /// The supervised process.
+    pub task: Task,
+    /// Its slot, held while the process lives.
+    pub slot: Slot,
+    /// Wall time the current run started (for the time slice).
+    pub run_started_at: f64,
+}
+
+/// What the tick saw that the daemon should act on.
+#[derive(Debug, Default)]
+pub struct TickReport {
+    /// The state changed (save it).
+    pub changed: bool,
+    /// Results whose computation finished successfully in this tick.
+    pub finished: usize,
+}
+
+/// The daemon's tasks.
+#[derive(Debug)]
+pub struct TaskTable {
+    /// Absolute data directory.
+    dir: PathBuf,
+    /// Slot numbers in use.
+    slots: SlotManager,
+    /// Results with a process.
+    pub live: HashMap<Key, Live>,
+    /// Slots held by results without a process (preempted out of memory, or not yet resumed
+    /// after a restart), so no other task gets them.
+    held: HashMap<Key, Slot>,
+    /// Results that may not start before this wall time (temporary exit, failed start).
+    not_before: HashMap<Key, f64>,
+    /// Stable ids for the core.
+    ids: IdMap,
+    /// The scheduling core.
+    sched: Scheduler,
+    /// The snapshot of the previous tick (for accounting).
+    last_world: Option<World>,
+    /// When the core wants the next pass at the latest.
+    pub next_wakeup: f64,
+}
+
+impl TaskTable {
+    /// An empty table for data directory `dir`.
+    pub fn new(dir: &Path) -> TaskTable {
+        let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let limit = u32::try_from(ncpus.saturating_mul(100)).unwrap_or(u32::MAX);
+        TaskTable {
+            slots: SlotManager::new(&dir, limit),
+            dir,
+            live: HashMap::new(),
+            held: HashMap::new(),
+            not_before: HashMap::new(),
+            ids: IdMap::default(),
+            sched: Scheduler::new(ferrite_sched::Policy::default()),
+            last_world: None,
+            next_wakeup: 0.0,
+        }
+    }
+
+    /// Start-up: ends apps left running by a previous daemon (found by their records) and
+    /// claims the slots of the state's active tasks, which resume from their checkpoints.
+    pub fn recover(&mut self, state: &mut ClientState) {
+        let records = read_records(&self.dir);
+        let orphans = find_orphans(&records);
+        if !orphans.is_empty() {
+            info!(
+                "ending {} app(s) left running by a previous client: {}",
+                orphans.len(),
+                orphans
+                    .iter()
+                    .map(|o| format!("{} (pid {})", o.result_name, o.pid))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if let Err(e) = end_orphans(&orphans, Duration::from_secs(5)) {
+                warn!("could not end every leftover app: {e}");
+            }
+        }
+        for a in &mut state.active_tasks {
+            let n = u32::try_from(a.slot).unwrap_or(u32::MAX);
+            // A checkpoint newer than the state file knows.
+            if let Some(r) = records.iter().find(|r| r.result_name == a.result_name) {
+                if r.checkpoint_elapsed_time > a.checkpoint_elapsed_time {
+                    a.checkpoint_cpu_time = r.checkpoint_cpu_time;
+                    a.checkpoint_elapsed_time = r.checkpoint_elapsed_time;
+                    a.checkpoint_fraction_done = r.fraction_done;
+                }
+            }
+            a.active_task_state = 0;
+            match self.slots.claim(n) {
+                Ok(slot) => {
+                    self.held
+                        .insert((a.project_master_url.clone(), a.result_name.clone()), slot);
+                }
+                Err(e) => warn!("task {}: cannot claim slot {n}: {e}", a.result_name),
+            }
+        }
+        self.write_records();
+    }
+
+    fn records(&self) -> Vec<TaskRecord> {
+        self.live.values().map(|l| l.task.record()).collect()
+    }
+
+    fn write_records(&self) {
+        let path = self.dir.join(TASK_RECORDS_FILE);
+        match serde_json::to_string_pretty(&self.records()) {
+            Ok(text) => {
+                if let Err(e) = config::write_atomic(&path, &text) {
+                    warn!("cannot write {}: {e}", path.display());
+                }
+            }
+            Err(e) => warn!("cannot encode task records: {e}"),
+        }
+    }
+
+    /// Whether any app process exists.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// What the GUI shows of a result's process, if it has one.
+    pub fn live_of(&self, url: &str, result: &str) -> Option<&Live> {
+        self.live.get(&(url.to_owned(), result.to_owned()))
+    }
+
+    /// One supervision tick. `run_allowed` is false when computing is suspended (run mode
+    /// never): every process is then suspended and nothing starts.
+    pub fn tick(
+        &mut self,
+        state: &mut ClientState,
+        prefs: &GlobalPrefs,
+        cc_ncpus: i32,
+        run_allowed: bool,
+        now: f64,
+    ) -> TickReport {
+        let mut report = TickReport::default();
+        let inst = Instant::now();
+        self.poll_all(state, inst, now, &mut report);
+
+        let world = self.snapshot(state, prefs, cc_ncpus, now);
+        if let Some(prev) = &self.last_world {
+            self.sched.account(prev, now);
+        }
+        let out = self.sched.pass(&world, now);
+        self.next_wakeup = out.next_wakeup;
+        let run: HashSet<JobId> = if run_allowed {
+            out.run.run.iter().map(|e| e.job).collect()
+        } else {
+            HashSet::new()
+        };
+        let quit: HashSet<JobId> = out
+            .run
+            .preempt
+            .iter()
+            .filter(|p| p.action == PreemptAction::Quit)
+            .map(|p| p.job)
+            .collect();
+
+        // Stop what must not run, resume what may.
+        let keys: Vec<Key> = self.live.keys().cloned().collect();
+        for key in keys {
+            let id = self.ids.job_id(&key.0, &key.1);
+            let Some(l) = self.live.get_mut(&key) else {
+                continue;
+            };
+            let st = l.task.state();
+            if run.contains(&id) {
+                if st == TaskState::Suspended {
+                    info!("resuming task {}", key.1);
+                    l.task.resume(inst);
+                    l.run_started_at = now;
+                }
+            } else if quit.contains(&id) && run_allowed {
+                if matches!(st, TaskState::Running | TaskState::Suspended) {
+                    info!(
+                        "preempting task {} (quit; it restarts from its checkpoint)",
+                        key.1
+                    );
+                    l.task.quit(inst);
+                }
+            } else if st == TaskState::Running {
+                info!("suspending task {}", key.1);
+                l.task.suspend(inst);
+            }
+        }
+        // Start what should run and has no process.
+        for e in &out.run.run {
+            if !run_allowed {
+                break;
+            }
+            let Some(key) = self.ids.job(e.job).cloned() else {
+                continue;
+            };
+            if self.live.contains_key(&key) {
+                continue;
+            }
+            match self.start(state, prefs, &key, now, inst) {
+                Ok(()) => report.changed = true,
+                Err(msg) => {
+                    warn!("cannot start task {}: {msg}; retrying later", key.1);
+                    self.not_before.insert(key, now + START_RETRY_SECS);
+                }
+            }
+        }
+        // The interval that starts now, as the core will account it next time.
+        self.last_world = Some(self.snapshot(state, prefs, cc_ncpus, now));
+        if report.changed {
+            self.write_records();
+        }
+        report
+    }
+
+    fn snapshot(
+        &mut self,
+        state: &ClientState,
+        prefs: &GlobalPrefs,
+        cc_ncpus: i32,
+        now: f64,
+    ) -> World {
+        let live = &self.live;
+        let view = |url: &str, r: &str| {
+            live.get(&(url.to_owned(), r.to_owned())).map(|l| {
+                let u = l.task.usage();
+                LiveTask {
+                    running: l.task.state() == TaskState::Running,
+                    suspended: l.task.state() == TaskState::Suspended,
+                    run_started_at: l.run_started_at,
+                    elapsed: u.elapsed_time,
+                    fraction_done: u.fraction_done,
+                    working_set: u.working_set as f64,
+                }
+            })
+        };
+        let inputs = SnapshotInputs {
+            prefs,
+            cc_ncpus,
+            user_active: false,
+            not_before: &self.not_before,
+            now,
+        };
+        build_world(state, &mut self.ids, &inputs, &view)
+    }
+
+    /// Polls every process, keeps the state's active tasks up to date and handles exits.
+    fn poll_all(
+        &mut self,
+        state: &mut ClientState,
+        inst: Instant,
+        now: f64,
+        report: &mut TickReport,
+    ) {
+        let mut exits = Vec::new();
+        let mut checkpointed = false;
+        for (key, l) in &mut self.live {
+            for ev in l.task.poll(inst) {
+                match ev {
+                    TaskEvent::Checkpoint(c) => {
+                        checkpointed = true;
+                        if let Some(a) = active_task_mut(state, key) {
+                            set_checkpoint(a, c);
+                        }
+                    }
+                    TaskEvent::LimitExceeded(lim) => {
+                        warn!("task {}: {}", key.1, lim.message());
+                    }
+                    TaskEvent::Hung => warn!("task {}: app not responding; restarting it", key.1),
+                    TaskEvent::Exited(x) => exits.push((key.clone(), x)),
+                    _ => {}
+                }
+            }
+            let u = l.task.usage();
+            if let Some(a) = active_task_mut(state, key) {
+                a.current_cpu_time = u.cpu_time;
+                a.working_set_size = u.working_set as f64;
+                a.working_set_size_smoothed = if a.working_set_size_smoothed > 0.0 {
+                    0.9 * a.working_set_size_smoothed + 0.1 * u.working_set as f64
+                } else {
+                    u.working_set as f64
+                };
+                a.active_task_state = match l.task.state() {
+                    TaskState::Running => 1,
+                    TaskState::Suspended => 9,
+                    TaskState::QuitPending => 5,
+                    TaskState::AbortPending => 6,
+                    TaskState::Exited => 2,
+                };
+            }
+        }
+        if checkpointed {
+            report.changed = true;
+            self.write_records();
+        }
+        for (key, x) in exits {
+            if let Some(l) = self.live.remove(&key) {
+                self.exited(state, &key, l.slot, x, now, report);
+            }
+        }
+    }
+
+    /// Records how a process ended in the result and frees or keeps its slot.
+    fn exited(
+        &mut self,
+        state: &mut ClientState,
+        key: &Key,
+        slot: Slot,
+        x: TaskExit,
+        now: f64,
+        report: &mut TickReport,
+    ) {
+        report.changed = true;
+        if x.outcome.will_restart() {
+            if let ExitOutcome::TemporaryExit(t) = &x.outcome {
+                info!(
+                    "task {} exited temporarily ({}); retry in {:.0} s",
+                    key.1, t.reason, t.delay
+                );
+                self.not_before.insert(key.clone(), now + t.delay.max(0.0));
+            } else {
+                info!("task {} stopped ({:?}); it resumes later", key.1, x.outcome);
+            }
+            if let Some(a) = active_task_mut(state, key) {
+                set_checkpoint(a, x.usage.checkpoint);
+                a.active_task_state = 0;
+            }
+            self.held.insert(key.clone(), slot);
+            self.write_records();
+            return;
+        }
+        let files = state
+            .project(&key.0)
+            .map(|ps| slot_files(ps, &self.dir, key))
+            .unwrap_or_default();
+        if let Err(e) = slot.move_copied_outputs(&files) {
+            warn!("task {}: {e}", key.1);
+        }
+        let project_dir = config::project_dir(&self.dir, &key.0);
+        if let Some(ps) = state.project_mut(&key.0) {
+            let outputs: Vec<(String, bool)> = ps
+                .result(&key.1)
+                .map(|r| {
+                    r.output_files
+                        .iter()
+                        .map(|f| (f.file_name.clone(), f.optional))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut missing = None;
+            for (name, optional) in &outputs {
+                match fs::metadata(project_dir.join(name)) {
+                    Ok(m) => {
+                        if let Some(fi) = ps.file_mut(name) {
+                            fi.nbytes = m.len() as f64;
+                        }
+                    }
+                    Err(_) if !optional => missing = Some(name.clone()),
+                    Err(_) => {}
+                }
+            }
+            if let Some(r) = ps.result_mut(&key.1) {
+                r.final_cpu_time = x.usage.cpu_time;
+                r.final_elapsed_time = x.usage.elapsed_time;
+                r.final_peak_working_set_size = x.usage.peak_working_set as f64;
+                r.final_peak_disk_usage = x.usage.peak_disk_usage as f64;
+                r.stderr_out = format!("<stderr_txt>\n{}\n</stderr_txt>", x.stderr.trim_end());
+                if r.state < ResultState::ComputeError {
+                    r.completed_time = now;
+                    match (&x.outcome, &missing) {
+                        (ExitOutcome::Finished(_), None) => {
+                            info!("task {} finished; outputs ready for upload", key.1);
+                            r.state = ResultState::FilesUploading;
+                            r.exit_status = 0;
+                            report.finished += 1;
+                        }
+                        (ExitOutcome::Finished(_), Some(name)) => {
+                            warn!("task {} finished without its output {name}", key.1);
+                            r.state = ResultState::ComputeError;
+                            r.exit_status = ERR_FILE_MISSING;
+                            r.ready_to_report = true;
+                        }
+                        (outcome, _) => {
+                            let status = x
+                                .limit
+                                .as_ref()
+                                .map_or_else(|| outcome.exit_status(), |l| l.exit_code());
+                            warn!(
+                                "task {} ended with a computation error ({outcome:?}, exit status {status})",
+                                key.1
+                            );
+                            r.state = ResultState::ComputeError;
+                            r.exit_status = status;
+                            r.ready_to_report = true;
+                        }
+                    }
+                }
+            }
+        }
+        state
+            .active_tasks
+            .retain(|a| !(a.project_master_url == key.0 && a.result_name == key.1));
+        if let Err(e) = self.slots.release(slot) {
+            warn!("task {}: cannot clean its slot: {e}", key.1);
+        }
+        self.not_before.remove(key);
+        self.write_records();
+    }
+
+    /// Starts (or restarts from its checkpoint) the app of a result.
+    fn start(
+        &mut self,
+        state: &mut ClientState,
+        prefs: &GlobalPrefs,
+        key: &Key,
+        now: f64,
+        inst: Instant,
+    ) -> Result<(), String> {
+        let ps = state.project(&key.0).ok_or("no such project")?;
+        let r = ps.result(&key.1).ok_or("no such result")?;
+        let wu = ps.workunit(&r.wu_name).ok_or("no workunit")?;
+        let av = ps.app_version_of(r).ok_or("no app version")?;
+        let main = av
+            .file_refs
+            .iter()
+            .find(|f| f.main_program)
+            .or_else(|| av.file_refs.first())
+            .ok_or("the app version has no program")?;
+        let pdir = config::project_dir(&self.dir, &key.0);
+        let program = pdir.join(&main.file_name);
+        let files = slot_files(ps, &self.dir, key);
+        let slot = match self.held.remove(key) {
+            Some(s) => s,
+            None => self.slots.allocate().map_err(|e| e.to_string())?,
+        };
+        let resume = state
+            .active_task(&key.0, &key.1)
+            .map(|a| Checkpoint {
+                cpu_time: a.checkpoint_cpu_time,
+                elapsed_time: a.checkpoint_elapsed_time,
+                fraction_done: a.checkpoint_fraction_done,
+            })
+            .unwrap_or_default();
+        let p = &ps.project;
+        let gpu_usage = av.usage.coprocs.iter().map(|c| c.count).fold(0.0, f64::max);
+        let init = AppInitData {
+            major_version: state.core_client_version.major,
+            minor_version: state.core_client_version.minor,
+            release: state.core_client_version.release,
+            app_version: av.version_num,
+            userid: i64::from(p.userid),
+            teamid: i64::from(p.teamid),
+            hostid: i64::from(p.hostid),
+            app_name: av.app_name.clone(),
+            plan_class: av.plan_class.clone(),
+            symstore: p.symstore.clone(),
+            team_name: p.team_name.clone(),
+            user_name: p.user_name.clone(),
+            project_dir: pdir.display().to_string(),
+            boinc_dir: self.dir.display().to_string(),
+            wu_name: wu.name.clone(),
+            result_name: r.name.clone(),
+            slot: i32::try_from(slot.number()).unwrap_or(0),
+            client_pid: i32::try_from(std::process::id()).unwrap_or(0),
+            wu_cpu_time: resume.cpu_time,
+            starting_elapsed_time: resume.elapsed_time,
+            user_total_credit: p.user_total_credit,
+            user_expavg_credit: p.user_expavg_credit,
+            host_total_credit: p.host_total_credit,
+            host_expavg_credit: p.host_expavg_credit,
+            resource_share_fraction: resource_share_fraction(state, &key.0),
+            checkpoint_period: prefs.disk_interval,
+            gpu_usage,
+            ncpus: av.usage.avg_ncpus,
+            rsc_fpops_est: wu.rsc_fpops_est,
+            rsc_fpops_bound: wu.rsc_fpops_bound,
+            rsc_memory_bound: wu.rsc_memory_bound,
+            rsc_disk_bound: wu.rsc_disk_bound,
+            computation_deadline: r.report_deadline,
+            host_info: state.host_info.clone(),
+            global_prefs: prefs.clone(),
+            app_files: av.file_refs.iter().map(|f| f.file_name.clone()).collect(),
+            ..AppInitData::default()
+        };
+        let setup = slot
+            .setup(&files, &init.to_xml())
+            .map_err(|e| format!("slot {}: {e}", slot.number()));
+        if let Err(e) = setup {
+            self.held.insert(key.clone(), slot);
+            return Err(e);
+        }
+        let mut args: Vec<String> = av.cmdline.split_whitespace().map(str::to_owned).collect();
+        args.extend(wu.command_line.split_whitespace().map(str::to_owned));
+        let flops = if av.usage.flops > 0.0 {
+            av.usage.flops
+        } else {
+            state.host_info.p_fpops.max(1e6)
+        };
+        let non_cpu = ps
+            .app(&av.app_name)
+            .is_some_and(|a| a.non_cpu_intensive || a.sporadic);
+        let cfg = TaskConfig {
+            result_name: r.name.clone(),
+            slot: slot.number(),
+            slot_dir: slot.dir().to_path_buf(),
+            project_dir_name: dir_name(&pdir),
+            program: program.clone(),
+            args,
+            env: vec![(
+                OsString::from("BOINC_SLOT"),
+                OsString::from(slot.number().to_string()),
+            )],
+            uses_api: uses_api(&av.api_version, &program),
+            priority: Priority::for_job(gpu_usage > 0.0, av.usage.avg_ncpus, false),
+            project_master_url: Some(key.0.clone()),
+            limits: Limits {
+                max_elapsed: (!non_cpu).then(|| {
+                    ferrite_supervise::limits::max_elapsed_time(wu.rsc_fpops_bound, flops)
+                }),
+                disk_bound: (wu.rsc_disk_bound > 0.0).then_some(wu.rsc_disk_bound as u64),
+                ..Limits::default()
+            },
+            timing: Timing::default(),
+            max_wss: prefs.available_ram(state.host_info.m_nbytes, false),
+            resume_from: resume,
+        };
+        let version_num = av.version_num;
+        let task = match Task::start(cfg, inst) {
+            Ok(t) => t,
+            Err(e) => {
+                self.held.insert(key.clone(), slot);
+                return Err(format!("{e}"));
+            }
+        };
+        info!(
+            "starting task {} in slot {} (pid {}){}",
+            key.1,
+            slot.number(),
+            task.pid(),
+            if resume.elapsed_time > 0.0 {
+                format!(", resuming from {:.0} s", resume.elapsed_time)
+            } else {
+                String::new()
+            }
+        );
+        let slot_no = i32::try_from(slot.number()).unwrap_or(0);
+        match state
+            .active_tasks
+            .iter_mut()
+            .find(|a| a.project_master_url == key.0 && a.result_name == key.1)
+        {
+            Some(a) => {
+                a.slot = slot_no;
+                a.active_task_state = 1;
+            }
+            None => state.active_tasks.push(ActiveTask {
+                project_master_url: key.0.clone(),
+                result_name: key.1.clone(),
+                active_task_state: 1,
+                app_version_num: version_num,
+                slot: slot_no,
+                ..ActiveTask::default()
+            }),
+        }
+        self.live.insert(
+            key.clone(),
+            Live {
+                task,
+                slot,
+                run_started_at: now,
+            },
+        );
+        Ok(())
+    }
+
+    /// A user abort: the process (if any) is aborted with `code`; a held slot is freed.
+    pub fn abort(&mut self, url: &str, result: &str, code: i32) {
+        let key = (url.to_owned(), result.to_owned());
+        if let Some(l) = self.live.get_mut(&key) {
+            l.task.abort(code, Instant::now());
+        } else if let Some(slot) = self.held.remove(&key) {
+            if let Err(e) = self.slots.release(slot) {
+                warn!("task {result}: cannot clean its slot: {e}");
+            }
+        }
+    }
+
+    /// Stops every app (quit through the channel, then signals) and waits until none is left;
+    /// with `abort_code`, the apps are aborted instead and their results end with that code.
+    pub async fn shutdown(&mut self, state: &mut ClientState, abort_code: Option<i32>) {
+        if self.live.is_empty() {
+            return;
+        }
+        info!("stopping {} app(s)", self.live.len());
+        let begin = Instant::now();
+        for l in self.live.values_mut() {
+            match abort_code {
+                Some(code) => l.task.abort(code, begin),
+                None => l.task.quit(begin),
+            }
+        }
+        let mut killed = false;
+        while !self.live.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = crate::now();
+            let mut report = TickReport::default();
+            self.poll_all(state, Instant::now(), now, &mut report);
+            if !killed && begin.elapsed() > SHUTDOWN_WAIT {
+                killed = true;
+                warn!("apps still running after {SHUTDOWN_WAIT:?}; killing them");
+                for l in self.live.values_mut() {
+                    l.task.kill(Instant::now());
+                }
+            }
+            if begin.elapsed() > SHUTDOWN_WAIT * 2 {
+                warn!("{} app(s) could not be stopped", self.live.len());
+                break;
+            }
+        }
+        self.write_records();
+    }
+}
+
+/// Whether the app speaks the BOINC API: it declares an API version and its program is not a
+/// script (an interpreter-run script cannot map the shared-memory channel; it is controlled
+/// with signals).
+fn uses_api(api_version: &str, program: &Path) -> bool {
+    if api_version.trim().is_empty() {
+        return false;
+    }
+    let mut head = [0u8; 2];
+    let is_script = fs::File::open(program)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| &head == b"#!");
+    !is_script
+}
+
+fn dir_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn resource_share_fraction(state: &ClientState, url: &str) -> f64 {
+    let total: f64 = state
+        .projects
+        .iter()
+        .map(|p| p.project.resource_share.max(0.0))
+        .sum();
+    let mine = state.project(url).map_or(0.0, |p| p.project.resource_share);
+    if total > 0.0 {
+        mine / total
+    } else {
+        1.0
+    }
+}
+
+/// The slot's file mapping: app-version files and workunit inputs, then the result's outputs.
+fn slot_files(
+    ps: &ferrite_proto::client_state::ProjectState,
+    dir: &Path,
+    key: &Key,
+) -> Vec<SlotFile> {
+    let project_dir = dir_name(&config::project_dir(dir, &key.0));
+    let Some(r) = ps.result(&key.1) else {
+        return Vec::new();
+    };
+    let mode = |copy: bool| {
+        if copy {
+            LinkMode::Copy
+        } else if ps.project.use_symlinks {
+            LinkMode::Symlink
+        } else {
+            LinkMode::SoftLinkFile
+        }
+    };
+    let mut out = Vec::new();
+    let mut add = |f: &ferrite_proto::client_state::FileRef, role| {
+        out.push(SlotFile {
+            open_name: if f.open_name.is_empty() {
+                f.file_name.clone()
+            } else {
+                f.open_name.clone()
+            },
+            project_dir: project_dir.clone(),
+            file_name: f.file_name.clone(),
+            mode: mode(f.copy_file),
+            role,
+        });
+    };
+    if let Some(av) = ps.app_version_of(r) {
+        for f in &av.file_refs {
+            add(f, FileRole::Input);
+        }
+    }
+    if let Some(wu) = ps.workunit(&r.wu_name) {
+        for f in &wu.input_files {
+            add(f, FileRole::Input);
+        }
+    }
+    for f in &r.output_files {
+        add(f, FileRole::Output);
+    }
+    out
+}
+
+fn active_task_mut<'a>(state: &'a mut ClientState, key: &Key) -> Option<&'a mut ActiveTask> {
+    state
+        .active_tasks
+        .iter_mut()
+        .find(|a| a.project_master_url == key.0 && a.result_name == key.1)
+}
+
+fn set_checkpoint(a: &mut ActiveTask, c: Checkpoint) {
+    a.checkpoint_cpu_time = c.cpu_time;
+    a.checkpoint_elapsed_time = c.elapsed_time;
+    a.checkpoint_fraction_done = c.fraction_done;
+    a.checkpoint_fraction_done_elapsed_time = c.elapsed_time;
+}
+
+fn read_records(dir: &Path) -> Vec<TaskRecord> {
+    let path = dir.join(TASK_RECORDS_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            warn!("{} is not readable ({e}); ignoring it", path.display());
+            Vec::new()
+        }),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_are_controlled_with_signals() {
+        let d = tempfile::tempdir().expect("temp file");
+        let script = d.path().join("app.sh");
+        fs::write(&script, "#!/bin/sh\nexit 0\n").expect("temp file");
+        let bin = d.path().join("app");
+        fs::write(&bin, b"\x7fELF....").expect("temp file");
+        assert!(!uses_api("7.20.0", &script));
+        assert!(uses_api("7.20.0", &bin));
+        assert!(!uses_api("", &bin));
+    }
+}
