@@ -467,8 +467,22 @@ impl Daemon {
     /// One supervision tick; returns a reason to exit when `--exit_after_finish` or
     /// `--exit_when_idle` says so.
     fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
-        let run_allowed = rpc::current_mode(&self.state, &self.rpc, rpc::ModeKind::Cpu, t)
-            != ferrite_proto::client_state::RunMode::Never;
+        use ferrite_proto::client_state::RunMode;
+        let prefs = &self.config.prefs.prefs;
+        let run_allowed = match rpc::current_mode(&self.state, &self.rpc, rpc::ModeKind::Cpu, t) {
+            RunMode::Always => true,
+            RunMode::Never => false,
+            // According to preferences: the time-of-day window.
+            RunMode::Auto => {
+                let (hour, weekday) = ferrite_proto::prefs::local_hour_and_weekday(
+                    t,
+                    i64::from(self.state.host_info.timezone),
+                );
+                !prefs.cpu_suspended_at(hour, weekday)
+            }
+        };
+        self.tasks.no_priority_change =
+            self.opts.no_priority_change || self.config.cc.options.no_priority_change;
         let report = self.tasks.tick(
             &mut self.state,
             &self.config.prefs.prefs,

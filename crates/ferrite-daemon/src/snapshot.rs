@@ -307,7 +307,9 @@ mod tests {
     const STATE: &str = include_str!("../tests/fixtures/02_client_state.xml");
 
     fn state() -> ClientState {
-        ClientState::parse(STATE, "client_state.xml").expect("fixture").value
+        ClientState::parse(STATE, "client_state.xml")
+            .expect("fixture")
+            .value
     }
 
     fn inputs<'a>(
@@ -340,7 +342,10 @@ mod tests {
         assert_eq!(w.jobs.len(), 3);
         let by = |n: &str| {
             let id = ids.jobs.iter().position(|(_, r)| r == n).expect("fixture");
-            w.jobs.iter().find(|j| j.id.0 as usize == id).expect("fixture")
+            w.jobs
+                .iter()
+                .find(|j| j.id.0 as usize == id)
+                .expect("fixture")
         };
         let short = by("wu_short_0");
         assert!(matches!(
@@ -391,14 +396,28 @@ mod tests {
         let w = build_world(&s, &mut ids, &inputs(&prefs, &nb), &live);
         assert_eq!(ids.jobs, first);
         assert_eq!(w.jobs.len(), 2);
-        let abort_id = first.iter().position(|(_, r)| r == "wu_abort_0").expect("fixture");
-        let j = w.jobs.iter().find(|j| j.id.0 as usize == abort_id).expect("fixture");
+        let abort_id = first
+            .iter()
+            .position(|(_, r)| r == "wu_abort_0")
+            .expect("fixture");
+        let j = w
+            .jobs
+            .iter()
+            .find(|j| j.id.0 as usize == abort_id)
+            .expect("fixture");
         assert!(j.suspended);
         assert_eq!(j.state, JobState::Running);
         assert_eq!(j.elapsed, 12.0);
         assert_eq!(j.run_started_at, Some(5.0));
-        let long_id = first.iter().position(|(_, r)| r == "wu_long_0").expect("fixture");
-        let j = w.jobs.iter().find(|j| j.id.0 as usize == long_id).expect("fixture");
+        let long_id = first
+            .iter()
+            .position(|(_, r)| r == "wu_long_0")
+            .expect("fixture");
+        let j = w
+            .jobs
+            .iter()
+            .find(|j| j.id.0 as usize == long_id)
+            .expect("fixture");
         assert!(!j.runnable, "in a temporary-exit backoff");
     }
 

@@ -33,6 +33,23 @@ pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
 /// `ERR_FILE_MISSING`: an output file the app should have written is not there.
 const ERR_FILE_MISSING: i32 = -161;
 
+/// `ERR_FILE_TOO_BIG`: an output file is larger than its `max_nbytes`.
+const ERR_FILE_TOO_BIG: i32 = -141;
+
+/// `EXIT_UNSTARTED_LATE`: a job that was never started can no longer meet its deadline.
+pub const EXIT_UNSTARTED_LATE: i32 = 200;
+
+/// `PROCESS_*` numbers of an active task, as saved and shown to GUIs.
+pub const PROCESS_EXECUTING: i32 = 1;
+/// The process has exited.
+pub const PROCESS_EXITED: i32 = 2;
+/// An abort was requested.
+pub const PROCESS_ABORT_PENDING: i32 = 5;
+/// A quit was requested.
+pub const PROCESS_QUIT_PENDING: i32 = 8;
+/// Suspended in memory.
+pub const PROCESS_SUSPENDED: i32 = 9;
+
 /// How long a task that could not be started waits before the next attempt, seconds.
 const START_RETRY_SECS: f64 = 600.0;
 
@@ -84,6 +101,8 @@ pub struct TaskTable {
     last_world: Option<World>,
     /// When the core wants the next pass at the latest.
     pub next_wakeup: f64,
+    /// Run apps at normal priority (`--no_priority_change`, cc_config `no_priority_change`).
+    pub no_priority_change: bool,
 }
 
 impl TaskTable {
@@ -102,6 +121,7 @@ impl TaskTable {
             sched: Scheduler::new(ferrite_sched::Policy::default()),
             last_world: None,
             next_wakeup: 0.0,
+            no_priority_change: false,
         }
     }
 
@@ -205,6 +225,31 @@ impl TaskTable {
             .map(|p| p.job)
             .collect();
 
+        for id in &out.abort {
+            let Some(key) = self.ids.job(*id).cloned() else {
+                continue;
+            };
+            if self.live.contains_key(&key) {
+                continue;
+            }
+            if let Some(r) = state.project_mut(&key.0).and_then(|p| p.result_mut(&key.1)) {
+                if r.state < ResultState::ComputeError {
+                    warn!(
+                        "aborting task {}: not started and deadline has passed",
+                        key.1
+                    );
+                    r.state = ResultState::Aborted;
+                    r.exit_status = EXIT_UNSTARTED_LATE;
+                    r.ready_to_report = true;
+                    r.completed_time = now;
+                    report.changed = true;
+                }
+            }
+            self.abort(&key.0, &key.1, EXIT_UNSTARTED_LATE);
+            state
+                .active_tasks
+                .retain(|a| !(a.project_master_url == key.0 && a.result_name == key.1));
+        }
         // Stop what must not run, resume what may.
         let keys: Vec<Key> = self.live.keys().cloned().collect();
         for key in keys {
@@ -327,11 +372,11 @@ impl TaskTable {
                     u.working_set as f64
                 };
                 a.active_task_state = match l.task.state() {
-                    TaskState::Running => 1,
-                    TaskState::Suspended => 9,
-                    TaskState::QuitPending => 5,
-                    TaskState::AbortPending => 6,
-                    TaskState::Exited => 2,
+                    TaskState::Running => PROCESS_EXECUTING,
+                    TaskState::Suspended => PROCESS_SUSPENDED,
+                    TaskState::QuitPending => PROCESS_QUIT_PENDING,
+                    TaskState::AbortPending => PROCESS_ABORT_PENDING,
+                    TaskState::Exited => PROCESS_EXITED,
                 };
             }
         }
@@ -393,15 +438,29 @@ impl TaskTable {
                         .collect()
                 })
                 .unwrap_or_default();
-            let mut missing = None;
+            // The first output problem: (file, error code).
+            let mut bad = None;
             for (name, optional) in &outputs {
-                match fs::metadata(project_dir.join(name)) {
+                let path = project_dir.join(name);
+                match fs::metadata(&path) {
                     Ok(m) => {
                         if let Some(fi) = ps.file_mut(name) {
-                            fi.nbytes = m.len() as f64;
+                            let len = m.len() as f64;
+                            if fi.max_nbytes > 0.0 && len > fi.max_nbytes {
+                                warn!(
+                                    "output {name} is {len} bytes, more than its limit of {}; deleted",
+                                    fi.max_nbytes
+                                );
+                                let _ = fs::remove_file(&path);
+                                bad.get_or_insert((name.clone(), ERR_FILE_TOO_BIG));
+                            } else {
+                                fi.nbytes = len;
+                            }
                         }
                     }
-                    Err(_) if !optional => missing = Some(name.clone()),
+                    Err(_) if !optional => {
+                        bad.get_or_insert((name.clone(), ERR_FILE_MISSING));
+                    }
                     Err(_) => {}
                 }
             }
@@ -410,20 +469,25 @@ impl TaskTable {
                 r.final_elapsed_time = x.usage.elapsed_time;
                 r.final_peak_working_set_size = x.usage.peak_working_set as f64;
                 r.final_peak_disk_usage = x.usage.peak_disk_usage as f64;
-                r.stderr_out = format!("<stderr_txt>\n{}\n</stderr_txt>", x.stderr.trim_end());
+                let block = format!("<stderr_txt>\n{}\n</stderr_txt>", x.stderr.trim_end());
+                r.stderr_out = if r.stderr_out.is_empty() {
+                    block
+                } else {
+                    format!("{}\n{block}", r.stderr_out)
+                };
                 if r.state < ResultState::ComputeError {
                     r.completed_time = now;
-                    match (&x.outcome, &missing) {
+                    match (&x.outcome, &bad) {
                         (ExitOutcome::Finished(_), None) => {
                             info!("task {} finished; outputs ready for upload", key.1);
                             r.state = ResultState::FilesUploading;
                             r.exit_status = 0;
                             report.finished += 1;
                         }
-                        (ExitOutcome::Finished(_), Some(name)) => {
-                            warn!("task {} finished without its output {name}", key.1);
+                        (ExitOutcome::Finished(_), Some((name, code))) => {
+                            warn!("task {} finished, but its output {name} is unusable", key.1);
                             r.state = ResultState::ComputeError;
-                            r.exit_status = ERR_FILE_MISSING;
+                            r.exit_status = *code;
                             r.ready_to_report = true;
                         }
                         (outcome, _) => {
@@ -526,6 +590,7 @@ impl TaskTable {
             host_info: state.host_info.clone(),
             global_prefs: prefs.clone(),
             app_files: av.file_refs.iter().map(|f| f.file_name.clone()).collect(),
+            no_priority_change: self.no_priority_change,
             ..AppInitData::default()
         };
         let setup = slot
@@ -557,7 +622,11 @@ impl TaskTable {
                 OsString::from(slot.number().to_string()),
             )],
             uses_api: uses_api(&av.api_version, &program),
-            priority: Priority::for_job(gpu_usage > 0.0, av.usage.avg_ncpus, false),
+            priority: Priority::for_job(
+                gpu_usage > 0.0,
+                av.usage.avg_ncpus,
+                self.no_priority_change,
+            ),
             project_master_url: Some(key.0.clone()),
             limits: Limits {
                 max_elapsed: (!non_cpu).then(|| {

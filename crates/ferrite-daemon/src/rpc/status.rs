@@ -288,12 +288,18 @@ impl Daemon {
     fn active_task_live(&self, a: &ActiveTask) -> ActiveTaskGui {
         if let Some(l) = self.tasks.live_of(&a.project_master_url, &a.result_name) {
             let u = l.task.usage();
+            use crate::tasks::{
+                PROCESS_ABORT_PENDING, PROCESS_EXECUTING, PROCESS_EXITED, PROCESS_QUIT_PENDING,
+                PROCESS_SUSPENDED,
+            };
+            use ferrite_supervise::TaskState;
+            // Scheduler state: 2 scheduled, 1 preempted.
             let (state, sched) = match l.task.state() {
-                ferrite_supervise::TaskState::Running => (1, 2),
-                ferrite_supervise::TaskState::Suspended => (9, 1),
-                ferrite_supervise::TaskState::QuitPending => (5, 1),
-                ferrite_supervise::TaskState::AbortPending => (6, 1),
-                ferrite_supervise::TaskState::Exited => (2, 1),
+                TaskState::Running => (PROCESS_EXECUTING, 2),
+                TaskState::Suspended => (PROCESS_SUSPENDED, 1),
+                TaskState::QuitPending => (PROCESS_QUIT_PENDING, 1),
+                TaskState::AbortPending => (PROCESS_ABORT_PENDING, 1),
+                TaskState::Exited => (PROCESS_EXITED, 1),
             };
             return ActiveTaskGui {
                 active_task_state: state,
