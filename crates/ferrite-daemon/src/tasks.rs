@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
 use ferrite_proto::init_data::AppInitData;
 use ferrite_proto::prefs::GlobalPrefs;
-use ferrite_sched::{JobId, PreemptAction, Scheduler, World};
+use ferrite_sched::{JobId, PassOutput, PreemptAction, Scheduler, World};
 use ferrite_supervise::{
     end_orphans, find_orphans, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode, Priority, Slot,
     SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit, TaskRecord, TaskState, Timing,
@@ -103,6 +103,9 @@ pub struct TaskTable {
     pub next_wakeup: f64,
     /// Run apps at normal priority (`--no_priority_change`, cc_config `no_priority_change`).
     pub no_priority_change: bool,
+    /// The core's decisions of the last tick (run list, fetch, reports, with reasons), for
+    /// the project loop and for `explain`.
+    last_pass: Option<(PassOutput, World)>,
 }
 
 impl TaskTable {
@@ -122,6 +125,7 @@ impl TaskTable {
             last_world: None,
             next_wakeup: 0.0,
             no_priority_change: false,
+            last_pass: None,
         }
     }
 
@@ -185,6 +189,22 @@ impl TaskTable {
     /// Whether any app process exists.
     pub fn is_empty(&self) -> bool {
         self.live.is_empty()
+    }
+
+    /// The core's decisions of the last tick, with the snapshot they were made on.
+    pub fn last_pass(&self) -> Option<(&PassOutput, &World)> {
+        self.last_pass.as_ref().map(|(p, w)| (p, w))
+    }
+
+    /// The stable ids that connect the core's numbers to projects and results.
+    pub fn ids(&self) -> &IdMap {
+        &self.ids
+    }
+
+    /// The scheduling core, for the project loop to feed RPC outcomes back
+    /// (`handle_rpc_succeeded`, `handle_rpc_failed`, `handle_jobs_arrived`, …).
+    pub fn scheduler_mut(&mut self) -> &mut Scheduler {
+        &mut self.sched
     }
 
     /// What the GUI shows of a result's process, if it has one.
@@ -298,6 +318,7 @@ impl TaskTable {
         }
         // The interval that starts now, as the core will account it next time.
         self.last_world = Some(self.snapshot(state, prefs, cc_ncpus, now));
+        self.last_pass = Some((out, world));
         if report.changed {
             self.write_records();
         }
