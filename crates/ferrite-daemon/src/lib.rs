@@ -13,6 +13,7 @@ pub mod rpc;
 pub mod snapshot;
 pub mod store;
 pub mod tasks;
+pub mod transfers;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
