@@ -7,6 +7,7 @@
 //! family (modes, project and task operations, configuration files) is here.
 
 pub mod messages;
+mod projects;
 mod status;
 
 use std::fs;
@@ -15,10 +16,8 @@ use std::time::Duration;
 
 use ferrite_gui_rpc::server::{ServerConfig, TcpConfig, UnixConfig, DEFAULT_PORT};
 use ferrite_gui_rpc::{
-    auth, reply, Call, FileTransferAction, GuiRpcServer, ProjectAction, Request, ResultAction,
-    RunMode as RpcRunMode,
+    auth, reply, Call, GuiRpcServer, Request, ResultAction, RunMode as RpcRunMode,
 };
-use ferrite_proto::account::canonicalize_master_url;
 use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::CcConfig;
 use ferrite_proto::client_state::{ClientState, ResultState, RunMode};
@@ -322,17 +321,11 @@ impl Daemon {
             Request::SetNetworkMode { mode, duration } => {
                 self.rpc_set_mode(ModeKind::Network, mode, duration, t)
             }
-            Request::ProjectOp { op, project_url } => self.rpc_project_op(op, &project_url, t),
             Request::ResultOp {
                 op,
                 project_url,
                 name,
             } => self.rpc_result_op(op, &project_url, &name, t),
-            Request::FileTransferOp {
-                op,
-                project_url,
-                filename,
-            } => self.rpc_file_transfer_op(op, &project_url, &filename),
             Request::Quit => reply::SUCCESS.to_owned(),
             Request::ReadCcConfig | Request::ReadGlobalPrefsOverride => {
                 self.reload();
@@ -396,37 +389,17 @@ impl Daemon {
                     reply::SUCCESS.to_owned()
                 }
             },
-            Request::ProjectAttach {
-                project_url,
-                authenticator,
-                use_config_file,
-                ..
-            } => {
-                if !use_config_file && project_url.trim().is_empty() {
-                    return reply::error("Missing URL");
-                }
-                if !use_config_file && authenticator.trim().is_empty() {
-                    return reply::error("Missing authenticator");
-                }
-                if self
-                    .state
-                    .project(&canonicalize_master_url(&project_url))
-                    .is_some()
-                {
-                    return reply::error("Already attached to project");
-                }
-                not_available("project_attach")
-            }
-            Request::ProjectAttachPoll => not_available("project_attach_poll"),
-            Request::LookupAccount(_) | Request::LookupAccountPoll => {
-                not_available("lookup_account")
-            }
-            Request::CreateAccount(_) | Request::CreateAccountPoll => {
-                not_available("create_account")
-            }
-            Request::GetProjectConfig { .. } | Request::GetProjectConfigPoll => {
-                not_available("get_project_config")
-            }
+            req @ (Request::ProjectOp { .. }
+            | Request::FileTransferOp { .. }
+            | Request::GetFileTransfers
+            | Request::ProjectAttach { .. }
+            | Request::ProjectAttachPoll
+            | Request::LookupAccount(_)
+            | Request::LookupAccountPoll
+            | Request::CreateAccount(_)
+            | Request::CreateAccountPoll
+            | Request::GetProjectConfig { .. }
+            | Request::GetProjectConfigPoll) => self.answer_projects(req, t),
             Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll => not_available("acct_mgr_rpc"),
             other => self.answer_status(other, conn, t),
         }
@@ -448,66 +421,6 @@ impl Daemon {
                 String::new()
             }
         );
-        self.save.mark_dirty(t);
-        reply::SUCCESS.to_owned()
-    }
-
-    fn rpc_project_op(&mut self, op: ProjectAction, url: &str, t: f64) -> String {
-        if url.trim().is_empty() {
-            return reply::error("Missing project URL");
-        }
-        let Some(ps) = self.state.project_mut(url) else {
-            return reply::error("No such project");
-        };
-        let p = &mut ps.project;
-        let name = if p.project_name.is_empty() {
-            p.master_url.clone()
-        } else {
-            p.project_name.clone()
-        };
-        match op {
-            ProjectAction::Suspend => {
-                p.suspended_via_gui = true;
-                info!(project = %name, "project suspended by user");
-            }
-            ProjectAction::Resume => {
-                p.suspended_via_gui = false;
-                info!(project = %name, "project resumed by user");
-            }
-            ProjectAction::NoMoreWork => {
-                p.dont_request_more_work = true;
-                info!(project = %name, "work fetch suspended by user");
-            }
-            ProjectAction::AllowMoreWork => {
-                p.dont_request_more_work = false;
-                info!(project = %name, "work fetch resumed by user");
-            }
-            ProjectAction::DetachWhenDone => {
-                p.detach_when_done = true;
-                p.dont_request_more_work = true;
-                info!(project = %name, "project will be detached when its tasks are done");
-            }
-            ProjectAction::DontDetachWhenDone => {
-                p.detach_when_done = false;
-                p.dont_request_more_work = false;
-                info!(project = %name, "project will no longer be detached when done");
-            }
-            ProjectAction::Detach => {
-                if p.attached_via_acct_mgr {
-                    return reply::error("must detach using account manager");
-                }
-                let master = p.master_url.clone();
-                match config::detach_project(&self.dir, &mut self.state, &master) {
-                    Ok(_) => info!(project = %name, "detached from project by user"),
-                    Err(e) => {
-                        error!("detaching from {master}: {e}");
-                        return reply::error(&format!("detach failed: {e}"));
-                    }
-                }
-            }
-            ProjectAction::Reset => return not_available("project_reset"),
-            ProjectAction::Update => return not_available("project_update"),
-        }
         self.save.mark_dirty(t);
         reply::SUCCESS.to_owned()
     }
@@ -557,23 +470,6 @@ impl Daemon {
         }
         self.save.mark_dirty(t);
         reply::SUCCESS.to_owned()
-    }
-
-    fn rpc_file_transfer_op(&self, _op: FileTransferAction, url: &str, file: &str) -> String {
-        if url.trim().is_empty() {
-            return reply::error("Missing project URL");
-        }
-        let Some(ps) = self.state.project(url) else {
-            return reply::error("No such project");
-        };
-        if file.is_empty() {
-            return reply::error("Missing filename");
-        }
-        if ps.file(file).is_none() {
-            return reply::error("No such file");
-        }
-        // Ferrite has no transfer queue yet, so nothing waits.
-        reply::error("No such transfer waiting")
     }
 
     /// Writes (or, for an empty body, deletes) a configuration file of the data directory,
@@ -626,7 +522,7 @@ impl Daemon {
 }
 
 /// The reply to an operation that needs the project loop, which Ferrite does not have yet.
-fn not_available(op: &str) -> String {
+pub(super) fn not_available(op: &str) -> String {
     reply::error(&format!(
         "{op} is not available: this Ferrite version does not contact project servers yet"
     ))
@@ -635,6 +531,7 @@ fn not_available(op: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrite_gui_rpc::ProjectAction;
 
     fn daemon_attached_to(url: &str) -> (tempfile::TempDir, Daemon) {
         let dir = tempfile::tempdir().expect("tempdir");

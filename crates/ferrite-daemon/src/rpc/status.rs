@@ -153,7 +153,6 @@ impl Daemon {
                 w.finish()
             }
             Request::GetDiskUsage => self.disk_usage_xml(),
-            Request::GetFileTransfers => "<file_transfers>\n</file_transfers>\n".to_owned(),
             Request::GetMessages {
                 seqno,
                 translatable,
