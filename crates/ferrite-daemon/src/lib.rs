@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod lock;
 pub mod logging;
+pub mod projects;
 pub mod rpc;
 pub mod snapshot;
 pub mod store;
@@ -58,6 +59,12 @@ pub enum Event {
     BenchmarksDone(BenchmarkResult),
     /// A GUI RPC request, to be answered from the state.
     GuiRpc(ferrite_gui_rpc::Call),
+    /// A master fetch or scheduler RPC ended.
+    Project(projects::OpDone),
+    /// A file transfer attempt ended.
+    Transfer(transfers::TransferDone),
+    /// A web RPC of the attach wizard ended (reply text, or a BOINC error code).
+    WebRpc(projects::WebRpcKind, Result<String, i32>),
 }
 
 /// The running client.
@@ -85,6 +92,10 @@ pub struct Daemon {
     tasks: tasks::TaskTable,
     /// Run a supervision tick at the next turn of the loop (a GUI request changed something).
     tick_soon: bool,
+    /// The project loop: master fetches and scheduler RPCs.
+    projects: projects::ProjectLoop,
+    /// File transfers.
+    transfers: transfers::Transfers,
 }
 
 impl Daemon {
@@ -111,6 +122,8 @@ impl Daemon {
             benchmarks_running: false,
             _lock: lock,
             tasks: tasks::TaskTable::new(&dir),
+            transfers: transfers::Transfers::new(&dir),
+            projects: projects::ProjectLoop::default(),
             dir,
             opts,
             log,
@@ -204,7 +217,7 @@ impl Daemon {
             let key = key.to_owned();
             config::attach_project(&self.dir, &mut self.state, &url, &key)
                 .with_context(|| format!("cannot attach to {url}"))?;
-            info!("attached to {url}; it will be contacted when the project loop runs");
+            info!("attached to {url}; fetching its master page and asking for work");
             self.save.mark_dirty(now());
         }
         if let Some(url) = self.opts.detach_project.clone() {
@@ -263,6 +276,7 @@ impl Daemon {
         // A re-read file may repeat old oddities: log them again.
         self.warned.clear();
         self.load_config();
+        self.projects.reset_http();
         // GPU options may have changed, and a driver may have appeared since start-up.
         self.reprobe_gpus(now());
     }
@@ -420,6 +434,15 @@ impl Daemon {
                         self.handle_gui_rpc(call);
                         self.tick_soon = true;
                     }
+                    Some(Event::Project(done)) => self.project_op_done(done, now()),
+                    Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
+                    Some(Event::Transfer(done)) => {
+                        let t = now();
+                        if self.transfers.finished(done, &mut self.state, t) {
+                            self.save.mark_dirty(t);
+                        }
+                        self.tick_soon = true;
+                    }
                     None => break "event channel closed",
                 },
                 () = tokio::time::sleep(Duration::from_secs_f64(wait)) => {}
@@ -440,6 +463,7 @@ impl Daemon {
                     break why;
                 }
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
+                self.tick_projects(t);
             }
             self.save_if_due(t, false);
         };
@@ -447,6 +471,7 @@ impl Daemon {
         let abort_code = (self.opts.abort_jobs_on_exit
             || self.config.cc.options.abort_jobs_on_exit)
             .then_some(ferrite_supervise::limits::EXIT_CLIENT_EXITING);
+        self.transfers.shutdown().await;
         self.tasks.shutdown(&mut self.state, abort_code).await;
         if let Some(code) = abort_code {
             self.abort_unfinished(code, now());

@@ -3,11 +3,13 @@
 //! transfer list and operations. They answer from the state and from the project loop.
 
 use ferrite_gui_rpc::{reply, FileTransferAction, ProjectAction, Request};
+use ferrite_project::attach;
 use ferrite_proto::account::canonicalize_master_url;
-use tracing::{error, info};
+use ferrite_proto::client_state::RpcReason;
+use tracing::{error, info, warn};
 
-use super::not_available;
-use crate::{config, Daemon};
+use crate::projects::{AttachProgress, WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
+use crate::{config, Daemon, Event};
 
 impl Daemon {
     pub(super) fn answer_projects(&mut self, request: Request, t: f64) -> String {
@@ -24,32 +26,43 @@ impl Daemon {
                 authenticator,
                 use_config_file,
                 ..
-            } => {
-                if !use_config_file && project_url.trim().is_empty() {
-                    return reply::error("Missing URL");
+            } => self.rpc_project_attach(&project_url, &authenticator, use_config_file, t),
+            Request::ProjectAttachPoll => self.rpc_project_attach_poll(),
+            Request::LookupAccount(a) => {
+                if a.url.trim().is_empty() || a.email_addr.is_empty() || a.passwd_hash.is_empty() {
+                    return reply::error("missing URL, email address, or password");
                 }
-                if !use_config_file && authenticator.trim().is_empty() {
-                    return reply::error("Missing authenticator");
+                let base = attach::rpc_base(&a.url, None);
+                let url = attach::lookup_account_url(&base, &a.email_addr, &a.passwd_hash);
+                self.start_web_rpc(WebRpcKind::LookupAccount, url)
+            }
+            Request::CreateAccount(a) => {
+                if a.url.trim().is_empty() || a.email_addr.is_empty() || a.passwd_hash.is_empty() {
+                    return reply::error("missing URL, email address, or password");
                 }
-                if self
-                    .state
-                    .project(&canonicalize_master_url(&project_url))
-                    .is_some()
-                {
-                    return reply::error("Already attached to project");
+                let base = attach::rpc_base(&a.url, None);
+                let url = attach::create_account_url(
+                    &base,
+                    &attach::NewAccount {
+                        email: a.email_addr.clone(),
+                        passwd_hash: a.passwd_hash.clone(),
+                        user_name: a.user_name.clone(),
+                        team_name: Some(a.team_name.clone()),
+                        consent_source: a.consented_to_terms.then(|| "Ferrite".to_owned()),
+                    },
+                );
+                self.start_web_rpc(WebRpcKind::CreateAccount, url)
+            }
+            Request::GetProjectConfig { url } => {
+                if url.trim().is_empty() {
+                    return reply::error("no url");
                 }
-                not_available("project_attach")
+                let url = attach::get_project_config_url(&url);
+                self.start_web_rpc(WebRpcKind::ProjectConfig, url)
             }
-            Request::ProjectAttachPoll => not_available("project_attach_poll"),
-            Request::LookupAccount(_) | Request::LookupAccountPoll => {
-                not_available("lookup_account")
-            }
-            Request::CreateAccount(_) | Request::CreateAccountPoll => {
-                not_available("create_account")
-            }
-            Request::GetProjectConfig { .. } | Request::GetProjectConfigPoll => {
-                not_available("get_project_config")
-            }
+            Request::LookupAccountPoll => self.web_rpc_poll(WebRpcKind::LookupAccount),
+            Request::CreateAccountPoll => self.web_rpc_poll(WebRpcKind::CreateAccount),
+            Request::GetProjectConfigPoll => self.web_rpc_poll(WebRpcKind::ProjectConfig),
             other => reply::error(&format!("unexpected request {other:?}")),
         }
     }
@@ -107,8 +120,16 @@ impl Daemon {
                     }
                 }
             }
-            ProjectAction::Reset => return not_available("project_reset"),
-            ProjectAction::Update => return not_available("project_update"),
+            ProjectAction::Reset => {
+                let master = p.master_url.clone();
+                info!(project = %name, "resetting project");
+                self.reset_project(&master, t);
+            }
+            ProjectAction::Update => {
+                let master = p.master_url.clone();
+                info!(project = %name, "update requested by user");
+                self.request_update(&master);
+            }
         }
         self.save.mark_dirty(t);
         reply::SUCCESS.to_owned()
@@ -130,4 +151,112 @@ impl Daemon {
         // Ferrite has no transfer queue yet, so nothing waits.
         reply::error("No such transfer waiting")
     }
+
+    fn rpc_project_attach(
+        &mut self,
+        url: &str,
+        key: &str,
+        use_config_file: bool,
+        t: f64,
+    ) -> String {
+        if use_config_file {
+            return reply::error("no project_init.xml: attach with a URL and an account key");
+        }
+        if url.trim().is_empty() {
+            return reply::error("Missing URL");
+        }
+        if key.trim().is_empty() {
+            return reply::error("Missing authenticator");
+        }
+        let canonical = canonicalize_master_url(url.trim());
+        if self.state.project(&canonical).is_some() {
+            return reply::error("Already attached to project");
+        }
+        match config::attach_project(&self.dir, &mut self.state, url, key) {
+            Ok(()) => {
+                info!(project = %canonical, "attaching to project");
+                self.projects.attach = Some(AttachProgress::InProgress(canonical));
+                self.projects.poll_soon();
+                self.save.mark_dirty(t);
+                reply::SUCCESS.to_owned()
+            }
+            Err(e) => reply::error(&format!("{e:#}")),
+        }
+    }
+
+    fn rpc_project_attach_poll(&self) -> String {
+        let (error_num, messages): (i32, &[String]) = match &self.projects.attach {
+            None => (0, &[]),
+            Some(AttachProgress::InProgress(_)) => (ERR_IN_PROGRESS, &[]),
+            Some(AttachProgress::Done {
+                error_num,
+                messages,
+                ..
+            }) => (*error_num, messages),
+        };
+        let mut out = String::from("<project_attach_reply>\n");
+        for m in messages {
+            out.push_str(&format!("    <message>{}</message>\n", xml_escape(m)));
+        }
+        out.push_str(&format!(
+            "    <error_num>{error_num}</error_num>\n</project_attach_reply>\n"
+        ));
+        out
+    }
+
+    /// Starts a web RPC of the attach wizard; its poll answers -204 until it ends.
+    fn start_web_rpc(&mut self, kind: WebRpcKind, url: String) -> String {
+        let Some(http) = self.projects.http() else {
+            return reply::error("HTTP is not available");
+        };
+        self.projects.web[kind as usize] = WebRpcState::Pending;
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let result = http.get_text(&url).await.map_err(|e| {
+                warn!("web RPC {url}: {e}");
+                e.boinc_code()
+            });
+            let _ = events.send(Event::WebRpc(kind, result)).await;
+        });
+        reply::SUCCESS.to_owned()
+    }
+
+    fn web_rpc_poll(&self, kind: WebRpcKind) -> String {
+        let wrap = |n: i32| match kind {
+            WebRpcKind::ProjectConfig => {
+                format!("<project_config>\n<error_num>{n}</error_num>\n</project_config>\n")
+            }
+            _ => format!("<account_out>\n<error_num>{n}</error_num>\n</account_out>\n"),
+        };
+        match &self.projects.web[kind as usize] {
+            WebRpcState::Idle => wrap(0),
+            WebRpcState::Pending => wrap(ERR_IN_PROGRESS),
+            WebRpcState::Failed(n) => wrap(*n),
+            WebRpcState::Done(text) => {
+                let start = match kind {
+                    WebRpcKind::ProjectConfig => text.find("<project_config"),
+                    _ => text.find("<account_out").or_else(|| text.find("<error")),
+                };
+                match start {
+                    Some(i) => text[i..].to_owned(),
+                    None => wrap(-112),
+                }
+            }
+        }
+    }
+
+    /// A user "Update": an RPC right away, work-fetch backoffs cleared.
+    pub(crate) fn request_update(&mut self, url: &str) {
+        if let Some(ps) = self.state.project_mut(url) {
+            ps.project.sched_rpc_pending = Some(RpcReason::UserReq);
+            ps.project.min_rpc_time = 0.0;
+        }
+        self.projects.poll_soon();
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

@@ -1,0 +1,1252 @@
+//! The project loop: when and whom to ask, master-page fetches, scheduler RPCs, applying
+//! replies, reporting, and the clean-up that follows the server's acknowledgements.
+//!
+//! It follows the official client's scheduler poll (reference `scheduler-rpc.md` §2): one
+//! scheduler operation at a time client-wide; first a pending master fetch, then a project
+//! with an RPC pending (user update, first contact, the server's `next_rpc_delay`), then
+//! trickle-ups, then results due for reporting, then the work fetch chosen by the scheduling
+//! core. Requests made for another reason carry the work the core would ask of that project
+//! (piggybacking). The HTTP exchange runs as a tokio task; the main loop gets it back as
+//! [`Event::Project`] and applies it with [`ferrite_project::reply::apply_reply`].
+//!
+//! Unlike the official client, RPC backoffs (`min_rpc_time`, `nrpc_failures`, per-resource
+//! work-fetch backoffs) are restored at start-up, so a restart does not hammer a server that
+//! asked to be left alone.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use ferrite_net::{boinc_user_agent, HttpClient, HttpConfig, ProxyConfig, ProxyServer};
+use ferrite_project::reply::{
+    apply_reply, ApplyOptions, ApplyOutcome, Event as ReplyEvent, ObjectKind, RefusalReason,
+    EXIT_ABORTED_BY_PROJECT,
+};
+use ferrite_project::request::{build_request, note_rpc_started, RequestInput, RscWork};
+use ferrite_project::verify::BoincCrypt;
+use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
+use ferrite_proto::client_state::{
+    ClientState, Project, ResultState, RpcReason, RscBackoff, TaskResult,
+};
+use ferrite_proto::sched_reply::SchedulerReply;
+use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
+use tracing::{error, info, warn};
+
+use crate::config::{self, write_atomic, GLOBAL_PREFS};
+use crate::{Daemon, Event};
+
+/// `ERR_BAD_FILENAME`: a server-sent name that could escape the project directory.
+pub const ERR_BAD_FILENAME: i32 = -225;
+/// `ERR_NO_APP_VERSION`: no usable (signed, supported) app version for a job.
+pub const ERR_NO_APP_VERSION: i32 = -195;
+/// `ERR_RSA_FAILED`: a signature does not verify.
+pub const ERR_RSA_FAILED: i32 = -120;
+
+/// `ERR_ATTACH_FAIL_DOWNLOAD`: the master page could not be fetched while attaching.
+pub const ERR_ATTACH_FAIL_DOWNLOAD: i32 = -210;
+/// `ERR_ATTACH_FAIL_INIT`: the first scheduler RPC of an attach failed.
+pub const ERR_ATTACH_FAIL_INIT: i32 = -209;
+
+/// Scheduler RPC backoff bounds (`SCHED_RETRY_DELAY_MIN/MAX`), seconds.
+const RETRY_MIN: f64 = 60.0;
+const RETRY_MAX: f64 = 4.0 * 3600.0;
+/// After this many failed RPCs the master page is fetched again (`RETRY_CAP`).
+const RETRY_CAP: i32 = 10;
+/// After this many failed master fetches, wait a day (`MASTER_FETCH_RETRY_CAP`).
+const MASTER_FETCH_RETRY_CAP: i32 = 3;
+/// How long a project that is uploading is not asked for work, so the report can ride on
+/// the same RPC (`WF_UPLOAD_DEFER_INTERVAL`), seconds.
+const REPORT_CHECK_PERIOD: f64 = 60.0;
+/// How often the loop looks for something to do without being woken, seconds
+/// (`SCHEDULER_RPC_POLL_PERIOD`).
+const POLL_PERIOD: f64 = 5.0;
+
+/// What the spawned HTTP exchange brings back.
+#[derive(Debug)]
+pub enum OpDone {
+    /// A master page (its text, or why not).
+    Master {
+        /// Project master URL.
+        project: String,
+        /// The page, or the error.
+        result: Result<String, String>,
+    },
+    /// A scheduler RPC.
+    Scheduler {
+        /// Project master URL.
+        project: String,
+        /// Why it was made.
+        reason: RpcReason,
+        /// The work request that rode on it.
+        sent: Option<ferrite_sched::WorkRequest>,
+        /// The reply text, or the error of the last URL tried.
+        result: Result<String, String>,
+    },
+}
+
+/// `ERR_IN_PROGRESS`: the answer of a poll while the operation runs.
+pub const ERR_IN_PROGRESS: i32 = -204;
+
+/// The web RPCs of the attach wizard, each with its own poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebRpcKind {
+    /// `lookup_account.php`.
+    LookupAccount = 0,
+    /// `create_account.php`.
+    CreateAccount = 1,
+    /// `get_project_config.php`.
+    ProjectConfig = 2,
+}
+
+/// Where a web RPC is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum WebRpcState {
+    /// None started.
+    #[default]
+    Idle,
+    /// Under way.
+    Pending,
+    /// The project's reply text.
+    Done(String),
+    /// The transfer failed with this BOINC error code.
+    Failed(i32),
+}
+
+/// The attach started through GUI RPC, for `project_attach_poll`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttachProgress {
+    /// Master page and first RPC not done yet.
+    InProgress(String),
+    /// Done: 0, or a BOINC error code with messages.
+    Done {
+        /// Project URL.
+        url: String,
+        /// 0 or an error code.
+        error_num: i32,
+        /// What went wrong.
+        messages: Vec<String>,
+    },
+}
+
+/// The loop's own state (the rest is in the client state).
+#[derive(Debug)]
+pub struct ProjectLoop {
+    /// The HTTP client, built from cc_config at first use and after a reload.
+    http: Option<HttpClient>,
+    /// Chosen once, to spread hosts over a project's scheduler URLs.
+    url_random: f64,
+    /// Backoff jitter.
+    jitter: SplitMix64,
+    /// The scheduler operation in flight (one at a time), by project URL.
+    busy: Option<String>,
+    /// Next time to look for something to do.
+    next_poll: f64,
+    /// Last time results were checked for reporting.
+    last_report_check: f64,
+    /// The state's persisted backoffs were given to the scheduling core.
+    backoffs_loaded: bool,
+    /// The GUI attach in progress or last finished.
+    pub attach: Option<AttachProgress>,
+    /// The attach wizard's web RPCs, by [`WebRpcKind`].
+    pub web: [WebRpcState; 3],
+}
+
+impl Default for ProjectLoop {
+    fn default() -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id());
+        let mut jitter = SplitMix64::new(seed);
+        ProjectLoop {
+            http: None,
+            url_random: jitter.next_unit(),
+            jitter,
+            busy: None,
+            next_poll: 0.0,
+            last_report_check: 0.0,
+            backoffs_loaded: false,
+            attach: None,
+            web: Default::default(),
+        }
+    }
+}
+
+impl ProjectLoop {
+    /// The HTTP client must be rebuilt (configuration reloaded).
+    pub fn reset_http(&mut self) {
+        self.http = None;
+    }
+
+    /// The HTTP client, once built.
+    pub fn http(&self) -> Option<HttpClient> {
+        self.http.clone()
+    }
+
+    /// A web RPC ended.
+    pub fn web_rpc_done(&mut self, kind: WebRpcKind, result: Result<String, i32>) {
+        self.web[kind as usize] = match result {
+            Ok(text) => WebRpcState::Done(text),
+            Err(code) => WebRpcState::Failed(code),
+        };
+    }
+
+    /// Look for work at the next turn.
+    pub fn poll_soon(&mut self) {
+        self.next_poll = 0.0;
+    }
+
+    /// A scheduler operation is under way with `url`.
+    pub fn busy_with(&self, url: &str) -> bool {
+        self.busy.as_deref() == Some(url)
+    }
+}
+
+impl Daemon {
+    /// Resets a project: its tasks are aborted and forgotten, its files deleted, its apps
+    /// dropped; the account stays and the server is asked for new work.
+    pub(crate) fn reset_project(&mut self, url: &str, t: f64) {
+        let names: Vec<String> = self
+            .state
+            .project(url)
+            .map(|p| p.results.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default();
+        for r in &names {
+            self.tasks.abort(url, r, crate::rpc::EXIT_ABORTED_VIA_GUI);
+        }
+        self.state
+            .active_tasks
+            .retain(|a| a.project_master_url != url);
+        if let Some(ps) = self.state.project_mut(url) {
+            ps.results.clear();
+            ps.workunits.clear();
+            ps.app_versions.clear();
+            ps.apps.clear();
+            ps.files.clear();
+            ps.project.code_sign_key = None;
+            ps.project.sched_rpc_pending = Some(RpcReason::UserReq);
+            ps.project.min_rpc_time = 0.0;
+            ps.project.nrpc_failures = 0;
+            ps.project.rsc_backoff.clear();
+        }
+        let pdir = config::project_dir(&self.dir, url);
+        if let Ok(entries) = fs::read_dir(&pdir) {
+            for e in entries.flatten() {
+                // The project's app_config.xml is the volunteer's, not the project's.
+                if e.file_name() == std::ffi::OsStr::new(config::APP_CONFIG) {
+                    continue;
+                }
+                let path = e.path();
+                let _ = if path.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+            }
+        }
+        self.projects.poll_soon();
+        self.save.mark_dirty(t);
+    }
+}
+
+/// `backoff(n, MIN, MAX) = min(MIN * 2^n, MAX) * (0.5 + 0.5 U)`.
+fn backoff(n: i32, min: f64, max: f64, u: f64) -> f64 {
+    let exp = min * 2f64.powi(n.clamp(0, 30));
+    exp.min(max) * (0.5 + 0.5 * u)
+}
+
+/// BOINC's name for a resource of the core's world.
+fn resource_name(world: &World, r: ResourceId) -> String {
+    if r.index() == 0 {
+        return "CPU".to_owned();
+    }
+    match world.host.coprocs.get(r.index() - 1).map(|c| &c.kind) {
+        Some(CoprocKind::Nvidia) => "NVIDIA",
+        Some(CoprocKind::Amd) => "ATI",
+        Some(CoprocKind::IntelGpu) => "intel_gpu",
+        Some(CoprocKind::AppleGpu) => "apple_gpu",
+        Some(CoprocKind::Other(name)) => return name.clone(),
+        None => "unknown",
+    }
+    .to_owned()
+}
+
+/// The project-crate form of the core's work request.
+fn to_request_work(
+    world: &World,
+    w: &ferrite_sched::WorkRequest,
+) -> ferrite_project::request::WorkRequest {
+    let mut out = ferrite_project::request::WorkRequest {
+        work_req_seconds: w.work_req_seconds,
+        ..Default::default()
+    };
+    for rr in &w.resources {
+        let work = RscWork {
+            req_secs: rr.req_secs,
+            req_instances: rr.req_instances,
+            estimated_delay: rr.estimated_delay,
+        };
+        if rr.resource.index() == 0 {
+            out.cpu = work;
+        } else {
+            out.gpus.push((resource_name(world, rr.resource), work));
+        }
+    }
+    out
+}
+
+/// The official client's RPC backoff after a failure (reference §7.1).
+fn rpc_backoff(p: &mut Project, now: f64, u: f64) {
+    if p.master_fetch_failures >= MASTER_FETCH_RETRY_CAP {
+        p.master_url_fetch_pending = true;
+        p.min_rpc_time = p.min_rpc_time.max(now + 86400.0);
+        return;
+    }
+    if p.nrpc_failures >= RETRY_CAP {
+        p.master_url_fetch_pending = true;
+        p.nrpc_failures = 0;
+        p.min_rpc_time = 0.0;
+        p.master_fetch_failures += 1;
+    }
+    p.nrpc_failures += 1;
+    let d = backoff(p.nrpc_failures.min(RETRY_CAP), RETRY_MIN, RETRY_MAX, u);
+    p.min_rpc_time = p.min_rpc_time.max(now + d);
+}
+
+/// Why a result was refused, as a BOINC error code.
+fn refusal_code(r: &RefusalReason) -> i32 {
+    match r {
+        RefusalReason::BadName(_) | RefusalReason::BadReference { .. } => ERR_BAD_FILENAME,
+        RefusalReason::KeyBadSignature | RefusalReason::KeyWithoutSignature => ERR_RSA_FAILED,
+        _ => ERR_NO_APP_VERSION,
+    }
+}
+
+/// Builds the HTTP client for the daemon's configuration.
+fn http_client(
+    state: &ClientState,
+    cc: &ferrite_proto::cc_config::CcOptions,
+) -> Option<HttpClient> {
+    let ua = boinc_user_agent(&state.platform_name, state.core_client_version, None);
+    let mut cfg = HttpConfig::new(ua);
+    if cc.http_transfer_timeout > 0 {
+        cfg.read_timeout = std::time::Duration::from_secs(cc.http_transfer_timeout as u64);
+    }
+    if let Some(p) = &cc.proxy_info {
+        let server = |host: &str, port: i32, user: &str, pw: &str| ProxyServer {
+            host: host.to_owned(),
+            port: u16::try_from(port).unwrap_or(80),
+            user: (!user.is_empty()).then(|| user.to_owned()),
+            password: (!user.is_empty()).then(|| pw.to_owned()),
+        };
+        cfg.proxy = ProxyConfig {
+            http: (p.use_http_proxy && !p.http_server_name.is_empty()).then(|| {
+                server(
+                    &p.http_server_name,
+                    p.http_server_port,
+                    if p.use_http_auth {
+                        &p.http_user_name
+                    } else {
+                        ""
+                    },
+                    &p.http_user_passwd,
+                )
+            }),
+            socks: (p.use_socks_proxy && !p.socks_server_name.is_empty()).then(|| {
+                server(
+                    &p.socks_server_name,
+                    p.socks_server_port,
+                    &p.socks5_user_name,
+                    &p.socks5_user_passwd,
+                )
+            }),
+            no_proxy: p
+                .no_proxy
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        };
+    }
+    match HttpClient::new(cfg) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            error!("cannot set up HTTP: {e}; projects will not be contacted");
+            None
+        }
+    }
+}
+
+/// The account key of `url`, from its account file.
+fn authenticator(dir: &Path, url: &str) -> Option<String> {
+    let path = dir.join(account_file_name(url));
+    let text = fs::read_to_string(&path).ok()?;
+    match AccountFile::parse(&text, &account_file_name(url)) {
+        Ok(p) => Some(p.value.authenticator).filter(|a| !a.trim().is_empty()),
+        Err(e) => {
+            warn!("{e}");
+            None
+        }
+    }
+}
+
+/// What the poll decided to do.
+enum Action {
+    Master(String),
+    Rpc {
+        url: String,
+        reason: RpcReason,
+        work: Option<ferrite_sched::WorkRequest>,
+    },
+}
+
+impl Daemon {
+    /// Network activity is allowed now (network mode).
+    pub(crate) fn network_allowed(&self, t: f64) -> bool {
+        crate::rpc::current_mode(&self.state, &self.rpc, crate::rpc::ModeKind::Network, t)
+            != ferrite_proto::client_state::RunMode::Never
+    }
+
+    /// One turn of the project loop: transfers, then at most one scheduler operation.
+    pub(crate) fn tick_projects(&mut self, t: f64) {
+        if self.projects.http.is_none() {
+            self.projects.http = http_client(&self.state, &self.config.cc.options);
+        }
+        let Some(http) = self.projects.http.clone() else {
+            return;
+        };
+        if !self.projects.backoffs_loaded {
+            self.projects.backoffs_loaded = true;
+            self.load_backoffs();
+        }
+        let net = self.network_allowed(t);
+        let ctx = crate::transfers::TransferContext {
+            http: &http,
+            prefs: &self.config.prefs.prefs,
+            cc: &self.config.cc.options,
+            network_allowed: net,
+        };
+        if self
+            .transfers
+            .tick(&mut self.state, &ctx, t, &self.events.clone())
+        {
+            self.save.mark_dirty(t);
+        }
+        self.collect_garbage(t);
+        if !net || self.projects.busy.is_some() || t < self.projects.next_poll {
+            return;
+        }
+        self.projects.next_poll = t + POLL_PERIOD;
+        let Some(action) = self.choose_action(t) else {
+            return;
+        };
+        self.start_action(action, &http, t);
+    }
+
+    /// Gives the persisted backoffs to the scheduling core.
+    fn load_backoffs(&mut self) {
+        let Some(world) = self.tasks.last_pass().map(|(_, w)| w.clone()) else {
+            self.projects.backoffs_loaded = false;
+            return;
+        };
+        let ids = self.tasks.ids().projects.clone();
+        let sched = self.tasks.scheduler_mut();
+        for (i, url) in ids.iter().enumerate() {
+            let Some(ps) = self.state.project(url) else {
+                continue;
+            };
+            let Some(fs) = sched.fetch_state.get_mut(i) else {
+                continue;
+            };
+            fs.min_rpc_time = ps.project.min_rpc_time;
+            fs.nrpc_failures = u32::try_from(ps.project.nrpc_failures).unwrap_or(0);
+            for b in &ps.project.rsc_backoff {
+                for r in 0..fs.backoff_until.len() {
+                    let rid = ResourceId(r as u8);
+                    if resource_name(&world, rid) == b.name {
+                        fs.backoff_until[r] = b.backoff_time;
+                        if let Some(x) = fs.backoff_interval.get_mut(r) {
+                            *x = b.backoff_interval;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies the core's view of a project's backoffs into the state (so they are saved).
+    fn store_backoffs(&mut self, url: &str) {
+        let Some((_, world)) = self.tasks.last_pass() else {
+            return;
+        };
+        let world = world.clone();
+        let Some(i) = self.tasks.ids().projects.iter().position(|u| u == url) else {
+            return;
+        };
+        let Some(fs) = self.tasks.scheduler_mut().fetch_state.get(i).cloned() else {
+            return;
+        };
+        let Some(ps) = self.state.project_mut(url) else {
+            return;
+        };
+        ps.project.rsc_backoff = (0..fs.backoff_until.len())
+            .filter(|&r| fs.backoff_until[r] > 0.0)
+            .map(|r| RscBackoff {
+                name: resource_name(&world, ResourceId(r as u8)),
+                backoff_time: fs.backoff_until[r],
+                backoff_interval: fs.backoff_interval.get(r).copied().unwrap_or(0.0),
+            })
+            .collect();
+    }
+
+    /// The scheduler poll's order of checks (reference §2).
+    fn choose_action(&mut self, t: f64) -> Option<Action> {
+        if self.benchmarks_running {
+            return None;
+        }
+        // 1. Master fetches.
+        for ps in &self.state.projects {
+            let p = &ps.project;
+            if p.suspended_via_gui || p.min_rpc_time > t {
+                continue;
+            }
+            if p.master_url_fetch_pending || p.scheduler_urls.is_empty() {
+                return Some(Action::Master(p.master_url.clone()));
+            }
+        }
+        // 2. Pending RPCs; the server's next_rpc_time sets one.
+        for ps in &mut self.state.projects {
+            let p = &mut ps.project;
+            if p.sched_rpc_pending.is_none()
+                && p.next_rpc_time > 0.0
+                && p.next_rpc_time <= t
+                && !(p.dont_request_more_work && ps.results.is_empty())
+            {
+                p.sched_rpc_pending = Some(RpcReason::ProjectReq);
+            }
+        }
+        for ps in &self.state.projects {
+            let p = &ps.project;
+            let Some(reason) = p.sched_rpc_pending else {
+                continue;
+            };
+            let honours_backoff = reason != RpcReason::UserReq;
+            let honours_suspend = !matches!(
+                reason,
+                RpcReason::UserReq | RpcReason::Init | RpcReason::AcctMgrReq
+            );
+            if (honours_backoff && p.min_rpc_time > t) || (honours_suspend && p.suspended_via_gui) {
+                continue;
+            }
+            let url = p.master_url.clone();
+            let work = self.piggyback(&url, t);
+            return Some(Action::Rpc { url, reason, work });
+        }
+        // 3. Trickle-ups.
+        for ps in &self.state.projects {
+            let p = &ps.project;
+            if p.trickle_up_pending && p.min_rpc_time <= t && !p.suspended_via_gui {
+                let url = p.master_url.clone();
+                let work = self.piggyback(&url, t);
+                return Some(Action::Rpc {
+                    url,
+                    reason: RpcReason::TrickleUp,
+                    work,
+                });
+            }
+        }
+        let (out, _) = self.tasks.last_pass()?;
+        // 4. Reports, as the core's rules say (checked at most once a minute, or when a
+        //    report is due immediately).
+        let ids = self.tasks.ids().projects.clone();
+        let due: Vec<String> = out
+            .reports
+            .iter()
+            .filter_map(|r| ids.get(r.project.index()).cloned())
+            .collect();
+        let fetch = out.fetch.request.clone();
+        let world = self.tasks.last_pass().map(|(_, w)| w.clone())?;
+        if !due.is_empty()
+            && (t - self.projects.last_report_check >= REPORT_CHECK_PERIOD
+                || self.projects.last_report_check == 0.0
+                || self.config.cc.options.report_results_immediately)
+        {
+            self.projects.last_report_check = t;
+            for url in due {
+                let ok = self.state.project(&url).is_some_and(|ps| {
+                    ps.project.min_rpc_time <= t && !ps.project.suspended_via_gui
+                });
+                if ok {
+                    let work = self.piggyback(&url, t);
+                    return Some(Action::Rpc {
+                        url,
+                        reason: RpcReason::ResultsDue,
+                        work,
+                    });
+                }
+            }
+        }
+        // 5. Work fetch, as the core chose.
+        let req = fetch?;
+        let url = ids.get(req.project.index())?.clone();
+        let ps = self.state.project(&url)?;
+        if ps.project.min_rpc_time > t || ps.project.suspended_via_gui {
+            return None;
+        }
+        let _ = world;
+        Some(Action::Rpc {
+            url,
+            reason: RpcReason::NeedWork,
+            work: Some(req),
+        })
+    }
+
+    /// The work the core would ask of `url` on an RPC made for another reason.
+    fn piggyback(&mut self, url: &str, t: f64) -> Option<ferrite_sched::WorkRequest> {
+        let (out, world) = self.tasks.last_pass()?;
+        let (sim, world) = (out.sim.clone(), world.clone());
+        let pid = self.tasks.ids().projects.iter().position(|u| u == url)?;
+        self.tasks
+            .scheduler_mut()
+            .piggyback(&world, t, &sim, ferrite_sched::ProjectId(pid as u32))
+    }
+
+    fn start_action(&mut self, action: Action, http: &HttpClient, t: f64) {
+        let events = self.events.clone();
+        match action {
+            Action::Master(url) => {
+                info!(project = %url, "fetching the master page");
+                self.projects.busy = Some(url.clone());
+                let http = http.clone();
+                tokio::spawn(async move {
+                    let result = http.get_text(&url).await.map_err(|e| e.to_string());
+                    let _ = events
+                        .send(Event::Project(OpDone::Master {
+                            project: url,
+                            result,
+                        }))
+                        .await;
+                });
+            }
+            Action::Rpc { url, reason, work } => {
+                let Some(key) = authenticator(&self.dir, &url) else {
+                    warn!(project = %url, "no account key (account file missing or empty); not contacting it");
+                    if let Some(ps) = self.state.project_mut(&url) {
+                        ps.project.sched_rpc_pending = None;
+                        rpc_backoff(&mut ps.project, t, self.projects.jitter.next_unit());
+                    }
+                    return;
+                };
+                let world = self.tasks.last_pass().map(|(_, w)| w.clone());
+                let input = self.request_input(&url, key, work.as_ref(), world.as_ref(), t);
+                let req = match build_request(&self.state, &input) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        error!("{e}");
+                        return;
+                    }
+                };
+                let xml = req.to_xml();
+                let esc = escape_project_url(&url);
+                let _ = fs::write(self.dir.join(format!("sched_request_{esc}.xml")), &xml);
+                let Some(ps) = self.state.project_mut(&url) else {
+                    return;
+                };
+                let urls: Vec<String> = (0..ps.project.scheduler_urls.len())
+                    .filter_map(|i| {
+                        ferrite_project::master::scheduler_url(
+                            &ps.project,
+                            i,
+                            self.projects.url_random,
+                        )
+                        .map(str::to_owned)
+                    })
+                    .collect();
+                note_rpc_started(&mut ps.project);
+                let name = if ps.project.project_name.is_empty() {
+                    url.clone()
+                } else {
+                    ps.project.project_name.clone()
+                };
+                let asked = work
+                    .as_ref()
+                    .map(|w| {
+                        w.resources
+                            .iter()
+                            .map(|r| {
+                                format!(
+                                    "{}: {:.0} s",
+                                    world
+                                        .as_ref()
+                                        .map_or("CPU".to_owned(), |w| resource_name(w, r.resource)),
+                                    r.req_secs
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .filter(|s| !s.is_empty());
+                let reported = req.results.len();
+                info!(
+                    project = %name,
+                    "Sending scheduler request: {}.{}{}",
+                    reason_text(reason),
+                    if reported > 0 { format!(" Reporting {reported} completed tasks.") } else { String::new() },
+                    asked.map_or_else(|| " Not requesting tasks.".to_owned(), |a| format!(" Requesting new tasks ({a})."))
+                );
+                self.save.mark_dirty(t);
+                self.projects.busy = Some(url.clone());
+                let http = http.clone();
+                tokio::spawn(async move {
+                    let mut result = Err("no scheduler URL".to_owned());
+                    for u in urls {
+                        result = http
+                            .post_scheduler(&u, xml.clone())
+                            .await
+                            .map_err(|e| format!("{u}: {e}"));
+                        if result.is_ok() {
+                            break;
+                        }
+                    }
+                    let _ = events
+                        .send(Event::Project(OpDone::Scheduler {
+                            project: url,
+                            reason,
+                            sent: work,
+                            result,
+                        }))
+                        .await;
+                });
+            }
+        }
+    }
+
+    fn request_input(
+        &self,
+        url: &str,
+        key: String,
+        work: Option<&ferrite_sched::WorkRequest>,
+        world: Option<&World>,
+        t: f64,
+    ) -> RequestInput {
+        let total_share: f64 = self
+            .state
+            .projects
+            .iter()
+            .map(|p| p.project.resource_share.max(0.0))
+            .sum();
+        let share = self
+            .state
+            .project(url)
+            .map_or(0.0, |p| p.project.resource_share.max(0.0));
+        let frac = if total_share > 0.0 {
+            share / total_share
+        } else {
+            1.0
+        };
+        let cc = &self.config.cc.options;
+        let coprocs = &self.state.host_info.coprocs;
+        RequestInput {
+            master_url: url.to_owned(),
+            authenticator: key,
+            work: match (work, world) {
+                (Some(w), Some(world)) => to_request_work(world, w),
+                _ => Default::default(),
+            },
+            working_global_prefs: Some(self.config.prefs.prefs.to_xml()),
+            now: t,
+            resource_share_fraction: frac,
+            rrs_fraction: frac,
+            prrs_fraction: frac,
+            disk_usage: None,
+            coprocs: (coprocs.nvidia.as_ref().is_some_and(|n| n.count > 0))
+                .then(|| coprocs.clone()),
+            max_tasks_reported: usize::try_from(cc.max_tasks_reported).unwrap_or(0),
+            allow_multiple_clients: cc.allow_multiple_clients,
+            dont_use_docker: cc.dont_use_docker,
+            include_net_info: !cc.suppress_net_info,
+            ..RequestInput::default()
+        }
+    }
+
+    /// A scheduler operation ended.
+    pub(crate) fn project_op_done(&mut self, done: OpDone, t: f64) {
+        self.projects.busy = None;
+        self.projects.next_poll = 0.0;
+        match done {
+            OpDone::Master { project, result } => self.master_done(&project, result, t),
+            OpDone::Scheduler {
+                project,
+                reason,
+                sent,
+                result,
+            } => self.scheduler_done(&project, reason, sent, result, t),
+        }
+        self.save.mark_dirty(t);
+    }
+
+    fn master_done(&mut self, url: &str, result: Result<String, String>, t: f64) {
+        let u = self.projects.jitter.next_unit();
+        let esc = escape_project_url(url);
+        let Some(ps) = self.state.project_mut(url) else {
+            return;
+        };
+        let page = result.and_then(|text| {
+            let _ = fs::write(self.dir.join(format!("master_{esc}.xml")), &text);
+            ferrite_project::master::parse_master_page(&text).map_err(|e| e.to_string())
+        });
+        match page {
+            Ok(page) => {
+                ferrite_project::master::apply_master_page(&mut ps.project, &page);
+                info!(
+                    project = %url,
+                    "master page: {} scheduler URL(s)",
+                    ps.project.scheduler_urls.len()
+                );
+            }
+            Err(e) => {
+                warn!(project = %url, "master page fetch failed: {e}");
+                ferrite_project::master::master_fetch_failed(&mut ps.project);
+                rpc_backoff(&mut ps.project, t, u);
+                self.attach_failed(
+                    url,
+                    ERR_ATTACH_FAIL_DOWNLOAD,
+                    format!("master page fetch failed: {e}"),
+                );
+            }
+        }
+    }
+
+    fn attach_failed(&mut self, url: &str, error_num: i32, message: String) {
+        if let Some(AttachProgress::InProgress(u)) = &self.projects.attach {
+            if u == url {
+                self.projects.attach = Some(AttachProgress::Done {
+                    url: url.to_owned(),
+                    error_num,
+                    messages: vec![message],
+                });
+            }
+        }
+    }
+
+    fn pid_of(&self, url: &str) -> Option<ferrite_sched::ProjectId> {
+        self.tasks
+            .ids()
+            .projects
+            .iter()
+            .position(|u| u == url)
+            .map(|i| ferrite_sched::ProjectId(i as u32))
+    }
+
+    fn scheduler_done(
+        &mut self,
+        url: &str,
+        reason: RpcReason,
+        sent: Option<ferrite_sched::WorkRequest>,
+        result: Result<String, String>,
+        t: f64,
+    ) {
+        let esc = escape_project_url(url);
+        let parsed = result.and_then(|text| {
+            let _ = fs::write(self.dir.join(format!("sched_reply_{esc}.xml")), &text);
+            SchedulerReply::parse(&text, "scheduler reply")
+                .map(|p| p.value)
+                .map_err(|e| format!("unusable reply: {e}"))
+        });
+        let reply = match parsed {
+            Ok(r) => r,
+            Err(e) => return self.rpc_failed(url, reason, &e, t),
+        };
+        let opts = ApplyOptions {
+            unsigned_apps_ok: self.opts.unsigned_apps_ok || self.config.cc.options.unsigned_apps_ok,
+            gpu_types: self.gpu_types(),
+            current_prefs_mod_time: self.config.prefs.prefs.mod_time,
+            prefs_from_account_manager: false,
+        };
+        let outcome = match apply_reply(&mut self.state, url, &reply, t, &opts, &BoincCrypt) {
+            Ok(o) => o,
+            Err(e) => {
+                warn!("{e}");
+                return;
+            }
+        };
+        if outcome.project_down {
+            return self.rpc_failed(url, reason, "the project is down", t);
+        }
+        let request_delay = reply.request_delay.unwrap_or(0.0);
+        self.apply_outcome(url, &outcome, t);
+        // The core: backoffs cleared for resources that got jobs, set for those that did not.
+        if let (Some(pid), Some((_, world))) = (self.pid_of(url), self.tasks.last_pass()) {
+            let world = world.clone();
+            let nr = world.host.coprocs.len() + 1;
+            let mut got = vec![0u32; nr];
+            for (name, n) in &outcome.tasks_added {
+                for (r, slot) in got.iter_mut().enumerate() {
+                    if resource_name(&world, ResourceId(r as u8)) == *name {
+                        *slot += n;
+                    }
+                }
+            }
+            let sent = sent.filter(|_| {
+                matches!(
+                    reason,
+                    RpcReason::NeedWork | RpcReason::ResultsDue | RpcReason::TrickleUp
+                ) && !outcome.too_recent
+            });
+            let mut jitter = self.projects.jitter.clone();
+            self.tasks.scheduler_mut().handle_rpc_succeeded(
+                t,
+                pid,
+                sent.as_ref(),
+                &got,
+                request_delay,
+                &mut jitter,
+            );
+            self.projects.jitter = jitter;
+            if reason == RpcReason::UserReq {
+                self.tasks.scheduler_mut().handle_user_update(pid);
+            }
+            self.store_backoffs(url);
+        }
+        if let Some(AttachProgress::InProgress(u)) = &self.projects.attach {
+            if u == url {
+                let failed = outcome
+                    .messages
+                    .iter()
+                    .find(|m| m.priority.eq_ignore_ascii_case("high") || m.priority == "notice");
+                self.projects.attach = Some(AttachProgress::Done {
+                    url: url.to_owned(),
+                    error_num: 0,
+                    messages: failed.map(|m| vec![m.text.clone()]).unwrap_or_default(),
+                });
+            }
+        }
+        self.tick_soon = true;
+    }
+
+    fn gpu_types(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self
+            .state
+            .host_info
+            .coprocs
+            .nvidia
+            .as_ref()
+            .is_some_and(|n| n.count > 0)
+        {
+            v.push("NVIDIA".to_owned());
+        }
+        v
+    }
+
+    fn rpc_failed(&mut self, url: &str, reason: RpcReason, why: &str, t: f64) {
+        warn!(project = %url, "Scheduler request failed: {why}");
+        let u = self.projects.jitter.next_unit();
+        if let Some(ps) = self.state.project_mut(url) {
+            let p = &mut ps.project;
+            p.scheduler_rpc_in_progress = false;
+            if !matches!(reason, RpcReason::Init | RpcReason::AcctMgrReq) {
+                p.sched_rpc_pending = None;
+            }
+            rpc_backoff(p, t, u);
+        }
+        if let Some(pid) = self.pid_of(url) {
+            let mut jitter = self.projects.jitter.clone();
+            self.tasks
+                .scheduler_mut()
+                .handle_rpc_failed(t, pid, &mut jitter);
+            self.projects.jitter = jitter;
+            // The state's backoff is the one that counts (and is saved).
+            let min = self
+                .state
+                .project(url)
+                .map_or(0.0, |p| p.project.min_rpc_time);
+            if let Some(fs) = self.tasks.scheduler_mut().fetch_state.get_mut(pid.index()) {
+                fs.min_rpc_time = min;
+            }
+        }
+        if reason == RpcReason::Init {
+            self.attach_failed(
+                url,
+                ERR_ATTACH_FAIL_INIT,
+                format!("scheduler request failed: {why}"),
+            );
+        }
+    }
+
+    /// Acts on what applying a reply produced.
+    fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, t: f64) {
+        let name = self
+            .state
+            .project(url)
+            .map(|p| p.project.project_name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| url.to_owned());
+        for m in &out.messages {
+            if m.priority.eq_ignore_ascii_case("high") || m.is_notice() {
+                warn!(project = %name, "{}", m.text.trim());
+            } else {
+                info!(project = %name, "{}", m.text.trim());
+            }
+        }
+        let added: u32 = out.tasks_added.values().sum();
+        let acked = out
+            .events
+            .iter()
+            .filter(|e| matches!(e, ReplyEvent::Acked(_)))
+            .count();
+        info!(
+            project = %name,
+            "Scheduler request completed: got {added} new tasks{}",
+            if acked > 0 { format!(", {acked} reports acknowledged") } else { String::new() }
+        );
+        if let Some(gp) = &out.global_prefs {
+            let text = format!(
+                "<global_preferences>\n<source_project>{}</source_project>\n{}\n</global_preferences>\n",
+                gp.source_project,
+                gp.body.trim()
+            );
+            match write_atomic(&self.dir.join(GLOBAL_PREFS), &text) {
+                Ok(()) => {
+                    info!(project = %name, "new global preferences");
+                    self.reload();
+                }
+                Err(e) => error!("cannot write {GLOBAL_PREFS}: {e}"),
+            }
+        }
+        if out.project_prefs.is_some() || out.gui_urls.is_some() {
+            self.update_account_file(url, out);
+        }
+        for e in &out.events {
+            match e {
+                ReplyEvent::AbortRunning(r) => {
+                    warn!(project = %name, "task {r} aborted by the project");
+                    self.tasks.abort(url, r, EXIT_ABORTED_BY_PROJECT);
+                    if let Some(res) = self.state.project_mut(url).and_then(|p| p.result_mut(r)) {
+                        if res.state < ResultState::ComputeError {
+                            res.state = ResultState::Aborted;
+                            res.exit_status = EXIT_ABORTED_BY_PROJECT;
+                            res.ready_to_report = true;
+                            res.completed_time = t;
+                        }
+                    }
+                    self.state
+                        .active_tasks
+                        .retain(|a| !(a.project_master_url == url && a.result_name == *r));
+                }
+                ReplyEvent::FileError { file, message, .. } => {
+                    warn!(project = %name, "file {file}: {message}");
+                }
+                ReplyEvent::MasterUrlChanged(c) => {
+                    warn!(project = %name, "the server gives another master URL: {c:?}");
+                }
+                ReplyEvent::TaskMissingCoproc { name: r, resource } => {
+                    warn!(project = %name, "task {r} needs a {resource} GPU this host lacks");
+                }
+                ReplyEvent::CodeSignKeyAccepted => {
+                    info!(project = %name, "code-signing key stored");
+                }
+                ReplyEvent::CodeSignKeyChanged => {
+                    info!(project = %name, "code-signing key changed (signed by the old key)");
+                }
+                _ => {}
+            }
+        }
+        // Refused jobs are errored and reported, never written.
+        let refused: Vec<(String, String, i32)> = out
+            .refusals
+            .iter()
+            .filter(|r| r.kind == ObjectKind::Result)
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    r.reason.to_string(),
+                    refusal_code(&r.reason),
+                )
+            })
+            .collect();
+        for r in &out.refusals {
+            warn!(project = %name, "refused {:?} {:?}: {}", r.kind, r.name, r.reason);
+        }
+        if let Some(ps) = self.state.project_mut(url) {
+            for (rname, why, code) in refused {
+                if ps.result(&rname).is_some() {
+                    continue;
+                }
+                ps.results.push(TaskResult {
+                    name: rname,
+                    state: ResultState::ComputeError,
+                    exit_status: code,
+                    ready_to_report: true,
+                    received_time: t,
+                    completed_time: t,
+                    report_deadline: t,
+                    stderr_out: format!(
+                        "<message>\nrefused by the client: {}\n</message>",
+                        quick_escape(&why)
+                    ),
+                    ..TaskResult::default()
+                });
+            }
+        }
+    }
+
+    fn update_account_file(&mut self, url: &str, out: &ApplyOutcome) {
+        let path = self.dir.join(account_file_name(url));
+        let Ok(text) = fs::read_to_string(&path) else {
+            return;
+        };
+        let Ok(parsed) = AccountFile::parse(&text, &account_file_name(url)) else {
+            return;
+        };
+        let mut acct = parsed.value;
+        if let Some(p) = &out.project_prefs {
+            acct.project_prefs = p.clone();
+        }
+        if let Some(g) = &out.gui_urls {
+            acct.gui_urls = Some(g.clone());
+        }
+        if let Some(ps) = self.state.project(url) {
+            if !ps.project.project_name.is_empty() {
+                acct.project_name = ps.project.project_name.clone();
+            }
+        }
+        if let Err(e) = write_atomic(&path, &acct.to_xml()) {
+            error!("cannot write {}: {e}", path.display());
+        }
+    }
+
+    /// Removes what the server acknowledged: results, then workunits without results, then
+    /// files nothing refers to (deleted from disk unless sticky); detaches projects marked
+    /// "detach when done" once they have no task left.
+    fn collect_garbage(&mut self, t: f64) {
+        let mut changed = false;
+        let mut detach = Vec::new();
+        let mut old: Vec<(String, TaskResult)> = Vec::new();
+        for ps in &mut self.state.projects {
+            let url = ps.project.master_url.clone();
+            let before = ps.results.len();
+            let mut gone = Vec::new();
+            ps.results.retain(|r| {
+                let keep = !(r.got_server_ack && r.ready_to_report);
+                if !keep {
+                    gone.push(r.clone());
+                }
+                keep
+            });
+            old.extend(gone.into_iter().map(|r| (url.clone(), r)));
+            if ps.results.len() != before {
+                changed = true;
+                let live: std::collections::HashSet<&str> =
+                    ps.results.iter().map(|r| r.wu_name.as_str()).collect();
+                ps.workunits.retain(|w| live.contains(w.name.as_str()));
+                let mut used: BTreeMap<&str, ()> = BTreeMap::new();
+                for w in &ps.workunits {
+                    for f in &w.input_files {
+                        used.insert(&f.file_name, ());
+                    }
+                }
+                for r in &ps.results {
+                    for f in &r.output_files {
+                        used.insert(&f.file_name, ());
+                    }
+                }
+                for v in &ps.app_versions {
+                    for f in &v.file_refs {
+                        used.insert(&f.file_name, ());
+                    }
+                }
+                let pdir = config::project_dir(&self.dir, &url);
+                let mut unused = Vec::new();
+                ps.files.retain(|f| {
+                    let keep = used.contains_key(f.name.as_str()) || f.sticky || f.is_user_file;
+                    if !keep {
+                        unused.push(f.name.clone());
+                    }
+                    keep
+                });
+                for f in unused {
+                    if ferrite_project::names::check_file_name(&f).is_ok() {
+                        let _ = fs::remove_file(pdir.join(&f));
+                    }
+                }
+            }
+            if ps.project.detach_when_done && ps.results.is_empty() {
+                detach.push(url);
+            }
+        }
+        for (url, r) in old {
+            info!(project = %url, "task {} acknowledged by the server; removed", r.name);
+        }
+        for url in detach {
+            match config::detach_project(&self.dir, &mut self.state, &url) {
+                Ok(_) => info!(project = %url, "detached: its tasks are done"),
+                Err(e) => error!("detaching from {url}: {e}"),
+            }
+            changed = true;
+        }
+        if changed {
+            self.save.mark_dirty(t);
+        }
+    }
+}
+
+fn reason_text(r: RpcReason) -> &'static str {
+    match r {
+        RpcReason::UserReq => "Requested by user",
+        RpcReason::ResultsDue => "To report completed tasks",
+        RpcReason::NeedWork => "To fetch work",
+        RpcReason::TrickleUp => "To send trickle-up message",
+        RpcReason::AcctMgrReq => "Requested by account manager",
+        RpcReason::Init => "Project initialization",
+        RpcReason::ProjectReq => "Requested by project",
+        #[allow(unreachable_patterns)]
+        _ => "Unknown reason",
+    }
+}
+
+fn quick_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_saturates() {
+        assert_eq!(backoff(1, 60.0, 14400.0, 1.0), 120.0);
+        assert_eq!(backoff(10, 60.0, 14400.0, 1.0), 14400.0);
+        assert_eq!(backoff(3, 60.0, 14400.0, 0.0), 240.0);
+    }
+
+    #[test]
+    fn rpc_failures_back_off_then_refetch_the_master_page() {
+        let mut p = Project::default();
+        rpc_backoff(&mut p, 1000.0, 1.0);
+        assert_eq!(p.nrpc_failures, 1);
+        assert_eq!(p.min_rpc_time, 1120.0);
+        p.nrpc_failures = RETRY_CAP;
+        rpc_backoff(&mut p, 2000.0, 1.0);
+        assert!(p.master_url_fetch_pending);
+        assert_eq!(p.nrpc_failures, 1);
+        assert_eq!(p.master_fetch_failures, 1);
+        p.master_fetch_failures = MASTER_FETCH_RETRY_CAP;
+        rpc_backoff(&mut p, 3000.0, 1.0);
+        assert_eq!(p.min_rpc_time, 3000.0 + 86400.0);
+    }
+
+    #[test]
+    fn refusals_map_to_official_codes() {
+        use ferrite_project::names::NameError;
+        let bad = RefusalReason::BadName(NameError::DotDot);
+        assert_eq!(refusal_code(&bad), ERR_BAD_FILENAME);
+        assert_eq!(
+            refusal_code(&RefusalReason::NoAppVersion),
+            ERR_NO_APP_VERSION
+        );
+    }
+}
