@@ -381,9 +381,19 @@ impl<'a> Ctx<'a> {
             })
             .collect();
 
+        // A project whose app versions are known is asked only for the resources they use;
+        // one that has sent none yet (just attached) may have apps for any resource: the
+        // server decides, and says which it lacks (`no_rsc_apps`, in `no_work_for`).
         let mut has_apps = vec![vec![false; nr]; np];
+        let mut knows_versions = vec![false; np];
         for v in &world.app_versions {
             has_apps[v.project.index()][v.resource.index()] = true;
+            knows_versions[v.project.index()] = true;
+        }
+        for (p, known) in knows_versions.iter().enumerate() {
+            if !known {
+                has_apps[p].iter_mut().for_each(|x| *x = true);
+            }
         }
         let mut has_mc: Vec<bool> = world
             .projects

@@ -371,3 +371,23 @@ fn unknown_project_is_asked_for_its_share_of_idle_instances() {
     let cpu = req.for_resource(ResourceId::CPU).expect("CPU asked");
     assert_eq!(cpu.req_instances, 2.0);
 }
+
+#[test]
+fn a_just_attached_project_without_app_versions_is_asked_for_every_resource() {
+    let mut w = World::new(host_with_gpu());
+    let p = w.add_project(Project::new("P", 100.0));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out
+        .fetch
+        .request
+        .expect("an empty host asks the new project for work");
+    assert_eq!(req.project, p);
+    assert!(req
+        .for_resource(ResourceId::CPU)
+        .is_some_and(|r| r.req_secs > 0.0));
+    assert!(req
+        .for_resource(ResourceId(1))
+        .is_some_and(|r| r.req_secs > 0.0));
+    assert!(!out.fetch.blocks.iter().any(|b| b.rule == FetchRule::NoApps));
+}
