@@ -84,6 +84,9 @@ pub enum OpDone {
     },
 }
 
+/// `ERR_RSC_LIMIT_EXCEEDED`: a job needs more disk than the preferences allow.
+pub const ERR_RSC_LIMIT_EXCEEDED: i32 = -221;
+
 /// `ERR_IN_PROGRESS`: the answer of a poll while the operation runs.
 pub const ERR_IN_PROGRESS: i32 = -204;
 
@@ -375,6 +378,55 @@ fn http_client(
             error!("cannot set up HTTP: {e}; projects will not be contacted");
             None
         }
+    }
+}
+
+/// Disk space figures for requests and for refusing jobs that cannot fit, bytes.
+#[derive(Debug, Clone, Default)]
+struct DiskFigures {
+    /// What BOINC may use in all, from the three disk preferences.
+    allowed: f64,
+    /// What BOINC's files use now (present files of every project, by the state).
+    used_total: f64,
+    /// The same per project.
+    used: BTreeMap<String, f64>,
+}
+
+/// Total and free bytes of the file system holding `path`.
+fn volume_space(path: &Path) -> Option<(f64, f64)> {
+    let s = nix::sys::statvfs::statvfs(path).ok()?;
+    let frag = s.fragment_size() as f64;
+    Some((s.blocks() as f64 * frag, s.blocks_available() as f64 * frag))
+}
+
+fn disk_figures(
+    dir: &Path,
+    state: &ClientState,
+    prefs: &ferrite_proto::prefs::GlobalPrefs,
+) -> DiskFigures {
+    let mut used = BTreeMap::new();
+    for ps in &state.projects {
+        let bytes: f64 = ps
+            .files
+            .iter()
+            .filter(|f| f.status == 1)
+            .map(|f| f.nbytes.max(0.0))
+            .sum();
+        used.insert(ps.project.master_url.clone(), bytes);
+    }
+    let used_total: f64 = used.values().sum();
+    let (total, free) = volume_space(dir).unwrap_or((0.0, 0.0));
+    let p = ferrite_sched::Prefs {
+        disk_max_used_gb: prefs.disk_max_used_gb,
+        disk_max_used_pct: prefs.disk_max_used_pct,
+        disk_min_free_gb: prefs.disk_min_free_gb,
+        ..ferrite_sched::Prefs::default()
+    };
+    let (allowed, _) = ferrite_sched::disk::allowed(&p, total, free, used_total);
+    DiskFigures {
+        allowed,
+        used_total,
+        used,
     }
 }
 
@@ -759,7 +811,14 @@ impl Daemon {
             resource_share_fraction: frac,
             rrs_fraction: frac,
             prrs_fraction: frac,
-            disk_usage: None,
+            disk_usage: (!cc.no_disk_usage).then(|| {
+                let d = disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
+                ferrite_proto::sched_request::DiskUsage {
+                    d_boinc_used_total: d.used_total,
+                    d_boinc_used_project: d.used.get(url).copied().unwrap_or(0.0),
+                    d_project_share: d.allowed * frac,
+                }
+            }),
             coprocs: (coprocs.nvidia.as_ref().is_some_and(|n| n.count > 0))
                 .then(|| coprocs.clone()),
             max_tasks_reported: usize::try_from(cc.max_tasks_reported).unwrap_or(0),
@@ -876,6 +935,7 @@ impl Daemon {
         }
         let request_delay = reply.request_delay.unwrap_or(0.0);
         self.apply_outcome(url, &outcome, t);
+        self.refuse_jobs_too_big(url, &outcome, t);
         // The core: backoffs cleared for resources that got jobs, set for those that did not.
         if let (Some(pid), Some((_, world))) = (self.pid_of(url), self.tasks.last_pass()) {
             let world = world.clone();
@@ -1088,6 +1148,56 @@ impl Daemon {
                     ),
                     ..TaskResult::default()
                 });
+            }
+        }
+    }
+
+    /// New jobs whose missing input files alone exceed the disk space BOINC may still use
+    /// are errored and reported rather than downloaded.
+    fn refuse_jobs_too_big(&mut self, url: &str, out: &ApplyOutcome, t: f64) {
+        let added: Vec<&str> = out
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ReplyEvent::TaskAdded { name, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        if added.is_empty() {
+            return;
+        }
+        let d = disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
+        let room = (d.allowed - d.used_total).max(0.0);
+        let Some(ps) = self.state.project_mut(url) else {
+            return;
+        };
+        for name in added {
+            let Some(r) = ps.result(name) else { continue };
+            let Some(wu) = ps.workunit(&r.wu_name) else {
+                continue;
+            };
+            let need: f64 = wu
+                .input_files
+                .iter()
+                .filter_map(|fr| ps.file(&fr.file_name))
+                .filter(|f| f.status == 0)
+                .map(|f| f.nbytes.max(0.0))
+                .sum();
+            if need <= room {
+                continue;
+            }
+            let msg = format!(
+                "its input files need {:.1} MB; the disk preferences leave BOINC {:.1} MB",
+                need / 1e6,
+                room / 1e6
+            );
+            warn!(project = %url, "task {name} not run: {msg}");
+            if let Some(r) = ps.result_mut(name) {
+                r.state = ResultState::ComputeError;
+                r.exit_status = ERR_RSC_LIMIT_EXCEEDED;
+                r.ready_to_report = true;
+                r.completed_time = t;
+                r.stderr_out = format!("<message>\n{}\n</message>", quick_escape(&msg));
             }
         }
     }
