@@ -347,13 +347,6 @@ impl Daemon {
                 self.start_benchmarks();
                 reply::SUCCESS.to_owned()
             }
-            Request::NetworkAvailable => {
-                for p in &mut self.state.projects {
-                    p.project.min_rpc_time = 0.0;
-                }
-                self.save.mark_dirty(t);
-                reply::SUCCESS.to_owned()
-            }
             Request::SetLanguage { language } => {
                 self.state.language = Some(language);
                 self.save.mark_dirty(t);
@@ -399,7 +392,8 @@ impl Daemon {
             | Request::CreateAccount(_)
             | Request::CreateAccountPoll
             | Request::GetProjectConfig { .. }
-            | Request::GetProjectConfigPoll) => self.answer_projects(req, t),
+            | Request::GetProjectConfigPoll
+            | Request::NetworkAvailable) => self.answer_projects(req, t),
             Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll => not_available("acct_mgr_rpc"),
             other => self.answer_status(other, conn, t),
         }

@@ -60,6 +60,15 @@ impl Daemon {
                 let url = attach::get_project_config_url(&url);
                 self.start_web_rpc(WebRpcKind::ProjectConfig, url)
             }
+            Request::NetworkAvailable => {
+                // "Retry pending transfers": every backoff ends now.
+                for p in &mut self.state.projects {
+                    p.project.min_rpc_time = 0.0;
+                }
+                self.projects.poll_soon();
+                self.save.mark_dirty(t);
+                reply::SUCCESS.to_owned()
+            }
             Request::LookupAccountPoll => self.web_rpc_poll(WebRpcKind::LookupAccount),
             Request::CreateAccountPoll => self.web_rpc_poll(WebRpcKind::CreateAccount),
             Request::GetProjectConfigPoll => self.web_rpc_poll(WebRpcKind::ProjectConfig),
