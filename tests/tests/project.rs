@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::{bin, free_port, Proc};
+use ferrite_e2e::{bin, boinccmd, free_port, Proc};
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
 
@@ -20,7 +20,8 @@ fn http(url: &str, method: &str, path: &str, body: &str) -> String {
         .trim_end_matches('/')
         .to_owned();
     let mut s = TcpStream::connect(&hostport).expect("connect to the test server");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     write!(
         s,
         "{method} /{path} HTTP/1.0\r\nHost: {hostport}\r\nContent-Length: {}\r\n\r\n{body}",
@@ -83,11 +84,6 @@ impl Server {
         Server { proc, url, data }
     }
 
-    fn arm(&self, fault: &str) {
-        let r = http(&self.url, "POST", "fault", fault);
-        assert!(r.contains("armed"), "arming {fault}: {r}");
-    }
-
     /// Waits until `done(status)`; panics with both logs after `limit`.
     fn wait_until(
         &self,
@@ -127,7 +123,9 @@ fn client_dir(dir: &Path, cc_options: &str) -> PathBuf {
     fs::create_dir_all(&d).expect("mkdir");
     fs::write(
         d.join("cc_config.xml"),
-        format!("<cc_config>\n<options>\n<ncpus>4</ncpus>\n{cc_options}\n</options>\n</cc_config>\n"),
+        format!(
+            "<cc_config>\n<options>\n<ncpus>4</ncpus>\n{cc_options}\n</options>\n</cc_config>\n"
+        ),
     )
     .expect("cc_config");
     fs::write(
@@ -201,4 +199,267 @@ fn attached_ferrited_downloads_runs_uploads_and_reports_twenty_jobs_of_two_apps(
     let log = client.output();
     assert!(log.contains("code-signing key stored"), "{log}");
     assert!(!log.contains("signature"), "no signature complaint:\n{log}");
+}
+
+/// A project with `jobs` jobs and fault `fault` armed from the start, a client attached to
+/// it with `cc_options`; returns both and the client's GUI RPC port.
+fn faulty(tmp: &Path, fault: &str, jobs: u32, cc_options: &str) -> (Server, Proc, u16) {
+    let jobs = jobs.to_string();
+    let server = Server::start(tmp, &["--jobs", &jobs, "--fault", fault]);
+    let dir = client_dir(tmp, cc_options);
+    let port = free_port();
+    let client = start_client(&dir, port, Some(&server.url));
+    (server, client, port)
+}
+
+/// Waits until the client's log says `needle`.
+fn wait_log(client: &mut Proc, needle: &str) {
+    client.wait_for(needle, Duration::from_secs(60));
+}
+
+/// The results the server has, by name: (exit status, reports).
+fn reported(s: &serde_json::Value) -> Vec<(String, i64)> {
+    s["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["reports"].as_i64().unwrap_or(0) > 0)
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap_or_default().to_owned(),
+                r["exit_status"].as_i64().unwrap_or(i64::MIN),
+            )
+        })
+        .collect()
+}
+
+fn all_reported(n: i64) -> impl Fn(&serde_json::Value) -> bool {
+    move |s| s["results_reported"].as_i64() == Some(n)
+}
+
+/// `boinccmd` with the test password; must succeed.
+fn cmd(port: u16, args: &[&str]) {
+    let out = boinccmd(port, Some("pw"), args);
+    assert_eq!(
+        out.code, 0,
+        "boinccmd {args:?}: {}{}",
+        out.stdout, out.stderr
+    );
+}
+
+#[test]
+fn scheduler_errors_back_off_and_an_update_recovers() {
+    for fault in ["sched-500", "sched-truncated", "sched-malformed"] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (server, mut client, port) = faulty(tmp.path(), fault, 2, "");
+        wait_log(&mut client, "Scheduler request failed");
+        // Backed off: nothing else is asked for a while, and nothing was stored.
+        std::thread::sleep(Duration::from_secs(2));
+        let s = status(&server.url);
+        assert_eq!(
+            s["results_sent"], 2,
+            "{fault}: the server sent the jobs once: {s}"
+        );
+        assert!(
+            client.output().contains("next attempt in"),
+            "{fault}: {}",
+            client.output()
+        );
+        // The volunteer's "Update" goes through the backoff; the server sends the lost jobs
+        // again (BOINC's resend of lost results is not in the test server: new jobs come).
+        cmd(port, &["--project", &server.url, "update"]);
+        server.wait_until(&client, Duration::from_secs(60), fault, |s| {
+            s["results_reported"].as_i64() >= Some(1)
+        });
+    }
+}
+
+#[test]
+fn a_hanging_scheduler_is_cut_off_by_the_transfer_timeout() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (server, mut client, port) = faulty(
+        tmp.path(),
+        "sched-timeout",
+        2,
+        "<http_transfer_timeout>3</http_transfer_timeout>",
+    );
+    wait_log(&mut client, "Scheduler request failed");
+    cmd(port, &["--project", &server.url, "update"]);
+    server.wait_until(&client, Duration::from_secs(60), "after the timeout", |s| {
+        s["results_reported"].as_i64() >= Some(1)
+    });
+}
+
+#[test]
+fn a_failed_master_fetch_is_retried() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (server, mut client, port) = faulty(tmp.path(), "master-500", 2, "");
+    wait_log(&mut client, "master page fetch failed");
+    cmd(port, &["--project", &server.url, "update"]);
+    server.wait_until(
+        &client,
+        Duration::from_secs(60),
+        "master retried",
+        all_reported(2),
+    );
+}
+
+#[test]
+fn failed_and_stalled_downloads_resume_and_the_jobs_complete() {
+    for fault in ["download-500:2", "download-stall:1"] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (server, mut client, port) = faulty(
+            tmp.path(),
+            fault,
+            2,
+            "<http_transfer_timeout>3</http_transfer_timeout>",
+        );
+        wait_log(&mut client, "download");
+        let t0 = Instant::now();
+        // "Retry pending transfers" until everything is in.
+        loop {
+            let s = status(&server.url);
+            if s["results_reported"] == 2 {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "{fault}: {s}\n{}",
+                client.output()
+            );
+            let _ = boinccmd(port, Some("pw"), &["--network_available"]);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        let s = status(&server.url);
+        for (name, exit) in reported(&s) {
+            assert_eq!(exit, 0, "{fault}: {name} succeeded after the retry");
+        }
+    }
+}
+
+#[test]
+fn upload_errors_are_retried_or_reported_as_the_server_says() {
+    for (fault, permanent) in [
+        ("upload-500:1", false),
+        ("upload-transient:1", false),
+        ("upload-permanent:1", true),
+    ] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (server, client, port) = faulty(tmp.path(), fault, 2, "");
+        let t0 = Instant::now();
+        loop {
+            let s = status(&server.url);
+            if s["results_reported"] == 2 {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "{fault}: {s}\n{}",
+                client.output()
+            );
+            let _ = boinccmd(port, Some("pw"), &["--network_available"]);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        let s = status(&server.url);
+        let failed = reported(&s).iter().filter(|(_, e)| *e != 0).count();
+        if permanent {
+            assert_eq!(
+                failed, 1,
+                "{fault}: the refused upload errors its task: {s}"
+            );
+        } else {
+            assert_eq!(failed, 0, "{fault}: the upload was retried: {s}");
+        }
+        assert_eq!(s["duplicate_reports"], 0);
+    }
+}
+
+#[test]
+fn bad_inputs_error_their_job_which_is_reported_while_the_others_complete() {
+    // (fault, the official error code the bad job is reported with)
+    for (fault, code, prefs) in [
+        ("wrong-md5", None, ""),
+        ("hostile-name", Some(-225), ""),
+        (
+            "huge-file",
+            Some(-221),
+            "<disk_max_used_gb>0.5</disk_max_used_gb>",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let server = Server::start(tmp.path(), &["--jobs", "3", "--fault", fault]);
+        let dir = client_dir(tmp.path(), "");
+        if !prefs.is_empty() {
+            let p = dir.join("global_prefs_override.xml");
+            let text = fs::read_to_string(&p).expect("prefs");
+            fs::write(
+                &p,
+                text.replace(
+                    "</global_preferences>",
+                    &format!("{prefs}\n</global_preferences>"),
+                ),
+            )
+            .expect("prefs");
+        }
+        let client = start_client(&dir, free_port(), Some(&server.url));
+        let s = server.wait_until(&client, Duration::from_secs(90), fault, all_reported(3));
+        let results = reported(&s);
+        let bad: Vec<_> = results.iter().filter(|(_, e)| *e != 0).collect();
+        assert_eq!(
+            bad.len(),
+            1,
+            "{fault}: exactly the bad job fails: {s}\n{}",
+            client.output()
+        );
+        if let Some(code) = code {
+            assert_eq!(bad[0].1, code, "{fault}: {s}");
+        }
+        assert_eq!(s["uploads_received"], 2, "{fault}: the good jobs ran: {s}");
+        // Nothing was written outside the data directory, and no 1 GiB file anywhere.
+        assert!(!tmp.path().join("hostile_in").exists());
+        assert!(!dir.join("hostile_in").exists());
+        let big = walk_sizes(&dir).into_iter().max().unwrap_or(0);
+        assert!(big < 100 << 20, "{fault}: a {big}-byte file was written");
+    }
+}
+
+#[test]
+fn a_bad_app_signature_means_nothing_runs_and_the_jobs_are_reported_as_errors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start(tmp.path(), &["--jobs", "2", "--fault", "bad-signature"]);
+    let dir = client_dir(tmp.path(), "");
+    let client = start_client(&dir, free_port(), Some(&server.url));
+    let s = server.wait_until(
+        &client,
+        Duration::from_secs(90),
+        "errors reported",
+        all_reported(2),
+    );
+    for (name, exit) in reported(&s) {
+        assert_ne!(exit, 0, "{name} must not have run: {s}");
+    }
+    assert_eq!(s["uploads_received"], 0);
+    let log = client.output();
+    assert!(
+        !log.contains("alpha done") && !log.contains("goodbye"),
+        "{log}"
+    );
+    assert!(
+        log.to_lowercase().contains("signature"),
+        "the log says why:\n{log}"
+    );
+}
+
+fn walk_sizes(dir: &Path) -> Vec<u64> {
+    let mut out = Vec::new();
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => out.extend(walk_sizes(&e.path())),
+                Ok(t) if t.is_file() => out.push(e.metadata().map(|m| m.len()).unwrap_or(0)),
+                _ => {}
+            }
+        }
+    }
+    out
 }

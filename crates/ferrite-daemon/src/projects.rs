@@ -1001,7 +1001,6 @@ impl Daemon {
     }
 
     fn rpc_failed(&mut self, url: &str, reason: RpcReason, why: &str, t: f64) {
-        warn!(project = %url, "Scheduler request failed: {why}");
         let u = self.projects.jitter.next_unit();
         if let Some(ps) = self.state.project_mut(url) {
             let p = &mut ps.project;
@@ -1010,6 +1009,12 @@ impl Daemon {
                 p.sched_rpc_pending = None;
             }
             rpc_backoff(p, t, u);
+            warn!(
+                project = %url,
+                "Scheduler request failed: {why}; next attempt in {:.0} s ({} failures in a row)",
+                (p.min_rpc_time - t).max(0.0),
+                p.nrpc_failures
+            );
         }
         if let Some(pid) = self.pid_of(url) {
             let mut jitter = self.projects.jitter.clone();
