@@ -7,12 +7,12 @@ use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
 use futures_util::StreamExt as _;
-use md5::{Digest as _, Md5};
 use reqwest::header::{HeaderValue, ACCEPT_ENCODING, CONTENT_RANGE, RANGE};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{check_url, HttpClient, NetError, ERR_FILE_TOO_BIG};
+use crate::fast_md5::Md5;
 
 /// BOINC's `ERR_IO`.
 pub const ERR_IO: i32 = -106;
@@ -25,8 +25,12 @@ pub const ERR_FILE_WRONG_SIZE: i32 = -221;
 const MIN_DOWNLOAD_INCREMENT: u64 = 5000;
 /// Chunks queued between the network and the writer thread.
 const QUEUE: usize = 64;
-/// The writer's buffer.
+/// Buffer for reading and writing whole files (resumed prefixes, gzip).
 const WRITE_BUF: usize = 1 << 20;
+/// The download writer's buffer: smaller chunks are gathered into it, larger ones (the
+/// usual case: hyper hands over up to ~400 KB at a time) go straight to the file without
+/// being copied.
+const COALESCE: usize = 64 << 10;
 
 /// What the file must be, from its `<file_info>`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -232,7 +236,7 @@ fn writer(
     f.set_len(keep).map_err(io("truncating", &path))?;
     f.seek(SeekFrom::Start(keep))
         .map_err(io("seeking", &path))?;
-    let mut out = std::io::BufWriter::with_capacity(WRITE_BUF, f);
+    let mut out = std::io::BufWriter::with_capacity(COALESCE, f);
     let mut len = keep;
     while let Some(chunk) = rx.blocking_recv() {
         out.write_all(&chunk).map_err(io("writing", &path))?;
@@ -301,7 +305,7 @@ async fn md5_of_file(path: &Path) -> Result<String, DownloadError> {
     let p = path.to_owned();
     let r = tokio::task::spawn_blocking(move || {
         let f = std::fs::File::open(&p)?;
-        ferrite_proto::crypt::md5_hex_reader(std::io::BufReader::with_capacity(WRITE_BUF, f))
+        crate::fast_md5::md5_hex_reader(f)
     })
     .await
     .map_err(|e| io("hashing", path)(std::io::Error::other(e)))?;

@@ -35,6 +35,10 @@
 //! for the next attempt. [`DownloadError::is_permanent`] / `boinc_code()` feed the retry
 //! logic; `received` feeds the daily transfer history.
 //!
+//! **MD5 of big files**: [`fast_md5::Md5`] / [`fast_md5::md5_hex_reader`] give the same
+//! digest as the `md-5` crate about 30% faster (downloads use them; a verifying download
+//! cannot go faster than one core hashes).
+//!
 //! **Uploads**: `upload(url, &UploadJob { file, path, nbytes, md5, version, known_offset },
 //! &|offset| .., &cancel) -> UploadOutcome`: size query (files ≥ 8192 bytes with unknown
 //! offset), then the `<file_upload>` header and the bytes from the server's offset.
@@ -57,6 +61,7 @@
 pub mod backoff;
 pub mod client;
 pub mod download;
+pub mod fast_md5;
 pub mod throttle;
 pub mod upload;
 
