@@ -469,3 +469,24 @@ fn walk_sizes(dir: &Path) -> Vec<u64> {
     }
     out
 }
+
+#[test]
+fn an_rpc_backoff_survives_a_daemon_restart() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (server, mut client, port) = faulty(tmp.path(), "sched-500", 2, "");
+    wait_log(&mut client, "next attempt in");
+    client.signal(libc::SIGTERM);
+    assert!(client.wait(Duration::from_secs(30)).success());
+    let before = status(&server.url)["scheduler_rpcs"].clone();
+    let dir = tmp.path().join("client");
+    let client = start_client(&dir, port, None);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        status(&server.url)["scheduler_rpcs"],
+        before,
+        "the restarted daemon keeps the backoff:\n{}",
+        client.output()
+    );
+    cmd(port, &["--project", &server.url, "update"]);
+    server.wait_until(&client, Duration::from_secs(60), "after update", all_reported(2));
+}
