@@ -262,7 +262,9 @@ impl Daemon {
     }
 
     fn load_config(&mut self) {
-        let (config, report) = Config::load(&self.dir, &self.state, now());
+        let (mut config, report) = Config::load(&self.dir, &self.state, now());
+        // Command-line options that mirror cc_config options add to them.
+        config.cc.options.unsigned_apps_ok |= self.opts.unsigned_apps_ok;
         self.config = config;
         self.log_warnings(report.warnings);
         for e in report.errors {

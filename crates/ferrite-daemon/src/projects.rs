@@ -918,7 +918,7 @@ impl Daemon {
             Err(e) => return self.rpc_failed(url, reason, &e, t),
         };
         let opts = ApplyOptions {
-            unsigned_apps_ok: self.opts.unsigned_apps_ok || self.config.cc.options.unsigned_apps_ok,
+            unsigned_apps_ok: self.config.cc.options.unsigned_apps_ok,
             gpu_types: self.gpu_types(),
             current_prefs_mod_time: self.config.prefs.prefs.mod_time,
             prefs_from_account_manager: false,
