@@ -1,8 +1,9 @@
 //! Download throughput over loopback, Ferrite against curl in the same run on the same file.
 //!
 //! `ferrite-testproject` serves one file (1 GiB by default) on 127.0.0.1 from a child
-//! process (so the server's CPU time is not counted as Ferrite's). Each round runs, in a
-//! rotating order so that noise from the rest of the machine falls on all of them alike:
+//! process (so the server's CPU time is not counted as Ferrite's). After one unmeasured
+//! warm-up run of (a) and (b), each round runs, in a rotating order so that noise from the
+//! rest of the machine falls on all of them alike:
 //!
 //! - (a) `HttpClient::download`: written to a file and MD5-verified (what the daemon does);
 //! - (b) `curl -s -o FILE`: written to a file, not verified;
@@ -337,6 +338,17 @@ fn main() {
     println!(
         "MD5 alone, in memory, one core: ferrite_net::fast_md5 {md5_only:.0} MB/s, md-5 crate {crate_speed:.0} MB/s"
     );
+
+    // One unmeasured run of each client first: the daemon is a long-lived process, so its
+    // steady state (allocator arenas grown, connection pool warm) is what counts.
+    for m in [Method::Ferrite, Method::CurlFile] {
+        let r = bench.run(m);
+        println!(
+            "warm-up: {:<32} {:7.0} MB/s (not counted)",
+            m.label(),
+            r.rate
+        );
+    }
 
     let order = [
         Method::Ferrite,

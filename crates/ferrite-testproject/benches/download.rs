@@ -1,6 +1,7 @@
 //! Download throughput of the test project's download area (what the client's download
-//! bench measures against): a 1 GiB file streamed whole, then its second half by Range.
-//! Prints MB/s and the server process's peak RSS.
+//! bench measures against): a file (1 GiB, or `FERRITE_BENCH_SIZE` bytes with an optional
+//! K/M/G binary suffix) streamed whole, then its second half by Range. Prints MB/s and the
+//! server process's peak RSS.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -39,13 +40,34 @@ fn peak_rss_kb() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// `FERRITE_BENCH_SIZE`, default 1 GiB.
+fn size() -> u64 {
+    let Ok(v) = std::env::var("FERRITE_BENCH_SIZE") else {
+        return 1 << 30;
+    };
+    let v = v.trim().to_ascii_uppercase();
+    let (num, shift) = match v.strip_suffix('G') {
+        Some(n) => (n, 30),
+        None => match v.strip_suffix('M') {
+            Some(n) => (n, 20),
+            None => v.strip_suffix('K').map_or((v.as_str(), 0), |n| (n, 10)),
+        },
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .expect("FERRITE_BENCH_SIZE: a size such as 1G or 256M");
+    n << shift
+}
+
 fn main() {
+    let size = size();
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("data");
     std::fs::create_dir_all(data.join("download")).expect("mkdir");
     let big = data.join("download").join("big.bin");
     std::fs::File::create(&big)
-        .and_then(|f| f.set_len(1 << 30))
+        .and_then(|f| f.set_len(size))
         .expect("sparse file");
     let app = dir.path().join("a.sh");
     std::fs::write(&app, "#!/bin/sh\n").expect("app");
@@ -60,12 +82,12 @@ fn main() {
     ]))
     .expect("server");
     for (label, range) in [
-        ("whole 1 GiB", None),
-        ("Range 2nd half", Some("536870912-")),
+        ("whole file", None),
+        ("Range 2nd half", Some(format!("{}-", size / 2))),
     ] {
         for _ in 0..2 {
             let t = Instant::now();
-            let n = fetch(server.url(), "download/big.bin", range);
+            let n = fetch(server.url(), "download/big.bin", range.as_deref());
             let secs = t.elapsed().as_secs_f64();
             println!(
                 "download {label}: {n} bytes in {secs:.2} s = {:.0} MB/s",
