@@ -19,8 +19,9 @@
 //! per round and of the best figures, and MD5 alone as the ceiling of a verifying download.
 //!
 //! Environment: `FERRITE_BENCH_SIZE` (bytes, with an optional K/M/G binary suffix; default
-//! 1G), `FERRITE_BENCH_ROUNDS` (default 3), `FERRITE_BENCH_SECS` (no round starts after
-//! this many seconds; default 120), `FERRITE_BENCH_DIR`. Run with
+//! 1G), `FERRITE_BENCH_ROUNDS` (default 3), `FERRITE_BENCH_SECS` (no further round starts
+//! when, at the pace of the last one, it would end later than this many seconds after the
+//! first; default 120), `FERRITE_BENCH_DIR`. Run with
 //! `cargo bench -p ferrite-net --bench download`; quick run:
 //! `FERRITE_BENCH_SIZE=128M cargo bench -p ferrite-net --bench download`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
