@@ -877,7 +877,7 @@ impl Daemon {
         }
     }
 
-    fn attach_failed(&mut self, url: &str, error_num: i32, message: String) {
+    pub(crate) fn attach_failed(&mut self, url: &str, error_num: i32, message: String) {
         if let Some(AttachProgress::InProgress(u)) = &self.projects.attach {
             if u == url {
                 self.projects.attach = Some(AttachProgress::Done {

@@ -20,7 +20,7 @@ impl Daemon {
                 project_url,
                 filename,
             } => self.rpc_file_transfer_op(op, &project_url, &filename),
-            Request::GetFileTransfers => "<file_transfers>\n</file_transfers>\n".to_owned(),
+            Request::GetFileTransfers => self.rpc_file_transfers(t),
             Request::ProjectAttach {
                 project_url,
                 authenticator,
@@ -254,6 +254,50 @@ impl Daemon {
         }
     }
 
+    /// `get_file_transfers`: one `<file_transfer>` per file waiting for or in a transfer
+    /// (official layout: `FILE_INFO::write_gui`).
+    fn rpc_file_transfers(&self, t: f64) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::from("<file_transfers>\n");
+        for ps in &self.state.projects {
+            let p = &ps.project;
+            for (f, upload) in pending_transfers(ps) {
+                let nbytes = if f.download_gzipped && !upload {
+                    f.gzipped_nbytes
+                } else {
+                    f.nbytes
+                };
+                let _ = write!(
+                    out,
+                    "<file_transfer>\n    <project_url>{}</project_url>\n    <project_name>{}</project_name>\n    <name>{}</name>\n    <nbytes>{:.6}</nbytes>\n    <max_nbytes>{:.6}</max_nbytes>\n    <status>{}</status>\n",
+                    xml_escape(&p.master_url),
+                    xml_escape(&p.project_name),
+                    xml_escape(&f.name),
+                    nbytes,
+                    f.max_nbytes,
+                    f.status
+                );
+                match &f.persistent_file_xfer {
+                    Some(x) => {
+                        out.push_str("    ");
+                        out.push_str(x.trim());
+                        out.push('\n');
+                    }
+                    None => {
+                        let _ = write!(
+                            out,
+                            "    <persistent_file_xfer>\n        <num_retries>0</num_retries>\n        <first_request_time>{t:.6}</first_request_time>\n        <next_request_time>0.000000</next_request_time>\n        <time_so_far>0.000000</time_so_far>\n        <last_bytes_xferred>0.000000</last_bytes_xferred>\n        <is_upload>{}</is_upload>\n    </persistent_file_xfer>\n",
+                            u8::from(upload)
+                        );
+                    }
+                }
+                out.push_str("</file_transfer>\n");
+            }
+        }
+        out.push_str("</file_transfers>\n");
+        out
+    }
+
     /// A user "Update": an RPC right away, work-fetch backoffs cleared.
     pub(crate) fn request_update(&mut self, url: &str) {
         if let Some(ps) = self.state.project_mut(url) {
@@ -268,4 +312,151 @@ fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// The files of a project waiting for or in a transfer: inputs and app files not yet present
+/// that an unfinished task needs, and outputs of tasks in the uploading state not yet sent.
+fn pending_transfers(
+    ps: &ferrite_proto::client_state::ProjectState,
+) -> Vec<(&ferrite_proto::client_state::FileInfo, bool)> {
+    use ferrite_proto::client_state::ResultState;
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for r in &ps.results {
+        if r.state == ResultState::FilesDownloading {
+            let wu_files = ps
+                .workunit(&r.wu_name)
+                .map(|w| w.input_files.iter())
+                .into_iter()
+                .flatten();
+            let av_files = ps
+                .app_version_of(r)
+                .map(|v| v.file_refs.iter())
+                .into_iter()
+                .flatten();
+            for fr in wu_files.chain(av_files) {
+                if let Some(f) = ps.file(&fr.file_name) {
+                    if f.status == 0 && seen.insert(f.name.as_str()) {
+                        out.push((f, false));
+                    }
+                }
+            }
+        } else if r.state == ResultState::FilesUploading {
+            for fr in &r.output_files {
+                if let Some(f) = ps.file(&fr.file_name) {
+                    if f.status == 1 && !f.uploaded && seen.insert(f.name.as_str()) {
+                        out.push((f, true));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_proto::client_state::{FileInfo, FileRef, ResultState, TaskResult, Workunit};
+
+    fn daemon() -> (tempfile::TempDir, Daemon) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = crate::cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            attach_project: Some(vec!["http://p.example/".to_owned(), "key".to_owned()]),
+            ..crate::cli::Options::default()
+        };
+        let d = Daemon::start(opts, crate::logging::init()).expect("daemon");
+        (dir, d)
+    }
+
+    #[test]
+    fn file_transfers_list_missing_inputs_and_unsent_outputs() {
+        let (_dir, mut d) = daemon();
+        let ps = &mut d.state.projects[0];
+        ps.project.project_name = "P".into();
+        let file = |name: &str, status: i32| FileInfo {
+            name: name.into(),
+            nbytes: 10.0,
+            status,
+            ..FileInfo::default()
+        };
+        ps.files = vec![file("in_a", 0), file("in_b", 1), file("out_c", 1)];
+        ps.workunits.push(Workunit {
+            name: "wu".into(),
+            input_files: vec![
+                FileRef {
+                    file_name: "in_a".into(),
+                    ..FileRef::default()
+                },
+                FileRef {
+                    file_name: "in_b".into(),
+                    ..FileRef::default()
+                },
+            ],
+            ..Workunit::default()
+        });
+        ps.results.push(TaskResult {
+            name: "r1".into(),
+            wu_name: "wu".into(),
+            state: ResultState::FilesDownloading,
+            ..TaskResult::default()
+        });
+        ps.results.push(TaskResult {
+            name: "r2".into(),
+            wu_name: "wu".into(),
+            state: ResultState::FilesUploading,
+            output_files: vec![FileRef {
+                file_name: "out_c".into(),
+                ..FileRef::default()
+            }],
+            ..TaskResult::default()
+        });
+        let x = d.gui_rpc_reply(Request::GetFileTransfers);
+        assert_eq!(x.matches("<file_transfer>").count(), 2, "{x}");
+        let a = x.find("<name>in_a</name>").expect("missing input listed");
+        let c = x.find("<name>out_c</name>").expect("unsent output listed");
+        assert!(a < c);
+        assert!(!x.contains("in_b"), "present files are not transfers: {x}");
+        assert!(x.contains("<is_upload>0</is_upload>") && x.contains("<is_upload>1</is_upload>"));
+        assert!(x.contains("<project_name>P</project_name>"));
+        // Marked uploaded: no longer listed.
+        if let Some(f) = d.state.projects[0].file_mut("out_c") {
+            f.uploaded = true;
+        }
+        let x = d.gui_rpc_reply(Request::GetFileTransfers);
+        assert_eq!(x.matches("<file_transfer>").count(), 1, "{x}");
+    }
+
+    #[test]
+    fn attach_poll_says_in_progress_until_the_first_rpc() {
+        let (_dir, mut d) = daemon();
+        let r = d.gui_rpc_reply(Request::ProjectAttach {
+            project_url: "http://q.example/".into(),
+            authenticator: "k".into(),
+            project_name: String::new(),
+            email_addr: String::new(),
+            use_config_file: false,
+        });
+        assert_eq!(r, reply::SUCCESS);
+        let poll = d.gui_rpc_reply(Request::ProjectAttachPoll);
+        assert!(poll.contains("<error_num>-204</error_num>"), "{poll}");
+        let again = d.gui_rpc_reply(Request::ProjectAttach {
+            project_url: "http://q.example/".into(),
+            authenticator: "k".into(),
+            project_name: String::new(),
+            email_addr: String::new(),
+            use_config_file: false,
+        });
+        assert!(again.contains("Already attached"), "{again}");
+        d.attach_failed("http://q.example/", -210, "master page fetch failed".into());
+        let poll = d.gui_rpc_reply(Request::ProjectAttachPoll);
+        assert!(poll.contains("<error_num>-210</error_num>"), "{poll}");
+        assert!(
+            poll.contains("<message>master page fetch failed</message>"),
+            "{poll}"
+        );
+    }
 }
