@@ -186,8 +186,18 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// Asks the process to stop (SIGTERM: a daemon then stops its apps), and kills it after
+    /// ten seconds; a test that fails half-way leaves no process behind.
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
+            self.signal(libc::SIGTERM);
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < Duration::from_secs(10) {
+                if !matches!(self.child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
