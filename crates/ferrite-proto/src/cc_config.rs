@@ -409,6 +409,10 @@ pub struct CcOptions {
     pub use_certs_only: bool,
     /// Show VirtualBox VM windows.
     pub vbox_window: bool,
+    /// Ferrite only: serve OpenMetrics (Prometheus) text on `127.0.0.1:PORT/metrics`; 0 = off.
+    /// Opt-in because it opens a port; loopback only because it is unauthenticated. Written
+    /// back only when set, so a file Ferrite writes stays free of it for the official client.
+    pub ferrite_metrics_port: u16,
 }
 
 impl Default for CcOptions {
@@ -481,6 +485,7 @@ impl Default for CcOptions {
             use_certs: false,
             use_certs_only: false,
             vbox_window: false,
+            ferrite_metrics_port: 0,
         }
     }
 }
@@ -629,6 +634,14 @@ impl CcOptions {
                     }
                 }
                 "ignore_tty" => o.ignore_tty.push(r.string(&c)?),
+                "ferrite_metrics_port" => {
+                    if let Some(v) = r.num::<i64>(&c)? {
+                        match u16::try_from(v) {
+                            Ok(port) => o.ferrite_metrics_port = port,
+                            Err(_) => r.warn(&c, format!("{v} is not a TCP port; metrics off")),
+                        }
+                    }
+                }
                 "proxy_info" => o.proxy_info = Some(ProxyInfo::read_config(r, &c)?),
                 "rec_half_life_days" => {
                     if let Some(v) = r.num::<f64>(&c)? {
@@ -762,6 +775,9 @@ impl CcOptions {
             w.text("ignore_tty", s);
         }
         w.nonempty_text("device_name", &self.device_name);
+        if self.ferrite_metrics_port != 0 {
+            w.num("ferrite_metrics_port", self.ferrite_metrics_port);
+        }
         w.close("options");
     }
 }
@@ -877,5 +893,44 @@ impl CcConfig {
     /// The document as BOINC writes it.
     pub fn to_xml(&self) -> String {
         crate::xml::write_document(|w| self.write(w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ferrite_metrics_port_round_trips_and_is_written_only_when_set() {
+        let text = "<cc_config><options><ferrite_metrics_port>9187</ferrite_metrics_port>\
+                    </options></cc_config>";
+        let parsed = CcConfig::parse(text, "cc_config.xml").expect("parses");
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        assert_eq!(parsed.value.options.ferrite_metrics_port, 9187);
+        let xml = parsed.value.to_xml();
+        assert!(
+            xml.contains("<ferrite_metrics_port>9187</ferrite_metrics_port>"),
+            "{xml}"
+        );
+        let again = CcConfig::parse(&xml, "again").expect("re-parses");
+        assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+        assert_eq!(again.value, parsed.value);
+
+        let off = CcConfig::default();
+        assert_eq!(off.options.ferrite_metrics_port, 0);
+        assert!(!off.to_xml().contains("ferrite_metrics_port"));
+    }
+
+    #[test]
+    fn ferrite_metrics_port_out_of_range_is_warned_and_off() {
+        for bad in ["70000", "-1", "port"] {
+            let text = format!(
+                "<cc_config><options><ferrite_metrics_port>{bad}</ferrite_metrics_port>\
+                 </options></cc_config>"
+            );
+            let parsed = CcConfig::parse(&text, "cc_config.xml").expect("parses");
+            assert_eq!(parsed.value.options.ferrite_metrics_port, 0, "{bad}");
+            assert_eq!(parsed.warnings.len(), 1, "{bad}: {:?}", parsed.warnings);
+        }
     }
 }
