@@ -82,6 +82,16 @@ pub struct Options {
     /// Detach from the terminal and run in the background.
     #[arg(long)]
     pub daemon: bool,
+
+    /// Ferrite only: serve OpenMetrics (Prometheus) text on `127.0.0.1:PORT/metrics`; 0 (the
+    /// default) leaves it off unless `cc_config.xml` sets `<ferrite_metrics_port>`.
+    #[arg(
+        long = "metrics_port",
+        alias = "metrics-port",
+        value_name = "PORT",
+        default_value_t = 0
+    )]
+    pub metrics_port: u16,
 }
 
 impl Options {
@@ -128,6 +138,18 @@ mod tests {
                 .expect("parses");
         assert_eq!(b.gui_rpc_port, Some(1));
         assert_eq!(b.detach_project.as_deref(), Some("u"));
+    }
+
+    #[test]
+    fn metrics_port_in_both_spellings_and_off_by_default() {
+        let none = Options::try_parse_from(["ferrited"]).expect("parses");
+        assert_eq!(none.metrics_port, 0);
+        let a = Options::try_parse_from(["ferrited", "--metrics_port", "9187"]).expect("parses");
+        assert_eq!(a.metrics_port, 9187);
+        let b = Options::try_parse_from(["ferrited", "--metrics-port", "9188"]).expect("parses");
+        assert_eq!(b.metrics_port, 9188);
+        assert!(Options::try_parse_from(["ferrited", "--metrics_port", "65536"]).is_err());
+        assert!(Options::try_parse_from(["ferrited", "--metrics_port", "x"]).is_err());
     }
 
     #[test]
