@@ -1,0 +1,291 @@
+//! The opt-in metrics endpoint of a running `ferrited`: scraped over loopback with a plain
+//! HTTP/1.0 request, the text must parse as OpenMetrics and its task counts must match the
+//! data directory the daemon runs on.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ferrite_e2e::{fixture_data_dir, free_port, Proc};
+use ferrite_proto::client_state::{ClientState, ResultState};
+
+const T: Duration = Duration::from_secs(30);
+
+/// `GET path` over HTTP/1.0; `(head, body)`, or `None` while nothing listens.
+fn get(port: u16, path: &str) -> Option<(String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    Some((head.to_owned(), body.to_owned()))
+}
+
+/// One sample: family-less name, labels, value.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: HashMap<String, String>,
+    value: f64,
+}
+
+/// Parses OpenMetrics text strictly enough to catch what a scraper would reject: every
+/// sample belongs to the family declared (`# TYPE`) just before it, with `# HELP` once per
+/// family, counters' samples end in `_total`, no family twice, `# EOF` last and only once,
+/// label values are quoted and escaped.
+fn parse_openmetrics(text: &str) -> Vec<Sample> {
+    assert!(text.ends_with("# EOF\n"), "no final # EOF:\n{text}");
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.pop(), Some("# EOF"));
+    let mut types: HashMap<String, String> = HashMap::new();
+    let mut helps: HashMap<String, usize> = HashMap::new();
+    let mut current: Option<String> = None;
+    let mut samples = Vec::new();
+    for l in lines {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(
+                ["gauge", "counter"].contains(&kind),
+                "unexpected type in {l}"
+            );
+            assert!(
+                types.insert(name.to_owned(), kind.to_owned()).is_none(),
+                "family {name} declared twice"
+            );
+            current = Some(name.to_owned());
+        } else if let Some(rest) = l.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP name text");
+            assert_eq!(Some(name), current.as_deref(), "HELP outside its family");
+            assert!(!help.is_empty());
+            *helps.entry(name.to_owned()).or_default() += 1;
+        } else if let Some(rest) = l.strip_prefix("# UNIT ") {
+            let (name, unit) = rest.split_once(' ').expect("UNIT name unit");
+            assert!(name.ends_with(&format!("_{unit}")), "{l}");
+        } else {
+            assert!(!l.starts_with('#'), "unknown comment {l}");
+            let family = current.as_deref().expect("sample before any # TYPE");
+            samples.push(parse_sample(l, family, &types[family]));
+        }
+    }
+    for (name, n) in &helps {
+        assert_eq!(*n, 1, "HELP of {name} {n} times");
+    }
+    assert_eq!(helps.len(), types.len(), "a family without HELP");
+    samples
+}
+
+fn parse_sample(line: &str, family: &str, kind: &str) -> Sample {
+    let name_end = line.find(['{', ' ']).expect("sample name");
+    let name = &line[..name_end];
+    match kind {
+        "counter" => assert_eq!(name, format!("{family}_total"), "{line}"),
+        _ => assert_eq!(name, family, "{line}"),
+    }
+    let mut labels = HashMap::new();
+    let mut rest = &line[name_end..];
+    if let Some(r) = rest.strip_prefix('{') {
+        let mut chars = r.char_indices();
+        let mut key = String::new();
+        let mut end = None;
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '}' => {
+                    end = Some(i);
+                    break;
+                }
+                ',' => {}
+                '=' => {
+                    assert_eq!(chars.next().map(|x| x.1), Some('"'), "{line}");
+                    let mut value = String::new();
+                    loop {
+                        match chars.next().map(|x| x.1) {
+                            Some('"') => break,
+                            Some('\\') => match chars.next().map(|x| x.1) {
+                                Some('n') => value.push('\n'),
+                                Some(c @ ('\\' | '"')) => value.push(c),
+                                other => panic!("bad escape {other:?} in {line}"),
+                            },
+                            Some(c) => value.push(c),
+                            None => panic!("unterminated label in {line}"),
+                        }
+                    }
+                    assert!(
+                        labels.insert(std::mem::take(&mut key), value).is_none(),
+                        "label twice in {line}"
+                    );
+                }
+                c => key.push(c),
+            }
+        }
+        let end = end.expect("closing brace");
+        rest = &r[end + 1..];
+    }
+    let v = rest.strip_prefix(' ').expect("space before value");
+    let value = match v {
+        "NaN" => f64::NAN,
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse().unwrap_or_else(|_| panic!("bad value in {line}")),
+    };
+    Sample {
+        name: name.to_owned(),
+        labels,
+        value,
+    }
+}
+
+/// `boinc_tasks` summed over projects, by state.
+fn tasks_by_state(samples: &[Sample]) -> HashMap<String, f64> {
+    let mut by = HashMap::new();
+    for s in samples.iter().filter(|s| s.name == "boinc_tasks") {
+        *by.entry(s.labels["state"].clone()).or_insert(0.0) += s.value;
+    }
+    by
+}
+
+fn load(dir: &Path) -> ClientState {
+    let text = fs::read_to_string(dir.join("client_state.xml")).expect("read state");
+    ClientState::parse(&text, "client_state.xml")
+        .expect("parse state")
+        .value
+}
+
+/// Scrapes until `done` accepts the samples; panics with the last text after `T`.
+fn scrape_until(p: &Proc, port: u16, done: impl Fn(&[Sample]) -> bool) -> (String, Vec<Sample>) {
+    let start = Instant::now();
+    let mut last = String::new();
+    while start.elapsed() < T {
+        if let Some((head, body)) = get(port, "/metrics") {
+            if head.starts_with("HTTP/1.1 200") {
+                assert!(
+                    head.contains(
+                        "Content-Type: application/openmetrics-text; version=1.0.0; charset=utf-8"
+                    ),
+                    "{head}"
+                );
+                let samples = parse_openmetrics(&body);
+                if done(&samples) {
+                    return (body, samples);
+                }
+                last = body;
+            }
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "metrics never as expected; last text:\n{last}\ndaemon output:\n{}",
+        p.output()
+    );
+}
+
+/// Checks the scrape of a daemon running `02_tasks_running`.
+fn check_tasks_running(p: &Proc, port: u16, fixture: &ClientState) {
+    let results: Vec<_> = fixture.projects.iter().flat_map(|p| &p.results).collect();
+    let to_report = results.iter().filter(|r| r.ready_to_report).count() as f64;
+    let runnable = results
+        .iter()
+        .filter(|r| r.state == ResultState::FilesDownloaded && !r.ready_to_report)
+        .count() as f64;
+    assert_eq!((results.len(), to_report, runnable), (3, 1.0, 2.0));
+
+    // The daemon restarts the fixture's tasks (they sleep 120 s and 300 s): wait until at
+    // least one runs, then every task must be in exactly one of the expected states.
+    let (text, samples) = scrape_until(p, port, |s| {
+        tasks_by_state(s).get("running").copied().unwrap_or(0.0) >= 1.0
+    });
+    let by = tasks_by_state(&samples);
+    let total: f64 = by.values().sum();
+    assert_eq!(total, results.len() as f64, "{text}");
+    assert_eq!(by.get("ready_to_report"), Some(&to_report), "{text}");
+    assert_eq!(by["running"] + by["ready"], runnable, "{text}");
+    for s in ["downloading", "uploading", "error", "aborted", "reported"] {
+        assert_eq!(by.get(s), Some(&0.0), "{s}: {text}");
+    }
+    let url = &fixture.projects[0].project.master_url;
+    assert!(
+        samples
+            .iter()
+            .filter(|s| s.name == "boinc_tasks")
+            .all(|s| &s.labels["url"] == url && s.labels.contains_key("project")),
+        "{text}"
+    );
+    // The daemon's own figures are there and plausible.
+    let one = |name: &str| {
+        samples
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.value)
+            .unwrap_or_else(|| panic!("no {name}:\n{text}"))
+    };
+    assert!(one("process_resident_memory_bytes") > 1e6, "{text}");
+    assert!(one("process_cpu_seconds_total") >= 0.0, "{text}");
+    assert!(one("boinc_cpus_busy") >= 1.0, "{text}");
+    assert!(one("boinc_disk_allowed_bytes") > 0.0, "{text}");
+    for family in [
+        "boinc_transfer_bytes_total",
+        "boinc_project_scheduler_rpcs_total",
+        "boinc_project_scheduler_rpc_failures_total",
+        "boinc_project_rpc_backoff_seconds",
+        "boinc_work_buffer_seconds",
+        "boinc_disk_usage_bytes",
+    ] {
+        assert!(
+            samples.iter().any(|s| s.name == family),
+            "no {family}:\n{text}"
+        );
+    }
+    // Only /metrics is served.
+    let (head, _) = get(port, "/").expect("reply");
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+}
+
+#[test]
+fn metrics_port_flag_serves_task_counts_of_the_data_dir() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let fixture = load(dir.path());
+    let port = free_port();
+    let d = dir.path().to_str().expect("utf-8 path");
+    let port_arg = port.to_string();
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--metrics_port",
+        &port_arg,
+    ]);
+    p.wait_for("entering main loop", T);
+    check_tasks_running(&p, port, &fixture);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    assert!(
+        get(port, "/metrics").is_none(),
+        "the endpoint stops with the daemon"
+    );
+}
+
+#[test]
+fn cc_config_option_turns_metrics_on() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let fixture = load(dir.path());
+    let port = free_port();
+    let cc = dir.path().join("cc_config.xml");
+    let text = fs::read_to_string(&cc).expect("read cc_config");
+    let text = text.replace(
+        "<options>",
+        &format!("<options>\n    <ferrite_metrics_port>{port}</ferrite_metrics_port>"),
+    );
+    fs::write(&cc, text).expect("write cc_config");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks", "--no_gpus"]);
+    p.wait_for("entering main loop", T);
+    check_tasks_running(&p, port, &fixture);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+}
