@@ -842,6 +842,7 @@ prop_compose! {
                 use_certs: b(35),
                 use_certs_only: b(36),
                 vbox_window: lists[5].is_empty(),
+                ferrite_metrics_port: if b(0) { 9187 } else { 0 },
             },
         }
     }
