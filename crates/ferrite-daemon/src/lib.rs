@@ -9,8 +9,10 @@ pub mod cli;
 pub mod config;
 pub mod lock;
 pub mod logging;
+pub mod metrics;
 pub mod projects;
 pub mod rpc;
+pub mod sdnotify;
 pub mod snapshot;
 pub mod store;
 pub mod tasks;
@@ -96,6 +98,12 @@ pub struct Daemon {
     projects: projects::ProjectLoop,
     /// File transfers.
     transfers: transfers::Transfers,
+    /// systemd's notification socket (a no-op outside a `Type=notify` unit).
+    notifier: sdnotify::Notifier,
+    /// The latest OpenMetrics text, when the metrics endpoint is on.
+    metrics: Option<tokio::sync::watch::Sender<String>>,
+    /// Bytes received and sent by finished transfer attempts since start-up.
+    xfer_bytes: (u64, u64),
 }
 
 impl Daemon {
@@ -124,6 +132,9 @@ impl Daemon {
             tasks: tasks::TaskTable::new(&dir),
             transfers: transfers::Transfers::new(&dir),
             projects: projects::ProjectLoop::default(),
+            notifier: sdnotify::Notifier::from_env(),
+            metrics: None,
+            xfer_bytes: (0, 0),
             dir,
             opts,
             log,
@@ -275,12 +286,14 @@ impl Daemon {
 
     fn reload(&mut self) {
         info!("re-reading configuration files");
+        let _ = self.notifier.reloading();
         // A re-read file may repeat old oddities: log them again.
         self.warned.clear();
         self.load_config();
         self.projects.reset_http();
         // GPU options may have changed, and a driver may have appeared since start-up.
         self.reprobe_gpus(now());
+        let _ = self.notifier.ready_with_status(&self.status_line());
     }
 
     /// Re-detects the host, keeping what the official client keeps from the state file (the
@@ -412,13 +425,19 @@ impl Daemon {
     pub async fn run(mut self) -> anyhow::Result<()> {
         spawn_signal_listeners(self.events.clone())?;
         let gui_rpc = self.start_gui_rpc();
+        let metrics_server = self.start_metrics().await;
         self.save_if_due(now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
         }
         let mut next_bench_check = now() + BENCHMARK_CHECK_SECS;
         let mut next_tick = now();
+        let ping_every = self.notifier.ping_interval();
+        let mut last_ping = std::time::Instant::now();
         info!("entering main loop");
+        if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
+            warn!("cannot notify systemd: {e}");
+        }
         let reason = loop {
             let t = now();
             let next = [self.save.next_due(), self.gpu_retry_at, Some(next_tick)]
@@ -440,6 +459,13 @@ impl Daemon {
                     Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
                     Some(Event::Transfer(done)) => {
                         let t = now();
+                        if let Ok(n) = &done.result {
+                            if done.upload {
+                                self.xfer_bytes.1 += n;
+                            } else {
+                                self.xfer_bytes.0 += n;
+                            }
+                        }
                         if self.transfers.finished(done, &mut self.state, t) {
                             self.save.mark_dirty(t);
                         }
@@ -450,6 +476,12 @@ impl Daemon {
                 () = tokio::time::sleep(Duration::from_secs_f64(wait)) => {}
             }
             let t = now();
+            if let Some(every) = ping_every {
+                if last_ping.elapsed() >= every {
+                    last_ping = std::time::Instant::now();
+                    let _ = self.notifier.watchdog();
+                }
+            }
             if self.gpu_retry_at.is_some_and(|at| t >= at) {
                 self.reprobe_gpus(t);
             }
@@ -466,10 +498,13 @@ impl Daemon {
                 }
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
                 self.tick_projects(t);
+                self.refresh_metrics(t);
+                let _ = self.notifier.status(&self.status_line());
             }
             self.save_if_due(t, false);
         };
         info!("shutting down ({reason})");
+        let _ = self.notifier.stopping();
         let abort_code = (self.opts.abort_jobs_on_exit
             || self.config.cc.options.abort_jobs_on_exit)
             .then_some(ferrite_supervise::limits::EXIT_CLIENT_EXITING);
@@ -481,6 +516,9 @@ impl Daemon {
         self.save.mark_dirty(now());
         self.save_if_due(now(), true);
         if let Some(server) = gui_rpc {
+            server.stop().await;
+        }
+        if let Some(server) = metrics_server {
             server.stop().await;
         }
         if self.save.is_dirty() {
@@ -551,6 +589,105 @@ impl Daemon {
         }
         self.state.active_tasks.clear();
         self.save.mark_dirty(t);
+    }
+}
+
+impl Daemon {
+    /// What the daemon is doing, for systemd's `STATUS=`.
+    fn status_line(&self) -> String {
+        let tasks: usize = self.state.projects.iter().map(|p| p.results.len()).sum();
+        format!(
+            "{} projects, {} tasks, {} running",
+            self.state.projects.len(),
+            tasks,
+            self.tasks.live.len()
+        )
+    }
+
+    /// Starts the metrics endpoint when `--metrics_port` or `<ferrite_metrics_port>` asks.
+    async fn start_metrics(&mut self) -> Option<metrics::MetricsServer> {
+        let port = if self.opts.metrics_port != 0 {
+            self.opts.metrics_port
+        } else {
+            self.config.cc.options.ferrite_metrics_port
+        };
+        if port == 0 {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::watch::channel(String::new());
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        match metrics::MetricsServer::start(addr, rx).await {
+            Ok(server) => {
+                info!("metrics on http://{}/metrics", server.local_addr());
+                self.metrics = Some(tx);
+                self.refresh_metrics(now());
+                Some(server)
+            }
+            Err(e) => {
+                error!("cannot serve metrics on {addr}: {e}");
+                None
+            }
+        }
+    }
+
+    /// Renders the metrics text from the state and the core's last pass.
+    fn refresh_metrics(&mut self, t: f64) {
+        let Some(tx) = &self.metrics else {
+            return;
+        };
+        let (mut busy_cpus, mut busy_gpus) = (0.0, 0.0);
+        for ((url, name), l) in &self.tasks.live {
+            if l.task.state() != ferrite_supervise::TaskState::Running {
+                continue;
+            }
+            let usage = self
+                .state
+                .project(url)
+                .and_then(|p| p.result(name).and_then(|r| p.app_version_of(r)))
+                .map(|v| v.usage.clone());
+            match usage {
+                Some(u) if u.coprocs.iter().any(|c| c.count > 0.0) => {
+                    busy_gpus += u.coprocs.iter().map(|c| c.count).sum::<f64>();
+                    busy_cpus += u.avg_ncpus;
+                }
+                Some(u) => busy_cpus += u.avg_ncpus.max(0.0),
+                None => busy_cpus += 1.0,
+            }
+        }
+        let work_buffer_secs = self
+            .tasks
+            .last_pass()
+            .map(|(out, world)| {
+                out.sim
+                    .resources
+                    .iter()
+                    .enumerate()
+                    .map(|(r, x)| {
+                        (
+                            projects::resource_name(world, ferrite_sched::ResourceId(r as u8)),
+                            x.saturated_time,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let disk = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
+        let rpc = self.projects.rpc_counters();
+        let text = metrics::render(
+            &metrics::MetricsInput {
+                state: &self.state,
+                busy_cpus,
+                busy_gpus,
+                work_buffer_secs,
+                rpc: &rpc,
+                transfer_bytes_down: self.xfer_bytes.0,
+                transfer_bytes_up: self.xfer_bytes.1,
+                disk_used: disk.used_total,
+                disk_allowed: disk.allowed,
+            },
+            t,
+        );
+        tx.send_replace(text);
     }
 }
 

@@ -150,6 +150,8 @@ pub struct ProjectLoop {
     backoffs_loaded: bool,
     /// The GUI attach in progress or last finished.
     pub attach: Option<AttachProgress>,
+    /// Scheduler RPCs and failures per project since start-up, for the metrics.
+    rpc_counts: BTreeMap<String, (u64, u64)>,
     /// The attach wizard's web RPCs, by [`WebRpcKind`].
     pub web: [WebRpcState; 3],
 }
@@ -171,6 +173,7 @@ impl Default for ProjectLoop {
             backoffs_loaded: false,
             attach: None,
             web: Default::default(),
+            rpc_counts: BTreeMap::new(),
         }
     }
 }
@@ -179,6 +182,20 @@ impl ProjectLoop {
     /// The HTTP client must be rebuilt (configuration reloaded).
     pub fn reset_http(&mut self) {
         self.http = None;
+    }
+
+    /// Scheduler RPCs and failures per project, for the metrics.
+    pub fn rpc_counters(&self) -> Vec<crate::metrics::ProjectRpcCounters> {
+        self.rpc_counts
+            .iter()
+            .map(
+                |(url, (rpcs, failures))| crate::metrics::ProjectRpcCounters {
+                    url: url.clone(),
+                    rpcs: *rpcs,
+                    failures: *failures,
+                },
+            )
+            .collect()
     }
 
     /// The HTTP client, once built.
@@ -259,7 +276,7 @@ fn backoff(n: i32, min: f64, max: f64, u: f64) -> f64 {
 }
 
 /// BOINC's name for a resource of the core's world.
-fn resource_name(world: &World, r: ResourceId) -> String {
+pub(crate) fn resource_name(world: &World, r: ResourceId) -> String {
     if r.index() == 0 {
         return "CPU".to_owned();
     }
@@ -383,13 +400,13 @@ fn http_client(
 
 /// Disk space figures for requests and for refusing jobs that cannot fit, bytes.
 #[derive(Debug, Clone, Default)]
-struct DiskFigures {
+pub(crate) struct DiskFigures {
     /// What BOINC may use in all, from the three disk preferences.
-    allowed: f64,
+    pub allowed: f64,
     /// What BOINC's files use now (present files of every project, by the state).
-    used_total: f64,
+    pub used_total: f64,
     /// The same per project.
-    used: BTreeMap<String, f64>,
+    pub used: BTreeMap<String, f64>,
 }
 
 /// Total and free bytes of the file system holding `path`.
@@ -399,7 +416,7 @@ fn volume_space(path: &Path) -> Option<(f64, f64)> {
     Some((s.blocks() as f64 * frag, s.blocks_available() as f64 * frag))
 }
 
-fn disk_figures(
+pub(crate) fn disk_figures(
     dir: &Path,
     state: &ClientState,
     prefs: &ferrite_proto::prefs::GlobalPrefs,
@@ -840,7 +857,11 @@ impl Daemon {
                 reason,
                 sent,
                 result,
-            } => self.scheduler_done(&project, reason, sent, result, t),
+            } => {
+                let c = self.projects.rpc_counts.entry(project.clone()).or_default();
+                c.0 += 1;
+                self.scheduler_done(&project, reason, sent, result, t)
+            }
         }
         self.save.mark_dirty(t);
     }
@@ -1001,6 +1022,11 @@ impl Daemon {
     }
 
     fn rpc_failed(&mut self, url: &str, reason: RpcReason, why: &str, t: f64) {
+        self.projects
+            .rpc_counts
+            .entry(url.to_owned())
+            .or_default()
+            .1 += 1;
         let u = self.projects.jitter.next_unit();
         if let Some(ps) = self.state.project_mut(url) {
             let p = &mut ps.project;
