@@ -19,12 +19,6 @@ use std::time::Duration;
 
 use ferrite_e2e::{bin, run_bounded, workspace_root, Proc};
 
-// The wrapper lives in the daemon crate; compiling it here runs its unit tests even before the
-// daemon's main loop uses it.
-#[allow(dead_code)]
-#[path = "../../crates/ferrite-daemon/src/sdnotify.rs"]
-mod sdnotify;
-
 const CONF_FILES: [&str; 3] = [
     "cc_config.xml",
     "global_prefs_override.xml",
@@ -538,61 +532,4 @@ fn run_installed_daemon_as_the_unit_would(root: &Path, uid: u32, gid: u32) {
         fs::read_to_string(etc.join("gui_rpc_auth.cfg")).expect("password"),
         password
     );
-}
-
-/// `ferrited` under systemd's notification protocol: READY once started, WATCHDOG pings at
-/// half of `WATCHDOG_USEC`, STATUS lines, STOPPING on SIGTERM. Ignored until the daemon's
-/// main loop sends them (the wrapper is `ferrite_daemon::sdnotify`).
-#[test]
-#[ignore = "needs ferrited's main loop to call ferrite_daemon::sdnotify"]
-fn ferrited_speaks_sd_notify() {
-    use std::os::unix::net::UnixDatagram;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sock_path = dir.path().join("notify");
-    let sock = UnixDatagram::bind(&sock_path).expect("bind");
-    sock.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let data = dir.path().join("data");
-    fs::create_dir(&data).expect("mkdir");
-    let port = ferrite_e2e::free_port().to_string();
-    let mut cmd = Command::new(bin("ferrited"));
-    cmd.arg("--dir")
-        .arg(&data)
-        .args([
-            "--gui_rpc_port",
-            &port,
-            "--skip_cpu_benchmarks",
-            "--no_gpus",
-        ])
-        .env("NOTIFY_SOCKET", &sock_path)
-        .env("WATCHDOG_USEC", "2000000")
-        .env("RUST_LOG", "info");
-    let mut daemon = Proc::spawn(cmd);
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::time::Instant::now() < deadline
-        && !(seen.iter().any(|m: &String| m.contains("READY=1"))
-            && seen.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2
-            && seen.iter().any(|m| m.contains("STATUS=")))
-    {
-        let n = sock.recv(&mut buf).expect("a notification");
-        seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-    }
-    assert!(seen.iter().any(|m| m.contains("READY=1")), "{seen:?}");
-    assert!(seen.iter().any(|m| m.contains("STATUS=")), "{seen:?}");
-    assert!(
-        seen.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2,
-        "{seen:?}"
-    );
-    daemon.signal(libc::SIGTERM);
-    let mut stopping = false;
-    while let Ok(n) = sock.recv(&mut buf) {
-        if String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1") {
-            stopping = true;
-            break;
-        }
-    }
-    assert!(stopping, "STOPPING=1 on SIGTERM");
-    assert!(daemon.wait(Duration::from_secs(30)).success());
 }

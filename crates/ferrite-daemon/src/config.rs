@@ -201,7 +201,19 @@ pub fn project_dir(dir: &Path, master_url: &str) -> PathBuf {
 
 /// Writes `text` to `path` through a temporary file and a rename, as BOINC does for small
 /// files, so a crash leaves either the old or the new file.
+///
+/// A path that is a symbolic link (the Debian package links `/var/lib/ferrite/cc_config.xml`
+/// to `/etc/ferrite/`) is written in place through the link, as the official client does, so
+/// the link survives and the file in `/etc` stays the one in force.
 pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
+    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)?;
+        f.write_all(text.as_bytes())?;
+        return f.sync_all();
+    }
     let tmp = path.with_extension("tmp");
     {
         let mut f = fs::File::create(&tmp)?;
@@ -446,5 +458,28 @@ mod tests {
         let d = cfg.log_directives();
         assert!(d.contains("ferrite::task=warn"), "{d}");
         assert!(d.contains("ferrite::work_fetch_debug=debug"), "{d}");
+    }
+}
+
+#[cfg(test)]
+mod write_tests {
+    use super::*;
+
+    #[test]
+    fn a_linked_file_is_written_through_its_link() {
+        let d = tempfile::tempdir().expect("tmp");
+        let etc = d.path().join("etc.xml");
+        fs::write(&etc, "old").expect("write");
+        let link = d.path().join("cc_config.xml");
+        std::os::unix::fs::symlink(&etc, &link).expect("link");
+        write_atomic(&link, "new").expect("write through");
+        assert!(fs::symlink_metadata(&link)
+            .expect("meta")
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read_to_string(&etc).expect("read"), "new");
+        let plain = d.path().join("plain.xml");
+        write_atomic(&plain, "x").expect("write");
+        assert_eq!(fs::read_to_string(&plain).expect("read"), "x");
     }
 }
