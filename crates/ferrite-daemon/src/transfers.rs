@@ -3,28 +3,58 @@
 //! The main loop calls [`Transfers::tick`] each turn; it starts what may start (as tokio
 //! tasks that report back with [`Event::Transfer`](crate::Event::Transfer)) and the loop hands
 //! each [`TransferDone`] to [`Transfers::finished`], which changes the state: file status,
-//! results whose inputs are all present, results whose outputs are all uploaded.
+//! results whose inputs are all present, results whose outputs are all uploaded, and the
+//! results a failed file dooms (reported with `ERR_RESULT_DOWNLOAD` / `ERR_RESULT_UPLOAD`,
+//! as the official client does).
+//!
+//! Each file's retry state (retries, first and next request time, time so far, bytes) is
+//! kept in its `<persistent_file_xfer>` element in the official layout, so it survives a
+//! restart; a download's partial file (`<name>.part` beside it) is resumed with `Range`. The
+//! per-file backoff and the per-project, per-direction backoff are `ferrite_net::backoff`'s.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
-use ferrite_net::HttpClient;
+use ferrite_net::backoff::{
+    backoff_delay, ProjectBackoff, GIVEUP_PERIOD, RETRY_DELAY_MAX, RETRY_DELAY_MIN,
+};
+use ferrite_net::{CancellationToken, DownloadTarget, ExpectedFile, HttpClient, UploadJob};
+use ferrite_project::files::{record_verification, verify_download};
+use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::cc_config::CcOptions;
-use ferrite_proto::client_state::ClientState;
+use ferrite_proto::client_state::{ClientState, FileInfo, ProjectState, ResultState};
 use ferrite_proto::prefs::GlobalPrefs;
+use ferrite_sched::{Jitter, SplitMix64};
 use tokio::sync::mpsc;
+use tracing::{info, warn};
 
-use crate::Event;
+use crate::{config, Event};
+
+/// `ERR_RESULT_DOWNLOAD`: a task's input or app file could not be downloaded.
+pub const ERR_RESULT_DOWNLOAD: i32 = -186;
+/// `ERR_RESULT_UPLOAD`: a task's output could not be uploaded.
+pub const ERR_RESULT_UPLOAD: i32 = -187;
+/// `ERR_ABORTED_VIA_GUI`: the user aborted the transfer.
+pub const ERR_ABORTED_VIA_GUI: i32 = -197;
+
+/// Default `max_file_xfers` and `max_file_xfers_per_project`.
+const DEFAULT_MAX_XFERS: usize = 8;
+const DEFAULT_MAX_XFERS_PER_PROJECT: usize = 2;
 
 /// What a transfer round may use.
 #[derive(Debug, Clone, Copy)]
 pub struct TransferContext<'a> {
     /// The HTTP client (proxy, timeouts, bandwidth throttles).
     pub http: &'a HttpClient,
-    /// Preferences in force (daily transfer limits).
+    /// Preferences in force (bandwidth and daily transfer limits).
     pub prefs: &'a GlobalPrefs,
-    /// `cc_config.xml` options (`max_file_xfers`, `max_file_xfers_per_project`).
+    /// `cc_config.xml` options (`max_file_xfers`, `max_file_xfers_per_project`,
+    /// `unsigned_apps_ok`).
     pub cc: &'a CcOptions,
-    /// Network mode and `network_available`: false = start nothing.
+    /// Network mode and `network_available`: false = start nothing, stop what runs.
     pub network_allowed: bool,
 }
 
@@ -37,8 +67,90 @@ pub struct TransferDone {
     pub file: String,
     /// Upload (true) or download.
     pub upload: bool,
-    /// What happened.
+    /// Bytes moved in this attempt, or why it failed.
     pub result: Result<u64, String>,
+    /// Downloads: the final file's size and MD5, to verify against the file's entry.
+    pub download: Option<(u64, String)>,
+    /// Failure: the BOINC error code.
+    pub code: i32,
+    /// Failure: the file can never be transferred (no retry).
+    pub permanent: bool,
+}
+
+/// A transfer under way.
+#[derive(Debug)]
+struct Active {
+    /// Stops it (the partial file stays).
+    cancel: CancellationToken,
+    /// Bytes of the file transferred so far (offset reached).
+    progress: Arc<AtomicU64>,
+    /// Where it started in the file.
+    start_offset: u64,
+    /// When it started.
+    started: Instant,
+    /// The URL tried first.
+    url: String,
+}
+
+/// Live figures of one transfer, for `get_file_transfers`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferProgress {
+    /// Bytes of the file transferred (file offset reached).
+    pub bytes_xferred: f64,
+    /// Where this attempt started.
+    pub file_offset: f64,
+    /// Bytes per second in this attempt.
+    pub xfer_speed: f64,
+    /// The URL.
+    pub url: String,
+}
+
+/// The persistent part of a transfer (`<persistent_file_xfer>`).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Retry {
+    num_retries: u32,
+    first_request_time: f64,
+    next_request_time: f64,
+    time_so_far: f64,
+    last_bytes_xferred: f64,
+    is_upload: bool,
+}
+
+impl Retry {
+    fn parse(text: &str) -> Retry {
+        let num = |tag: &str| -> f64 {
+            let open = format!("<{tag}>");
+            let close = format!("</{tag}>");
+            text.find(&open)
+                .and_then(|i| {
+                    let rest = &text[i + open.len()..];
+                    rest.find(&close).map(|j| rest[..j].trim())
+                })
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite())
+                .unwrap_or(0.0)
+        };
+        Retry {
+            num_retries: num("num_retries").clamp(0.0, 1e6) as u32,
+            first_request_time: num("first_request_time"),
+            next_request_time: num("next_request_time"),
+            time_so_far: num("time_so_far"),
+            last_bytes_xferred: num("last_bytes_xferred"),
+            is_upload: num("is_upload") != 0.0,
+        }
+    }
+
+    fn to_xml(&self) -> String {
+        format!(
+            "<persistent_file_xfer>\n        <num_retries>{}</num_retries>\n        <first_request_time>{:.6}</first_request_time>\n        <next_request_time>{:.6}</next_request_time>\n        <time_so_far>{:.6}</time_so_far>\n        <last_bytes_xferred>{:.6}</last_bytes_xferred>\n        <is_upload>{}</is_upload>\n    </persistent_file_xfer>",
+            self.num_retries,
+            self.first_request_time,
+            self.next_request_time,
+            self.time_so_far,
+            self.last_bytes_xferred,
+            u8::from(self.is_upload)
+        )
+    }
 }
 
 /// The daemon's transfers.
@@ -46,33 +158,669 @@ pub struct TransferDone {
 pub struct Transfers {
     /// Absolute data directory.
     dir: PathBuf,
+    /// Transfers under way, by (project URL, file name).
+    active: HashMap<(String, String), Active>,
+    /// Per (project URL, upload?) backoff after repeated failures.
+    backoff: HashMap<(String, bool), ProjectBackoff>,
+    /// Bytes moved per day (day number since the epoch), for the daily limit.
+    daily: HashMap<i64, u64>,
+    /// Backoff jitter.
+    jitter: SplitMix64,
+    /// cc_config `unsigned_apps_ok` as of the last tick.
+    unsigned_apps_ok: bool,
+}
+
+/// The partial file of a download.
+fn partial_path(dest: &Path) -> PathBuf {
+    let mut s = dest.as_os_str().to_owned();
+    s.push(".part");
+    PathBuf::from(s)
+}
+
+/// Files of `ps` that need a transfer now: inputs and app files of tasks not yet runnable,
+/// outputs of tasks whose computation finished.
+fn wanted(ps: &ProjectState) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = Vec::new();
+    let mut push = |name: &str, upload: bool| {
+        if !out.iter().any(|(n, _)| n == name) {
+            out.push((name.to_owned(), upload));
+        }
+    };
+    for r in &ps.results {
+        match r.state {
+            ResultState::New | ResultState::FilesDownloading => {
+                let wu = ps.workunit(&r.wu_name).map(|w| w.input_files.iter());
+                let av = ps.app_version_of(r).map(|v| v.file_refs.iter());
+                for fr in wu.into_iter().flatten().chain(av.into_iter().flatten()) {
+                    if let Some(f) = ps.file(&fr.file_name) {
+                        if f.status == 0 && !f.download_urls.is_empty() {
+                            push(&f.name, false);
+                        }
+                    }
+                }
+            }
+            ResultState::FilesUploading => {
+                for fr in &r.output_files {
+                    if let Some(f) = ps.file(&fr.file_name) {
+                        if f.status == 1 && !f.uploaded && !f.upload_urls.is_empty() {
+                            push(&f.name, true);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 impl Transfers {
     /// Transfers for data directory `dir`.
     pub fn new(dir: &Path) -> Transfers {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64);
         Transfers {
-            dir: dir.to_path_buf(),
+            dir: std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()),
+            active: HashMap::new(),
+            backoff: HashMap::new(),
+            daily: HashMap::new(),
+            jitter: SplitMix64::new(seed),
+            unsigned_apps_ok: false,
         }
+    }
+
+    /// Number of transfers under way.
+    pub fn active_count(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Bytes moved in the current daily-limit period.
+    fn bytes_in_period(&self, now: f64, days: i32) -> u64 {
+        let today = (now / 86400.0).floor() as i64;
+        let first = today - i64::from(days.max(1)) + 1;
+        self.daily
+            .iter()
+            .filter(|(d, _)| **d >= first)
+            .map(|(_, b)| *b)
+            .sum()
     }
 
     /// Starts the transfers that may start now; returns true when the state changed.
     pub fn tick(
         &mut self,
-        _state: &mut ClientState,
-        _ctx: &TransferContext<'_>,
-        _now: f64,
-        _events: &mpsc::Sender<Event>,
+        state: &mut ClientState,
+        ctx: &TransferContext<'_>,
+        now: f64,
+        events: &mpsc::Sender<Event>,
     ) -> bool {
-        let _ = &self.dir;
-        false
+        if !ctx.network_allowed {
+            for a in self.active.values() {
+                a.cancel.cancel();
+            }
+            return false;
+        }
+        ctx.http.set_bandwidth_limits(
+            ctx.prefs.max_bytes_sec_down.max(0.0) as u64,
+            ctx.prefs.max_bytes_sec_up.max(0.0) as u64,
+        );
+        if ctx.prefs.daily_xfer_limit_mb > 0.0 && ctx.prefs.daily_xfer_period_days > 0 {
+            let used = self.bytes_in_period(now, ctx.prefs.daily_xfer_period_days) as f64;
+            if used >= ctx.prefs.daily_xfer_limit_mb * 1e6 {
+                return false;
+            }
+        }
+        let max_total = usize::try_from(ctx.cc.max_file_xfers)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(DEFAULT_MAX_XFERS);
+        let max_project = usize::try_from(ctx.cc.max_file_xfers_per_project)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(DEFAULT_MAX_XFERS_PER_PROJECT);
+        self.unsigned_apps_ok = ctx.cc.unsigned_apps_ok;
+        let version = state.core_client_version;
+        let mut changed = false;
+        for ps in &mut state.projects {
+            if self.active.len() >= max_total {
+                break;
+            }
+            if ps.project.suspended_via_gui {
+                continue;
+            }
+            let url = ps.project.master_url.clone();
+            let pdir = config::project_dir(&self.dir, &url);
+            for (name, upload) in wanted(ps) {
+                if self.active.len() >= max_total {
+                    break;
+                }
+                let in_project = self.active.keys().filter(|(u, _)| *u == url).count();
+                if in_project >= max_project {
+                    break;
+                }
+                let key = (url.clone(), name.clone());
+                if self.active.contains_key(&key) {
+                    continue;
+                }
+                let Some(f) = ps.file_mut(&name) else {
+                    continue;
+                };
+                let mut retry = f
+                    .persistent_file_xfer
+                    .as_deref()
+                    .map(Retry::parse)
+                    .unwrap_or_default();
+                if f.persistent_file_xfer.is_none() {
+                    retry.first_request_time = now;
+                    retry.is_upload = upload;
+                    f.persistent_file_xfer = Some(retry.to_xml());
+                    changed = true;
+                }
+                let project_ok = self
+                    .backoff
+                    .get(&(url.clone(), upload))
+                    .is_none_or(|b| b.ok_to_transfer(now));
+                if now < retry.next_request_time || (retry.num_retries > 0 && !project_ok) {
+                    continue;
+                }
+                let path = pdir.join(&f.name);
+                if !ferrite_project::names::stays_inside(&pdir, &path) {
+                    warn!(project = %url, "file {} would leave the project directory; not transferred", f.name);
+                    f.status = crate::projects::ERR_BAD_FILENAME;
+                    changed = true;
+                    continue;
+                }
+                let active = if upload {
+                    self.start_upload(ctx.http, version, &url, f, path, events)
+                } else {
+                    self.start_download(ctx.http, &url, f, path, ctx.cc.unsigned_apps_ok, events)
+                };
+                info!(
+                    target: "ferrite::file_xfer",
+                    project = %url,
+                    "Started {} of {}",
+                    if upload { "upload" } else { "download" },
+                    name
+                );
+                self.active.insert(key, active);
+            }
+        }
+        changed
+    }
+
+    fn start_download(
+        &mut self,
+        http: &HttpClient,
+        url: &str,
+        f: &FileInfo,
+        dest: PathBuf,
+        unsigned_apps_ok: bool,
+        events: &mpsc::Sender<Event>,
+    ) -> Active {
+        let (urls, gzip) = if f.gzipped_urls.is_empty() {
+            (f.download_urls.clone(), f.download_gzipped)
+        } else {
+            (f.gzipped_urls.clone(), true)
+        };
+        let signed = f.signature_required && !unsigned_apps_ok;
+        let positive = |x: f64| (x > 0.0 && x.is_finite()).then_some(x as u64);
+        let expected = ExpectedFile {
+            nbytes: positive(f.nbytes),
+            md5: (!signed && !f.md5_cksum.trim().is_empty()).then(|| f.md5_cksum.clone()),
+            max_nbytes: positive(f.max_nbytes),
+            gzip,
+            gzipped_nbytes: positive(f.gzipped_nbytes),
+        };
+        let target = DownloadTarget {
+            partial: partial_path(&dest),
+            dest,
+        };
+        let start_offset = std::fs::metadata(&target.partial).map_or(0, |m| m.len());
+        let progress = Arc::new(AtomicU64::new(start_offset));
+        let cancel = CancellationToken::new();
+        let active = Active {
+            cancel: cancel.clone(),
+            progress: progress.clone(),
+            start_offset,
+            started: Instant::now(),
+            url: urls.first().cloned().unwrap_or_default(),
+        };
+        let http = http.clone();
+        let events = events.clone();
+        let project = url.to_owned();
+        let file = f.name.clone();
+        tokio::spawn(async move {
+            let p = progress.clone();
+            let report = move |n: u64| p.store(n, Ordering::Relaxed);
+            let r = http
+                .download(&urls, &target, &expected, &report, &cancel)
+                .await;
+            let done = match r {
+                Ok(o) => TransferDone {
+                    project,
+                    file,
+                    upload: false,
+                    result: Ok(o.received),
+                    download: Some((o.nbytes, o.md5)),
+                    code: 0,
+                    permanent: false,
+                },
+                Err(e) => TransferDone {
+                    project,
+                    file,
+                    upload: false,
+                    result: Err(e.to_string()),
+                    download: None,
+                    code: e.boinc_code(),
+                    permanent: e.is_permanent(),
+                },
+            };
+            let _ = events.send(Event::Transfer(done)).await;
+        });
+        active
+    }
+
+    fn start_upload(
+        &mut self,
+        http: &HttpClient,
+        version: ferrite_proto::client_state::ClientVersion,
+        url: &str,
+        f: &FileInfo,
+        path: PathBuf,
+        events: &mpsc::Sender<Event>,
+    ) -> Active {
+        let progress = Arc::new(AtomicU64::new(0));
+        let cancel = CancellationToken::new();
+        let urls = f.upload_urls.clone();
+        let active = Active {
+            cancel: cancel.clone(),
+            progress: progress.clone(),
+            start_offset: 0,
+            started: Instant::now(),
+            url: urls.first().cloned().unwrap_or_default(),
+        };
+        let http = http.clone();
+        let events = events.clone();
+        let project = url.to_owned();
+        let file = f.clone();
+        tokio::spawn(async move {
+            let name = file.name.clone();
+            let fail = |msg: String, code: i32, permanent: bool| TransferDone {
+                project: project.clone(),
+                file: name.clone(),
+                upload: true,
+                result: Err(msg),
+                download: None,
+                code,
+                permanent,
+            };
+            let p2 = path.clone();
+            let hashed = tokio::task::spawn_blocking(move || {
+                let f = std::fs::File::open(&p2)?;
+                let len = f.metadata()?.len();
+                ferrite_net::fast_md5::md5_hex_reader(std::io::BufReader::new(f))
+                    .map(|md5| (len, md5))
+            })
+            .await;
+            let (nbytes, md5) = match hashed {
+                Ok(Ok(x)) => x,
+                Ok(Err(e)) => {
+                    let done = fail(format!("reading {}: {e}", path.display()), -108, true);
+                    let _ = events.send(Event::Transfer(done)).await;
+                    return;
+                }
+                Err(e) => {
+                    let done = fail(format!("hashing: {e}"), -108, false);
+                    let _ = events.send(Event::Transfer(done)).await;
+                    return;
+                }
+            };
+            let job = UploadJob {
+                file,
+                path,
+                nbytes,
+                md5,
+                version,
+                known_offset: None,
+            };
+            let mut done = fail("no upload URL".to_owned(), -224, true);
+            for u in &urls {
+                let p = progress.clone();
+                let report = move |n: u64| p.store(n, Ordering::Relaxed);
+                match http.upload(u, &job, &report, &cancel).await {
+                    Ok(o) => {
+                        done = TransferDone {
+                            project: project.clone(),
+                            file: name.clone(),
+                            upload: true,
+                            result: Ok(o.sent),
+                            download: None,
+                            code: 0,
+                            permanent: false,
+                        };
+                        break;
+                    }
+                    Err(e) => {
+                        let permanent = e.is_permanent();
+                        done = fail(format!("{u}: {e}"), e.boinc_code(), permanent);
+                        if permanent || cancel.is_cancelled() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = events.send(Event::Transfer(done)).await;
+        });
+        active
     }
 
     /// Applies the end of a transfer; returns true when the state changed.
-    pub fn finished(&mut self, _done: TransferDone, _state: &mut ClientState, _now: f64) -> bool {
-        false
+    pub fn finished(&mut self, done: TransferDone, state: &mut ClientState, now: f64) -> bool {
+        let key = (done.project.clone(), done.file.clone());
+        let active = self.active.remove(&key);
+        let elapsed = active
+            .as_ref()
+            .map_or(0.0, |a| a.started.elapsed().as_secs_f64());
+        if let Ok(n) = &done.result {
+            *self
+                .daily
+                .entry((now / 86400.0).floor() as i64)
+                .or_default() += n;
+        }
+        let Some(ps) = state.project_mut(&done.project) else {
+            return false;
+        };
+        let code_sign_key = ps.project.code_sign_key.clone();
+        let pdir = config::project_dir(&self.dir, &done.project);
+        let u = self.jitter.next_unit();
+        let direction = if done.upload { "upload" } else { "download" };
+        let Some(f) = ps.file_mut(&done.file) else {
+            return false;
+        };
+        let mut retry = f
+            .persistent_file_xfer
+            .as_deref()
+            .map(Retry::parse)
+            .unwrap_or_default();
+        retry.time_so_far += elapsed;
+        match (&done.result, done.download.as_ref()) {
+            (Ok(_), Some((len, md5))) => {
+                // Downloaded: verify against the entry (size, signature or MD5).
+                let outcome = verify_download(
+                    f,
+                    *len,
+                    md5,
+                    code_sign_key.as_deref(),
+                    self.unsigned_apps_ok,
+                    &BoincCrypt,
+                );
+                let path = pdir.join(&f.name);
+                match &outcome {
+                    Ok(()) => {
+                        if f.executable {
+                            set_executable(&path);
+                        }
+                        info!(target: "ferrite::file_xfer", project = %done.project, "Finished download of {}", f.name);
+                    }
+                    Err(e) => {
+                        warn!(project = %done.project, "downloaded file {} refused: {e}", f.name);
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
+                record_verification(f, &outcome);
+                f.persistent_file_xfer = None;
+                self.backoff
+                    .entry((done.project.clone(), false))
+                    .or_default()
+                    .on_success();
+            }
+            (Ok(_), None) => {
+                info!(target: "ferrite::file_xfer", project = %done.project, "Finished upload of {}", f.name);
+                f.uploaded = true;
+                f.persistent_file_xfer = None;
+                self.backoff
+                    .entry((done.project.clone(), true))
+                    .or_default()
+                    .on_success();
+            }
+            (Err(msg), _) => {
+                let give_up = done.permanent
+                    || now - retry.first_request_time.max(1.0) > GIVEUP_PERIOD
+                        && retry.first_request_time > 0.0;
+                if done.code == ERR_ABORTED_VIA_GUI && active.is_none() {
+                    // Cancelled by abort/shutdown: the caller already recorded it.
+                } else if give_up {
+                    warn!(project = %done.project, "giving up on {direction} of {}: {msg}", f.name);
+                    f.status = if done.code < 0 {
+                        done.code
+                    } else {
+                        ERR_RESULT_DOWNLOAD
+                    };
+                    f.error_msg = Some(msg.clone());
+                    f.persistent_file_xfer = None;
+                    if !done.upload {
+                        let _ = std::fs::remove_file(partial_path(&pdir.join(&f.name)));
+                    }
+                } else {
+                    retry.num_retries += 1;
+                    let delay =
+                        backoff_delay(retry.num_retries, RETRY_DELAY_MIN, RETRY_DELAY_MAX, u);
+                    retry.next_request_time = now + delay;
+                    retry.last_bytes_xferred = active
+                        .as_ref()
+                        .map_or(0.0, |a| a.progress.load(Ordering::Relaxed) as f64);
+                    retry.is_upload = done.upload;
+                    f.persistent_file_xfer = Some(retry.to_xml());
+                    warn!(
+                        project = %done.project,
+                        "{direction} of {} failed: {msg}; retry in {delay:.0} s",
+                        f.name
+                    );
+                    self.backoff
+                        .entry((done.project.clone(), done.upload))
+                        .or_default()
+                        .on_failure(now, u);
+                }
+            }
+        }
+        update_results(ps, now);
+        true
+    }
+
+    /// "Retry now" for every waiting transfer (GUI `network_available`): their next request
+    /// times and the projects' backoffs are cleared.
+    pub fn retry_all(&mut self, state: &mut ClientState, _now: f64) {
+        self.backoff.clear();
+        for ps in &mut state.projects {
+            for f in &mut ps.files {
+                if let Some(x) = f.persistent_file_xfer.as_deref() {
+                    let mut r = Retry::parse(x);
+                    r.next_request_time = 0.0;
+                    f.persistent_file_xfer = Some(r.to_xml());
+                }
+            }
+        }
+    }
+
+    /// `retry_file_transfer`: the file's transfer may start at once. False when the file
+    /// has no transfer waiting.
+    pub fn retry_now(&mut self, state: &mut ClientState, project: &str, file: &str) -> bool {
+        let Some(f) = state.project_mut(project).and_then(|p| p.file_mut(file)) else {
+            return false;
+        };
+        let Some(x) = f.persistent_file_xfer.as_deref() else {
+            return false;
+        };
+        let mut r = Retry::parse(x);
+        r.next_request_time = 0.0;
+        let upload = r.is_upload;
+        f.persistent_file_xfer = Some(r.to_xml());
+        self.backoff.remove(&(project.to_owned(), upload));
+        true
+    }
+
+    /// `abort_file_transfer`: stops the transfer and puts the file in error
+    /// (`ERR_ABORTED_VIA_GUI`); its tasks fail and are reported. False when the file has no
+    /// transfer.
+    pub fn abort(&mut self, state: &mut ClientState, project: &str, file: &str, now: f64) -> bool {
+        let key = (project.to_owned(), file.to_owned());
+        let running = self.active.remove(&key);
+        if let Some(a) = &running {
+            a.cancel.cancel();
+        }
+        let Some(ps) = state.project_mut(project) else {
+            return false;
+        };
+        let Some(f) = ps.file_mut(file) else {
+            return false;
+        };
+        if running.is_none() && f.persistent_file_xfer.is_none() {
+            return false;
+        }
+        f.status = ERR_ABORTED_VIA_GUI;
+        f.error_msg = Some("aborted by user".to_owned());
+        f.persistent_file_xfer = None;
+        update_results(ps, now);
+        true
+    }
+
+    /// Live figures of a transfer under way.
+    pub fn gui_progress(&self, project: &str, file: &str) -> Option<TransferProgress> {
+        let a = self.active.get(&(project.to_owned(), file.to_owned()))?;
+        let now_at = a.progress.load(Ordering::Relaxed);
+        let secs = a.started.elapsed().as_secs_f64().max(1e-3);
+        Some(TransferProgress {
+            bytes_xferred: now_at as f64,
+            file_offset: a.start_offset as f64,
+            xfer_speed: now_at.saturating_sub(a.start_offset) as f64 / secs,
+            url: a.url.clone(),
+        })
     }
 
     /// Stops every transfer (partial files stay for the next start).
-    pub async fn shutdown(&mut self) {}
+    pub async fn shutdown(&mut self) {
+        for (_, a) in self.active.drain() {
+            a.cancel.cancel();
+        }
+    }
+}
+
+fn set_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(m) = std::fs::metadata(path) {
+        let mut p = m.permissions();
+        p.set_mode(0o755);
+        let _ = std::fs::set_permissions(path, p);
+    }
+}
+
+/// Moves results along after file changes: all inputs present → runnable; a needed file in
+/// error → the task fails and is reported; all outputs uploaded → ready to report; an
+/// output that failed for good → upload failed, reported.
+pub fn update_results(ps: &mut ProjectState, now: f64) {
+    // (result index, new state, error code and message)
+    type Update = (usize, ResultState, Option<(i32, String)>);
+    let mut updates: Vec<Update> = Vec::new();
+    for (i, r) in ps.results.iter().enumerate() {
+        match r.state {
+            ResultState::New | ResultState::FilesDownloading => {
+                let wu = ps.workunit(&r.wu_name).map(|w| w.input_files.iter());
+                let av = ps.app_version_of(r).map(|v| v.file_refs.iter());
+                let files: Vec<&FileInfo> = wu
+                    .into_iter()
+                    .flatten()
+                    .chain(av.into_iter().flatten())
+                    .filter_map(|fr| ps.file(&fr.file_name))
+                    .collect();
+                if let Some(bad) = files.iter().find(|f| f.status < 0) {
+                    let why = format!(
+                        "file {} failed: {}",
+                        bad.name,
+                        bad.error_msg.as_deref().unwrap_or("transfer error")
+                    );
+                    updates.push((
+                        i,
+                        ResultState::ComputeError,
+                        Some((ERR_RESULT_DOWNLOAD, why)),
+                    ));
+                } else if files.iter().all(|f| f.status == 1) && ps.app_version_of(r).is_some() {
+                    updates.push((i, ResultState::FilesDownloaded, None));
+                }
+            }
+            ResultState::FilesUploading => {
+                let outs: Vec<&FileInfo> = r
+                    .output_files
+                    .iter()
+                    .filter_map(|fr| ps.file(&fr.file_name))
+                    .collect();
+                if let Some(bad) = outs.iter().find(|f| f.status < 0 && !f.uploaded) {
+                    let why = format!(
+                        "<upload_error>\n    <file_name>{}</file_name>\n    <error_code>{}</error_code>\n</upload_error>",
+                        bad.name, bad.status
+                    );
+                    updates.push((i, ResultState::UploadFailed, Some((ERR_RESULT_UPLOAD, why))));
+                } else if outs
+                    .iter()
+                    .all(|f| f.uploaded || f.upload_urls.is_empty() || f.status != 1)
+                {
+                    updates.push((i, ResultState::FilesUploaded, None));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (i, st, err) in updates {
+        let Some(r) = ps.results.get_mut(i) else {
+            continue;
+        };
+        match err {
+            Some((code, why)) => {
+                warn!(project = %ps.project.master_url, "task {}: {why}", r.name);
+                if r.exit_status == 0 {
+                    r.exit_status = code;
+                }
+                if st == ResultState::ComputeError {
+                    r.stderr_out
+                        .push_str(&format!("<message>\n{why}\n</message>\n"));
+                } else {
+                    r.stderr_out.push_str(&why);
+                    r.stderr_out.push('\n');
+                }
+                r.state = st;
+                r.ready_to_report = true;
+                r.completed_time = now;
+            }
+            None => {
+                r.state = st;
+                if st == ResultState::FilesUploaded {
+                    r.ready_to_report = true;
+                    info!(project = %ps.project.master_url, "task {} uploaded; ready to report", r.name);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_state_round_trips_in_the_official_layout() {
+        let r = Retry {
+            num_retries: 3,
+            first_request_time: 1000.5,
+            next_request_time: 2000.0,
+            time_so_far: 12.25,
+            last_bytes_xferred: 4096.0,
+            is_upload: true,
+        };
+        let x = r.to_xml();
+        assert!(x.starts_with("<persistent_file_xfer>\n        <num_retries>3</num_retries>"));
+        assert_eq!(Retry::parse(&x), r);
+        assert_eq!(
+            Retry::parse("<persistent_file_xfer><num_retries>x</num_retries>"),
+            Retry::default()
+        );
+    }
 }

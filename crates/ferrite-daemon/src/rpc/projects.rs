@@ -19,7 +19,7 @@ impl Daemon {
                 op,
                 project_url,
                 filename,
-            } => self.rpc_file_transfer_op(op, &project_url, &filename),
+            } => self.rpc_file_transfer_op(op, &project_url, &filename, t),
             Request::GetFileTransfers => self.rpc_file_transfers(t),
             Request::ProjectAttach {
                 project_url,
@@ -65,6 +65,7 @@ impl Daemon {
                 for p in &mut self.state.projects {
                     p.project.min_rpc_time = 0.0;
                 }
+                self.transfers.retry_all(&mut self.state, t);
                 self.projects.poll_soon();
                 self.save.mark_dirty(t);
                 reply::SUCCESS.to_owned()
@@ -144,7 +145,13 @@ impl Daemon {
         reply::SUCCESS.to_owned()
     }
 
-    fn rpc_file_transfer_op(&self, _op: FileTransferAction, url: &str, file: &str) -> String {
+    fn rpc_file_transfer_op(
+        &mut self,
+        op: FileTransferAction,
+        url: &str,
+        file: &str,
+        t: f64,
+    ) -> String {
         if url.trim().is_empty() {
             return reply::error("Missing project URL");
         }
@@ -157,8 +164,18 @@ impl Daemon {
         if ps.file(file).is_none() {
             return reply::error("No such file");
         }
-        // Ferrite has no transfer queue yet, so nothing waits.
-        reply::error("No such transfer waiting")
+        let master = ps.project.master_url.clone();
+        let done = match op {
+            FileTransferAction::Retry => self.transfers.retry_now(&mut self.state, &master, file),
+            FileTransferAction::Abort => self.transfers.abort(&mut self.state, &master, file, t),
+        };
+        if !done {
+            return reply::error("No such transfer waiting");
+        }
+        info!(project = %master, "{op:?} of the transfer of {file} requested by user");
+        self.projects.poll_soon();
+        self.save.mark_dirty(t);
+        reply::SUCCESS.to_owned()
     }
 
     fn rpc_project_attach(
@@ -290,6 +307,22 @@ impl Daemon {
                             u8::from(upload)
                         );
                     }
+                }
+                if let Some(x) = self.transfers.gui_progress(&p.master_url, &f.name) {
+                    let left = (nbytes - x.bytes_xferred).max(0.0);
+                    let eta = if x.xfer_speed > 0.0 {
+                        left / x.xfer_speed
+                    } else {
+                        0.0
+                    };
+                    let _ = write!(
+                        out,
+                        "    <file_xfer>\n        <estimated_xfer_time_remaining>{eta:.6}</estimated_xfer_time_remaining>\n        <bytes_xferred>{:.6}</bytes_xferred>\n        <file_offset>{:.6}</file_offset>\n        <xfer_speed>{:.6}</xfer_speed>\n        <url>{}</url>\n    </file_xfer>\n",
+                        x.bytes_xferred,
+                        x.file_offset,
+                        x.xfer_speed,
+                        xml_escape(&x.url)
+                    );
                 }
                 out.push_str("</file_transfer>\n");
             }
