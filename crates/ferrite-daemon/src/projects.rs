@@ -146,6 +146,8 @@ pub struct ProjectLoop {
     next_poll: f64,
     /// Last time results were checked for reporting.
     last_report_check: f64,
+    /// Tasks ready to report at the last look.
+    last_ready: usize,
     /// The state's persisted backoffs were given to the scheduling core.
     backoffs_loaded: bool,
     /// The GUI attach in progress or last finished.
@@ -170,6 +172,7 @@ impl Default for ProjectLoop {
             busy: None,
             next_poll: 0.0,
             last_report_check: 0.0,
+            last_ready: 0,
             backoffs_loaded: false,
             attach: None,
             web: Default::default(),
@@ -636,9 +639,13 @@ impl Daemon {
             .collect();
         let fetch = out.fetch.request.clone();
         let world = self.tasks.last_pass().map(|(_, w)| w.clone())?;
+        // A task that became ready to report since the last look is a reason to look now.
+        let ready: usize = out.reports.iter().map(|r| r.jobs.len()).sum();
+        let newly_ready = ready > self.projects.last_ready;
+        self.projects.last_ready = ready;
         if !due.is_empty()
             && (t - self.projects.last_report_check >= REPORT_CHECK_PERIOD
-                || self.projects.last_report_check == 0.0
+                || newly_ready
                 || self.config.cc.options.report_results_immediately)
         {
             self.projects.last_report_check = t;

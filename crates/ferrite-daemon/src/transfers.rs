@@ -281,6 +281,25 @@ impl Transfers {
         self.unsigned_apps_ok = ctx.cc.unsigned_apps_ok;
         let version = state.core_client_version;
         let mut changed = false;
+        // Outputs the apps wrote become present; results move on as their files allow.
+        for ps in &mut state.projects {
+            let pdir = config::project_dir(&self.dir, &ps.project.master_url);
+            let outputs: Vec<String> = ps
+                .results
+                .iter()
+                .filter(|r| r.state == ResultState::FilesUploading)
+                .flat_map(|r| r.output_files.iter().map(|f| f.file_name.clone()))
+                .collect();
+            for name in outputs {
+                if let Some(f) = ps.file_mut(&name) {
+                    if f.status == 0 && !f.uploaded && pdir.join(&f.name).is_file() {
+                        f.status = 1;
+                        changed = true;
+                    }
+                }
+            }
+            changed |= update_results(ps, now);
+        }
         for ps in &mut state.projects {
             if self.active.len() >= max_total {
                 break;
@@ -717,7 +736,7 @@ fn set_executable(path: &Path) {
 /// Moves results along after file changes: all inputs present → runnable; a needed file in
 /// error → the task fails and is reported; all outputs uploaded → ready to report; an
 /// output that failed for good → upload failed, reported.
-pub fn update_results(ps: &mut ProjectState, now: f64) {
+pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
     // (result index, new state, error code and message)
     type Update = (usize, ResultState, Option<(i32, String)>);
     let mut updates: Vec<Update> = Vec::new();
@@ -759,16 +778,14 @@ pub fn update_results(ps: &mut ProjectState, now: f64) {
                         bad.name, bad.status
                     );
                     updates.push((i, ResultState::UploadFailed, Some((ERR_RESULT_UPLOAD, why))));
-                } else if outs
-                    .iter()
-                    .all(|f| f.uploaded || f.upload_urls.is_empty() || f.status != 1)
-                {
+                } else if outs.iter().all(|f| f.uploaded || f.upload_urls.is_empty()) {
                     updates.push((i, ResultState::FilesUploaded, None));
                 }
             }
             _ => {}
         }
     }
+    let changed = !updates.is_empty();
     for (i, st, err) in updates {
         let Some(r) = ps.results.get_mut(i) else {
             continue;
@@ -799,6 +816,7 @@ pub fn update_results(ps: &mut ProjectState, now: f64) {
             }
         }
     }
+    changed
 }
 
 #[cfg(test)]
