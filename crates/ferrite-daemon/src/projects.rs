@@ -345,6 +345,29 @@ fn refusal_code(r: &RefusalReason) -> i32 {
     }
 }
 
+/// The code and text of what a refusal comes from: a result refused because its workunit
+/// was refused because an input file had a hostile name is reported as a bad file name.
+fn root_refusal(
+    all: &[ferrite_project::reply::Refusal],
+    reason: &RefusalReason,
+    depth: usize,
+) -> (i32, String) {
+    let cause = match reason {
+        RefusalReason::UnknownWorkunit(n) => Some((ObjectKind::Workunit, n)),
+        RefusalReason::UnknownFile(n) => Some((ObjectKind::File, n)),
+        _ => None,
+    };
+    if depth < 4 {
+        if let Some((kind, name)) = cause {
+            if let Some(r) = all.iter().find(|r| r.kind == kind && &r.name == name) {
+                let (code, why) = root_refusal(all, &r.reason, depth + 1);
+                return (code, format!("{reason}: {why}"));
+            }
+        }
+    }
+    (refusal_code(reason), reason.to_string())
+}
+
 /// Builds the HTTP client for the daemon's configuration.
 fn http_client(
     state: &ClientState,
@@ -1157,11 +1180,8 @@ impl Daemon {
             .iter()
             .filter(|r| r.kind == ObjectKind::Result)
             .map(|r| {
-                (
-                    r.name.clone(),
-                    r.reason.to_string(),
-                    refusal_code(&r.reason),
-                )
+                let (code, why) = root_refusal(&out.refusals, &r.reason, 0);
+                (r.name.clone(), why, code)
             })
             .collect();
         for r in &out.refusals {
