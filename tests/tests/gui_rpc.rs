@@ -124,6 +124,10 @@ fn boinccmd_reads_state_tasks_projects_and_status() {
     let p = ok(&projects);
     let off = official_stdout("get_project_status_attached.txt");
     for line in off.lines().take(19) {
+        // The project loop has tried the fixture's (absent) server by now.
+        if line.contains("nrpc_failures") || line.contains("master fetch failures") {
+            continue;
+        }
         assert!(p.contains(line), "{line:?} missing from:\n{p}");
     }
 
@@ -259,10 +263,10 @@ fn boinccmd_control_ops_change_the_state_and_it_is_saved() {
     );
     assert_ne!(e.code, 0);
     assert!(e.stderr.contains("No such project"), "{e:?}");
-    // What needs the project loop is refused, not faked.
+    // "Update" asks for a scheduler RPC (the fixture's server is not there: it fails and
+    // backs off, which the project tests cover).
     let e = boinccmd(port, PW, &["--project", URL, "update"]);
-    assert_ne!(e.code, 0, "{e:?}");
-    assert!(e.stderr.contains("not available"), "{e:?}");
+    assert_eq!(e.code, 0, "{e:?}");
     let e = boinccmd(port, PW, &["--file_transfer", URL, "no_such_file", "retry"]);
     assert_ne!(e.code, 0);
     assert!(e.stderr.contains("No such file"), "{e:?}");
@@ -601,8 +605,7 @@ fn ferrite_cli_reads_and_controls_ferrited() {
     let (_, out, _) = run(&["projects"]);
     assert!(out.contains("no new tasks"), "{out}");
     let (code, _, err) = with_dir(&["project", URL, "update"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("not available"), "{err}");
+    assert_eq!(code, 0, "{err}");
     let (code, _, err) = with_dir(&["task", URL, "nope", "abort"]);
     assert_eq!(code, 1);
     assert!(err.contains("no such result"), "{err}");
@@ -713,20 +716,34 @@ fn configuration_files_are_written_read_and_applied_through_gui_rpc() {
     );
     assert!(a.contains("<error>no such project</error>"), "{a}");
 
-    // What needs the project loop answers an error, never a success.
-    for op in [
-        format!(
-            "<project_attach>\n<project_url>{URL}</project_url>\n<authenticator>k</authenticator>\n</project_attach>\n"
+    // The attach family starts its work and answers success; its polls say "in progress"
+    // (-204) or the transfer's error, never a made-up account. Loopback only: port 9 has no
+    // server.
+    for (op, poll) in [
+        (
+            "<lookup_account>\n<url>http://127.0.0.1:9/</url>\n<email_addr>a@b</email_addr>\n<passwd_hash>x</passwd_hash>\n</lookup_account>\n",
+            "<lookup_account_poll/>\n",
         ),
-        "<project_attach>\n<project_url>http://other.example/</project_url>\n<authenticator>k</authenticator>\n</project_attach>\n".to_owned(),
-        "<lookup_account>\n<url>http://other.example/</url>\n<email_addr>a@b</email_addr>\n<passwd_hash>x</passwd_hash>\n</lookup_account>\n".to_owned(),
-        "<get_project_config>\n<url>http://other.example/</url>\n</get_project_config>\n".to_owned(),
-        "<acct_mgr_rpc>\n<url>http://am.example/</url>\n<name>n</name>\n<password>p</password>\n</acct_mgr_rpc>\n".to_owned(),
-        format!("<project_reset>\n<project_url>{URL}</project_url>\n</project_reset>\n"),
+        (
+            "<get_project_config>\n<url>http://127.0.0.1:9/</url>\n</get_project_config>\n",
+            "<get_project_config_poll/>\n",
+        ),
     ] {
-        let r = gui_rpc(port, PW, &op);
-        assert!(r.contains("<error>") && !r.contains("<success/>"), "{op}: {r}");
+        let r = gui_rpc(port, PW, op);
+        assert!(r.contains("<success/>"), "{op}: {r}");
+        let r = gui_rpc(port, PW, poll);
+        assert!(
+            r.contains("<error_num>-") && !r.contains("authenticator"),
+            "{poll}: {r}"
+        );
     }
+    // What Ferrite does not do answers an error, never a success.
+    let r = gui_rpc(
+        port,
+        PW,
+        "<acct_mgr_rpc>\n<url>http://127.0.0.1:9/</url>\n<name>n</name>\n<password>p</password>\n</acct_mgr_rpc>\n",
+    );
+    assert!(r.contains("<error>") && !r.contains("<success/>"), "{r}");
     let r = gui_rpc(
         port,
         PW,

@@ -916,7 +916,7 @@ impl Daemon {
                 );
             }
             Err(e) => {
-                warn!(project = %url, "master page fetch failed: {e}");
+                info!(project = %url, "master page fetch failed: {e}");
                 ferrite_project::master::master_fetch_failed(&mut ps.project);
                 rpc_backoff(&mut ps.project, t, u);
                 self.attach_failed(
@@ -1065,7 +1065,7 @@ impl Daemon {
                 p.sched_rpc_pending = None;
             }
             rpc_backoff(p, t, u);
-            warn!(
+            info!(
                 project = %url,
                 "Scheduler request failed: {why}; next attempt in {:.0} s ({} failures in a row)",
                 (p.min_rpc_time - t).max(0.0),

@@ -630,7 +630,7 @@ impl Transfers {
                         .map_or(0.0, |a| a.progress.load(Ordering::Relaxed) as f64);
                     retry.is_upload = done.upload;
                     f.persistent_file_xfer = Some(retry.to_xml());
-                    warn!(
+                    info!(
                         project = %done.project,
                         "{direction} of {} failed: {msg}; retry in {delay:.0} s",
                         f.name
