@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::{bin, boinccmd, free_port, Proc};
+use ferrite_e2e::{bin, boinccmd, free_port, gui_rpc, Proc};
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
 
@@ -488,5 +488,87 @@ fn an_rpc_backoff_survives_a_daemon_restart() {
         client.output()
     );
     cmd(port, &["--project", &server.url, "update"]);
-    server.wait_until(&client, Duration::from_secs(60), "after update", all_reported(2));
+    server.wait_until(
+        &client,
+        Duration::from_secs(60),
+        "after update",
+        all_reported(2),
+    );
+}
+
+/// Polls a GUI RPC `*_poll` until it stops answering "in progress" (-204).
+fn poll_done(port: u16, poll: &str) -> String {
+    let t0 = Instant::now();
+    loop {
+        let r = gui_rpc(port, Some("pw"), poll);
+        if !r.contains("<error_num>-204</error_num>") {
+            return r;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{poll} still in progress"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_attach_wizard_creates_an_account_then_attaches_with_its_key() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start(tmp.path(), &["--jobs", "2"]);
+    let dir = client_dir(tmp.path(), "");
+    let port = free_port();
+    let client = start_client(&dir, port, None);
+    let url = &server.url;
+
+    // What BOINC Manager does: project config, account creation, attach, attach poll.
+    let r = gui_rpc(
+        port,
+        Some("pw"),
+        &format!("<get_project_config>\n<url>{url}</url>\n</get_project_config>\n"),
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    let cfg = poll_done(port, "<get_project_config_poll/>\n");
+    assert!(
+        cfg.contains("<project_config>") && cfg.contains("<name>"),
+        "{cfg}"
+    );
+    let r = gui_rpc(
+        port,
+        Some("pw"),
+        &format!(
+            "<create_account>\n<url>{url}</url>\n<email_addr>v@example.org</email_addr>\n\
+             <passwd_hash>0123456789abcdef0123456789abcdef</passwd_hash>\n\
+             <user_name>volunteer</user_name>\n<team_name></team_name>\n</create_account>\n"
+        ),
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    let acct = poll_done(port, "<create_account_poll/>\n");
+    let key = acct
+        .split("<authenticator>")
+        .nth(1)
+        .and_then(|x| x.split("</authenticator>").next())
+        .unwrap_or_else(|| panic!("no account key in {acct}"))
+        .to_owned();
+    let r = gui_rpc(
+        port,
+        Some("pw"),
+        &format!("<project_attach>\n<project_url>{url}</project_url>\n<authenticator>{key}</authenticator>\n<project_name></project_name>\n</project_attach>\n"),
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    let done = poll_done(port, "<project_attach_poll/>\n");
+    assert!(done.contains("<error_num>0</error_num>"), "{done}");
+    server.wait_until(
+        &client,
+        Duration::from_secs(90),
+        "jobs after the wizard",
+        all_reported(2),
+    );
+    let acct_file = fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("account_"))
+        .expect("account file written");
+    let text = fs::read_to_string(acct_file.path()).expect("read");
+    assert!(text.contains(&key), "{text}");
 }
