@@ -164,11 +164,32 @@ fn attached_ferrited_downloads_runs_uploads_and_reports_twenty_jobs_of_two_apps(
     let tmp = tempfile::tempdir().expect("tmp");
     let server = Server::start(tmp.path(), &["--jobs", "20"]);
     let dir = client_dir(tmp.path(), "");
-    let client = start_client(&dir, free_port(), Some(&server.url));
+    let port = free_port();
+    let client = start_client(&dir, port, Some(&server.url));
 
     let s = server.wait_until(&client, Duration::from_secs(150), "20 reports", |s| {
         s["results_reported"] == 20
     });
+    // Acknowledged tasks leave the state and show in the last hour's old results.
+    let t0 = Instant::now();
+    let old = loop {
+        let old = gui_rpc(port, Some("pw"), "<get_old_results/>\n");
+        if old.matches("<old_result>").count() == 20 || t0.elapsed() > Duration::from_secs(20) {
+            break old;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(old.matches("<old_result>").count(), 20, "{old}");
+    assert_eq!(
+        old.matches("<app_name>alpha</app_name>").count(),
+        10,
+        "{old}"
+    );
+    assert_eq!(
+        old.matches("<exit_status>0</exit_status>").count(),
+        20,
+        "{old}"
+    );
     assert_eq!(s["jobs_made"], 20);
     assert_eq!(s["results_sent"], 20);
     assert_eq!(s["uploads_received"], 20);

@@ -154,6 +154,8 @@ pub struct ProjectLoop {
     pub attach: Option<AttachProgress>,
     /// Scheduler RPCs and failures per project since start-up, for the metrics.
     rpc_counts: BTreeMap<String, (u64, u64)>,
+    /// Tasks acknowledged in the last hour, oldest first (`get_old_results`).
+    pub old_results: std::collections::VecDeque<OldResult>,
     /// The attach wizard's web RPCs, by [`WebRpcKind`].
     pub web: [WebRpcState; 3],
 }
@@ -177,6 +179,7 @@ impl Default for ProjectLoop {
             attach: None,
             web: Default::default(),
             rpc_counts: BTreeMap::new(),
+            old_results: std::collections::VecDeque::new(),
         }
     }
 }
@@ -484,6 +487,52 @@ fn authenticator(dir: &Path, url: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// A task the server acknowledged, shown by `get_old_results` for an hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OldResult {
+    /// Project master URL.
+    pub project_url: String,
+    /// Result name.
+    pub result_name: String,
+    /// App name.
+    pub app_name: String,
+    /// Exit status.
+    pub exit_status: i32,
+    /// Final elapsed time, seconds.
+    pub elapsed_time: f64,
+    /// Final CPU time, seconds.
+    pub cpu_time: f64,
+    /// When it completed.
+    pub completed_time: f64,
+    /// When it was acknowledged (the entry's age).
+    pub create_time: f64,
+}
+
+/// How long acknowledged tasks stay in `get_old_results`, seconds.
+const OLD_RESULT_KEEP: f64 = 3600.0;
+
+/// `get_old_results` in the official layout.
+pub fn old_results_xml(old: &std::collections::VecDeque<OldResult>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("<old_results>\n");
+    for o in old {
+        let _ = write!(
+            out,
+            "    <old_result>\n         <project_url>{}</project_url>\n         <result_name>{}</result_name>\n         <app_name>{}</app_name>\n         <exit_status>{}</exit_status>\n         <elapsed_time>{:.6}</elapsed_time>\n         <cpu_time>{:.6}</cpu_time>\n         <completed_time>{:.6}</completed_time>\n         <create_time>{:.6}</create_time>\n    </old_result>\n",
+            quick_escape(&o.project_url),
+            quick_escape(&o.result_name),
+            quick_escape(&o.app_name),
+            o.exit_status,
+            o.elapsed_time,
+            o.cpu_time,
+            o.completed_time,
+            o.create_time
+        );
+    }
+    out.push_str("</old_results>\n");
+    out
 }
 
 /// What the poll decided to do.
@@ -1291,7 +1340,7 @@ impl Daemon {
     fn collect_garbage(&mut self, t: f64) {
         let mut changed = false;
         let mut detach = Vec::new();
-        let mut old: Vec<(String, TaskResult)> = Vec::new();
+        let mut old: Vec<(String, String, TaskResult)> = Vec::new();
         for ps in &mut self.state.projects {
             let url = ps.project.master_url.clone();
             let before = ps.results.len();
@@ -1303,7 +1352,13 @@ impl Daemon {
                 }
                 keep
             });
-            old.extend(gone.into_iter().map(|r| (url.clone(), r)));
+            old.extend(gone.into_iter().map(|r| {
+                let app = ps
+                    .workunit(&r.wu_name)
+                    .map(|w| w.app_name.clone())
+                    .unwrap_or_default();
+                (url.clone(), app, r)
+            }));
             if ps.results.len() != before {
                 changed = true;
                 let live: std::collections::HashSet<&str> =
@@ -1344,8 +1399,26 @@ impl Daemon {
                 detach.push(url);
             }
         }
-        for (url, r) in old {
+        while self
+            .projects
+            .old_results
+            .front()
+            .is_some_and(|o| o.create_time < t - OLD_RESULT_KEEP)
+        {
+            self.projects.old_results.pop_front();
+        }
+        for (url, app_name, r) in old {
             info!(project = %url, "task {} acknowledged by the server; removed", r.name);
+            self.projects.old_results.push_back(OldResult {
+                project_url: url,
+                result_name: r.name.clone(),
+                app_name,
+                exit_status: r.exit_status,
+                elapsed_time: r.final_elapsed_time,
+                cpu_time: r.final_cpu_time,
+                completed_time: r.completed_time,
+                create_time: t,
+            });
         }
         for url in detach {
             match config::detach_project(&self.dir, &mut self.state, &url) {

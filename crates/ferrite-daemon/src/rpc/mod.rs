@@ -393,7 +393,8 @@ impl Daemon {
             | Request::CreateAccountPoll
             | Request::GetProjectConfig { .. }
             | Request::GetProjectConfigPoll
-            | Request::NetworkAvailable) => self.answer_projects(req, t),
+            | Request::NetworkAvailable
+            | Request::GetOldResults) => self.answer_projects(req, t),
             Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll => not_available("acct_mgr_rpc"),
             other => self.answer_status(other, conn, t),
         }

@@ -21,6 +21,7 @@ impl Daemon {
                 filename,
             } => self.rpc_file_transfer_op(op, &project_url, &filename, t),
             Request::GetFileTransfers => self.rpc_file_transfers(t),
+            Request::GetOldResults => crate::projects::old_results_xml(&self.projects.old_results),
             Request::ProjectAttach {
                 project_url,
                 authenticator,

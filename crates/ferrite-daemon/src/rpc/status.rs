@@ -182,7 +182,6 @@ impl Daemon {
                     None => "<daily_xfers>\n</daily_xfers>\n".to_owned(),
                 }
             }
-            Request::GetOldResults => "<old_results>\n</old_results>\n".to_owned(),
             Request::GetAllProjectsList => {
                 match read_text(&self.dir.join("all_projects_list.xml")) {
                     None => String::new(),
