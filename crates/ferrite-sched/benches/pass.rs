@@ -23,7 +23,7 @@ fn world(deadline_min: f64, deadline_spread: f64) -> World {
     let mut gpu_v = Vec::new();
     for i in 0..20 {
         let mut p = Project::new(
-            format!("https://project{i}.example/"),
+            format!("http://127.0.0.1:9/project{i}/"),
             f64::from(25 * (1 + i % 4)),
         );
         if i % 7 == 3 {

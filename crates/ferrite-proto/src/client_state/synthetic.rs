@@ -45,7 +45,7 @@ pub fn synthetic(projects: usize, tasks: usize) -> ClientState {
     };
     let platform = "x86_64-pc-linux-gnu";
     for p in 0..projects {
-        let url = format!("https://project{p}.example.org/boinc/");
+        let url = format!("http://127.0.0.1:9/project{p}/");
         let app_name = format!("app{p}");
         let mut ps = ProjectState {
             project: Project {
@@ -57,7 +57,7 @@ pub fn synthetic(projects: usize, tasks: usize) -> ClientState {
                 rpc_seqno: 42,
                 rec: 1234.5,
                 rec_time: 1.7e9,
-                scheduler_urls: vec![format!("https://project{p}.example.org/boinc_cgi/cgi")],
+                scheduler_urls: vec![format!("http://127.0.0.1:9/project{p}/cgi")],
                 ..Project::default()
             },
             apps: vec![App {
