@@ -104,6 +104,11 @@ pub struct Daemon {
     metrics: Option<tokio::sync::watch::Sender<String>>,
     /// Bytes received and sent by finished transfer attempts since start-up.
     xfer_bytes: (u64, u64),
+    /// Bumped whenever the state may have changed (any event but a read-only GUI query,
+    /// every tick): replies cached for one epoch stay exact.
+    pub(crate) state_epoch: u64,
+    /// The last `get_state` reply and its epoch.
+    state_reply: Option<(u64, String)>,
 }
 
 impl Daemon {
@@ -135,6 +140,8 @@ impl Daemon {
             notifier: sdnotify::Notifier::from_env(),
             metrics: None,
             xfer_bytes: (0, 0),
+            state_epoch: 0,
+            state_reply: None,
             dir,
             opts,
             log,
@@ -449,15 +456,30 @@ impl Daemon {
             tokio::select! {
                 ev = self.inbox.recv() => match ev {
                     Some(Event::Shutdown(why)) => break why,
-                    Some(Event::Reload) => self.reload(),
-                    Some(Event::BenchmarksDone(r)) => self.benchmarks_done(r, now()),
-                    Some(Event::GuiRpc(call)) => {
-                        self.handle_gui_rpc(call);
-                        self.tick_soon = true;
+                    Some(Event::Reload) => {
+                        self.state_epoch += 1;
+                        self.reload();
                     }
-                    Some(Event::Project(done)) => self.project_op_done(done, now()),
+                    Some(Event::BenchmarksDone(r)) => {
+                        self.state_epoch += 1;
+                        self.benchmarks_done(r, now());
+                    }
+                    Some(Event::GuiRpc(call)) => {
+                        let query = is_query(&call.request);
+                        self.handle_gui_rpc(call);
+                        if !query {
+                            // It may have changed something: decide again now.
+                            self.tick_soon = true;
+                            self.state_epoch += 1;
+                        }
+                    }
+                    Some(Event::Project(done)) => {
+                        self.state_epoch += 1;
+                        self.project_op_done(done, now());
+                    }
                     Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
                     Some(Event::Transfer(done)) => {
+                        self.state_epoch += 1;
                         let t = now();
                         if let Ok(n) = &done.result {
                             if done.upload {
@@ -493,6 +515,7 @@ impl Daemon {
             }
             if self.tick_soon || t >= next_tick {
                 self.tick_soon = false;
+                self.state_epoch += 1;
                 if let Some(why) = self.tick_tasks(t) {
                     break why;
                 }
@@ -592,7 +615,48 @@ impl Daemon {
     }
 }
 
+/// GUI RPC requests that only read: they change nothing, so no scheduling pass follows them
+/// and cached replies stay valid.
+fn is_query(r: &ferrite_gui_rpc::Request) -> bool {
+    use ferrite_gui_rpc::Request as R;
+    matches!(
+        r,
+        R::ExchangeVersions { .. }
+            | R::GetAllProjectsList
+            | R::GetCcStatus
+            | R::GetDiskUsage
+            | R::GetDailyXferHistory
+            | R::GetFileTransfers
+            | R::GetHostInfo
+            | R::GetMessages { .. }
+            | R::GetMessageCount
+            | R::GetNewerVersion
+            | R::GetNoticesPublic { .. }
+            | R::GetNotices { .. }
+            | R::GetOldResults
+            | R::GetProjectStatus
+            | R::GetResults { .. }
+            | R::GetScreensaverTasks
+            | R::GetSimpleGuiInfo
+            | R::GetState
+            | R::GetStatistics
+    )
+}
+
 impl Daemon {
+    /// The `get_state` reply, built once per state epoch (GUIs poll it every second; a
+    /// reply of a 1,000-task state is over a megabyte).
+    pub(crate) fn cached_state_xml(&mut self, t: f64) -> String {
+        if let Some((epoch, body)) = &self.state_reply {
+            if *epoch == self.state_epoch {
+                return body.clone();
+            }
+        }
+        let body = self.state_xml(t);
+        self.state_reply = Some((self.state_epoch, body.clone()));
+        body
+    }
+
     /// What the daemon is doing, for systemd's `STATUS=`.
     fn status_line(&self) -> String {
         let tasks: usize = self.state.projects.iter().map(|p| p.results.len()).sum();

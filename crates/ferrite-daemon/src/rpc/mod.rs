@@ -306,6 +306,8 @@ impl Daemon {
     /// benches. A `quit` is answered but does not stop the daemon; `run_benchmarks` needs a
     /// tokio runtime.
     pub fn gui_rpc_reply(&mut self, request: Request) -> String {
+        // Callers may have changed the state directly: nothing cached is reused.
+        self.state_epoch += 1;
         self.answer(request, 0)
     }
 

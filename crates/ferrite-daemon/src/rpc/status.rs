@@ -119,7 +119,7 @@ fn read_text(path: &Path) -> Option<String> {
 impl Daemon {
     pub(super) fn answer_status(&mut self, request: Request, conn: u64, t: f64) -> String {
         match request {
-            Request::GetState => self.state_xml(t),
+            Request::GetState => self.cached_state_xml(t),
             Request::GetResults { active_only } => {
                 let mut w = XmlWriter::new();
                 w.open_flat("results");
@@ -399,7 +399,7 @@ impl Daemon {
         }
     }
 
-    fn state_xml(&self, t: f64) -> String {
+    pub(crate) fn state_xml(&self, t: f64) -> String {
         let s = &self.state;
         let tasks: usize = s.projects.iter().map(|p| p.results.len()).sum();
         let mut w = XmlWriter::with_capacity(16 * 1024 + tasks * 2600);
