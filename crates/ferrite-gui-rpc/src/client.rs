@@ -133,9 +133,14 @@ impl GuiRpcClient {
         message.extend_from_slice(op_xml.as_bytes());
         message.extend_from_slice(b"</boinc_gui_rpc_request>\n");
         message.push(TERMINATOR);
-        let reply = self.exchange(&message).await?;
+        let mut reply = self.exchange(&message).await?;
+        // Cut the envelope off in place (a reply can be megabytes).
         let body = reply::unframe(&reply).ok_or(ClientError::Malformed)?;
-        Ok(body.to_owned())
+        let start = body.as_ptr() as usize - reply.as_ptr() as usize;
+        let end = start + body.len();
+        reply.truncate(end);
+        reply.drain(..start);
+        Ok(reply)
     }
 
     /// Sends raw bytes (terminator included) and returns the next whole reply, without its
@@ -152,10 +157,13 @@ impl GuiRpcClient {
     }
 
     async fn read_reply(&mut self) -> Result<String, ClientError> {
-        let mut buf = vec![0u8; 64 * 1024];
+        let mut buf = vec![0u8; 256 * 1024];
         loop {
             match self.frames.next_request() {
-                Ok(Some(reply)) => return Ok(String::from_utf8_lossy(&reply).into_owned()),
+                Ok(Some(reply)) => {
+                    return Ok(String::from_utf8(reply)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+                }
                 Ok(None) => {}
                 Err(_) => return Err(ClientError::Malformed),
             }

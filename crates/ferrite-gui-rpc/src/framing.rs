@@ -75,7 +75,10 @@ impl FrameBuffer {
             .map(|i| self.scanned + i);
         match found {
             Some(end) if end + 1 < self.limit => {
-                let mut request: Vec<u8> = self.buf.drain(..=end).collect();
+                // Keep the request's allocation (a reply can be megabytes); copy only what
+                // follows it.
+                let rest = self.buf.split_off(end + 1);
+                let mut request = std::mem::replace(&mut self.buf, rest);
                 request.pop();
                 self.scanned = 0;
                 Ok(Some(request))
