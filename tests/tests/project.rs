@@ -593,3 +593,101 @@ fn the_attach_wizard_creates_an_account_then_attaches_with_its_key() {
     let text = fs::read_to_string(acct_file.path()).expect("read");
     assert!(text.contains(&key), "{text}");
 }
+
+#[test]
+fn a_download_cut_by_a_daemon_restart_resumes_where_it_stopped() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // A 40 MB input, fetched at 4 MB/s: the daemon is stopped part-way.
+    let big = tmp.path().join("big_input");
+    fs::write(&big, vec![7u8; 40 << 20]).expect("input");
+    let data = tmp.path().join("server");
+    let app = tmp.path().join("app.sh");
+    fs::write(
+        &app,
+        "#!/bin/sh\nwc -c < in > out\necho 0 > boinc_finish_called\nexit 0\n",
+    )
+    .expect("app");
+    set_executable(&app);
+    let mut cmd = Command::new(bin("ferrite-testproject"));
+    cmd.args(["--port", "0", "--data"])
+        .arg(&data)
+        .args(["--app", &format!("wc={}", app.display()), "--input"])
+        .arg(&big)
+        .args(["--jobs", "1", "--fpops-est", "1e8"]);
+    let mut proc = Proc::spawn(cmd);
+    proc.wait_for("listening on http://", Duration::from_secs(30));
+    let url = proc
+        .output()
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .expect("url")
+        .to_owned();
+    let server = Server {
+        proc,
+        url,
+        data: data.clone(),
+    };
+    let dir = client_dir(tmp.path(), "");
+    let prefs = dir.join("global_prefs_override.xml");
+    let slow = fs::read_to_string(&prefs).expect("prefs").replace(
+        "</global_preferences>",
+        "<max_bytes_sec_down>4000000</max_bytes_sec_down>\n</global_preferences>",
+    );
+    fs::write(&prefs, &slow).expect("prefs");
+    let port = free_port();
+    let mut client = start_client(&dir, port, Some(&server.url));
+    client.wait_for("Started download of wc_wu_0_in", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(3));
+    client.signal(libc::SIGTERM);
+    assert!(
+        client.wait(Duration::from_secs(30)).success(),
+        "{}",
+        client.output()
+    );
+    let partial = walk_named(&dir, "wc_wu_0_in.part").expect("the partial file is kept");
+    let kept = fs::metadata(&partial).expect("partial").len();
+    assert!(kept > 1 << 20 && kept < 40 << 20, "{kept} bytes kept");
+
+    // Full speed now; the download continues from the partial file.
+    fs::write(
+        &prefs,
+        slow.replace("<max_bytes_sec_down>4000000</max_bytes_sec_down>\n", ""),
+    )
+    .expect("prefs");
+    let client = start_client(&dir, port, None);
+    let s = server.wait_until(
+        &client,
+        Duration::from_secs(90),
+        "resumed job",
+        all_reported(1),
+    );
+    assert_eq!(reported(&s)[0].1, 0, "{s}");
+    let log = client.output();
+    let at: u64 = log
+        .split("Finished download of wc_wu_0_in (resumed at byte ")
+        .nth(1)
+        .and_then(|x| x.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no resumed download in:\n{log}"));
+    assert_eq!(at, kept, "resumed exactly where the partial file ended");
+    let out = data.join("results").join("wc_wu_0_0").join("wc_wu_0_0_out");
+    assert_eq!(
+        fs::read_to_string(&out).expect("output").trim(),
+        (40u64 << 20).to_string(),
+        "the whole input arrived intact"
+    );
+}
+
+fn walk_named(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(x) = walk_named(&p, name) {
+                return Some(x);
+            }
+        } else if e.file_name() == std::ffi::OsStr::new(name) {
+            return Some(p);
+        }
+    }
+    None
+}

@@ -75,6 +75,8 @@ pub struct TransferDone {
     pub code: i32,
     /// Failure: the file can never be transferred (no retry).
     pub permanent: bool,
+    /// Downloads: bytes already on disk that this attempt kept (`Range` resume).
+    pub resumed_from: u64,
 }
 
 /// A transfer under way.
@@ -423,6 +425,7 @@ impl Transfers {
                     download: Some((o.nbytes, o.md5)),
                     code: 0,
                     permanent: false,
+                    resumed_from: o.resumed_from,
                 },
                 Err(e) => TransferDone {
                     project,
@@ -432,6 +435,7 @@ impl Transfers {
                     download: None,
                     code: e.boinc_code(),
                     permanent: e.is_permanent(),
+                    resumed_from: 0,
                 },
             };
             let _ = events.send(Event::Transfer(done)).await;
@@ -472,6 +476,7 @@ impl Transfers {
                 download: None,
                 code,
                 permanent,
+                resumed_from: 0,
             };
             let p2 = path.clone();
             let hashed = tokio::task::spawn_blocking(move || {
@@ -516,6 +521,7 @@ impl Transfers {
                             download: None,
                             code: 0,
                             permanent: false,
+                            resumed_from: 0,
                         };
                         break;
                     }
@@ -579,7 +585,11 @@ impl Transfers {
                         if f.executable {
                             set_executable(&path);
                         }
-                        info!(target: "ferrite::file_xfer", project = %done.project, "Finished download of {}", f.name);
+                        if done.resumed_from > 0 {
+                            info!(target: "ferrite::file_xfer", project = %done.project, "Finished download of {} (resumed at byte {})", f.name, done.resumed_from);
+                        } else {
+                            info!(target: "ferrite::file_xfer", project = %done.project, "Finished download of {}", f.name);
+                        }
                     }
                     Err(e) => {
                         warn!(project = %done.project, "downloaded file {} refused: {e}", f.name);
