@@ -92,10 +92,11 @@ fn attach_prints_the_clients_refusal_and_detach_removes_the_project() {
     );
     let out = c.run(&["attach", "http://127.0.0.1:1/other/", "0123456789abcdef"]);
     assert_eq!(out.code, 1);
+    // Nothing listens there: the attach poll reports the master page failure, and the
+    // half-attached project is removed again.
     assert!(
-        out.stderr
-            .contains("refused to attach to http://127.0.0.1:1/other/")
-            && out.stderr.contains("project_attach is not available"),
+        out.stderr.contains("attaching to http://127.0.0.1:1/other/ failed (-210)")
+            && out.stderr.contains("master page fetch failed"),
         "{}",
         out.stderr
     );

@@ -977,14 +977,27 @@ impl Daemon {
         }
     }
 
+    /// A GUI attach failed: the poll reports it, and the half-attached project (no tasks,
+    /// never contacted) is removed, so a typo in a URL leaves nothing behind.
     pub(crate) fn attach_failed(&mut self, url: &str, error_num: i32, message: String) {
         if let Some(AttachProgress::InProgress(u)) = &self.projects.attach {
             if u == url {
                 self.projects.attach = Some(AttachProgress::Done {
                     url: url.to_owned(),
                     error_num,
-                    messages: vec![message],
+                    messages: vec![message.clone()],
                 });
+                let untouched = self
+                    .state
+                    .project(url)
+                    .is_some_and(|p| p.results.is_empty() && p.project.last_rpc_time == 0.0);
+                if untouched {
+                    warn!(project = %url, "attach failed ({message}); project removed");
+                    if let Err(e) = config::detach_project(&self.dir, &mut self.state, url) {
+                        error!("removing {url} after a failed attach: {e}");
+                    }
+                    self.save.mark_dirty(crate::now());
+                }
             }
         }
     }
