@@ -95,7 +95,8 @@ fn attach_prints_the_clients_refusal_and_detach_removes_the_project() {
     // Nothing listens there: the attach poll reports the master page failure, and the
     // half-attached project is removed again.
     assert!(
-        out.stderr.contains("attaching to http://127.0.0.1:1/other/ failed (-210)")
+        out.stderr
+            .contains("attaching to http://127.0.0.1:1/other/ failed (-210)")
             && out.stderr.contains("master page fetch failed"),
         "{}",
         out.stderr
