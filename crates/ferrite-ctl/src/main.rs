@@ -8,6 +8,7 @@
 //! ([`password`]); errors go to stderr with exit status 1 (authentication errors: 101, as
 //! `boinccmd`).
 
+mod demo;
 mod model;
 mod password;
 
@@ -48,6 +49,19 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Ferrite's whole job on loopback: a bundled test project, ferrited attached to it,
+    /// tasks downloaded, run, uploaded and reported; everything stopped at the end.
+    Demo {
+        /// Jobs the demo project makes.
+        #[arg(long, default_value_t = 8)]
+        jobs: u32,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 90.0)]
+        timeout: f64,
+        /// The demo's directory (made fresh; only a previous demo's directory is wiped).
+        #[arg(long, value_name = "DIR", default_value = "ferrite-demo")]
+        data: PathBuf,
+    },
     /// Run modes, suspend reasons and counts of projects and tasks.
     Status,
     /// All tasks.
@@ -294,9 +308,23 @@ fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Demo {
+        jobs,
+        timeout,
+        data,
+    } = &cli.command
+    {
+        return demo::run(demo::DemoOptions {
+            jobs: (*jobs).max(1),
+            timeout: std::time::Duration::from_secs_f64(timeout.clamp(1.0, 86400.0)),
+            dir: data.clone(),
+        })
+        .await;
+    }
     let mut client = connect(&cli).await?;
     let json = cli.json;
     match &cli.command {
+        Command::Demo { .. } => unreachable!("handled above"),
         Command::Status => {
             let cc = fetch(&mut client, &Request::GetCcStatus).await?;
             let status = Status::parse(&cc).context("the reply has no <cc_status>")?;
