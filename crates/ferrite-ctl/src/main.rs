@@ -64,6 +64,9 @@ enum Command {
     },
     /// Run modes, suspend reasons and counts of projects and tasks.
     Status,
+    /// Why each task runs or waits, and why work is or is not being fetched for each
+    /// resource, from the scheduling core's last decisions (Ferrite only).
+    Explain,
     /// All tasks.
     Tasks {
         /// Only tasks that have a process record (running or preempted).
@@ -325,6 +328,57 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match &cli.command {
         Command::Demo { .. } => unreachable!("handled above"),
+        Command::Explain => {
+            let body = fetch(&mut client, &Request::FerriteExplain).await?;
+            if !body.contains("<ferrite_explain>") {
+                anyhow::bail!("this client does not explain its decisions (not Ferrite?)");
+            }
+            let pick = |tag: &str, keys: &[&str]| -> Vec<Vec<String>> {
+                model::records(&body, tag)
+                    .iter()
+                    .map(|r| {
+                        keys.iter()
+                            .map(|k| r.get(*k).cloned().unwrap_or_default())
+                            .collect()
+                    })
+                    .collect()
+            };
+            let tasks = pick("task", &["name", "project", "decision", "reason"]);
+            let fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
+            if json {
+                let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
+                    rows.iter()
+                        .map(|row| {
+                            serde_json::Value::Object(
+                                keys.iter()
+                                    .zip(row)
+                                    .map(|(k, v)| {
+                                        ((*k).to_owned(), serde_json::Value::String(v.clone()))
+                                    })
+                                    .collect(),
+                            )
+                        })
+                        .collect()
+                };
+                return print_json(&serde_json::json!({
+                    "tasks": obj(&["name", "project", "decision", "reason"], &tasks),
+                    "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
+                }));
+            }
+            if body.contains("<pending/>") {
+                println!("The scheduler has not run yet; try again in a second.");
+                return Ok(());
+            }
+            print!(
+                "{}",
+                table(&["TASK", "PROJECT", "DECISION", "REASON"], &tasks)
+            );
+            println!();
+            print!(
+                "{}",
+                table(&["PROJECT", "RESOURCE", "FETCH", "REASON"], &fetches)
+            );
+        }
         Command::Status => {
             let cc = fetch(&mut client, &Request::GetCcStatus).await?;
             let status = Status::parse(&cc).context("the reply has no <cc_status>")?;

@@ -640,6 +640,7 @@ fn is_query(r: &ferrite_gui_rpc::Request) -> bool {
             | R::GetSimpleGuiInfo
             | R::GetState
             | R::GetStatistics
+            | R::FerriteExplain
     )
 }
 

@@ -47,6 +47,8 @@ pub const OPS: &[OpInfo] = &[
     op("get_simple_gui_info", false, false),
     op("get_state", false, false),
     op("get_statistics", false, false),
+    // Ferrite's own read-only op: the scheduling core's reasons (`ferrite explain`).
+    op("ferrite_explain", false, false),
     // Everything below needs authentication, even locally.
     op("abort_file_transfer", true, false),
     op("abort_result", true, false),
@@ -116,8 +118,8 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), OPS.len());
-        // 18 open + 35 auth-only + 13 network + run_graphics_app.
-        assert_eq!(OPS.len(), 67);
+        // 18 open + 35 auth-only + 13 network + run_graphics_app, + Ferrite's explain.
+        assert_eq!(OPS.len(), 68);
     }
 
     #[test]

@@ -184,6 +184,9 @@ pub enum Request {
     GetState,
     /// `get_statistics`.
     GetStatistics,
+    /// `ferrite_explain` (Ferrite only): why each task runs or waits and why work is or is
+    /// not fetched, from the scheduling core's last decisions.
+    FerriteExplain,
     /// `run_graphics_app` (macOS only in the official client).
     RunGraphicsApp {
         /// Slot of the task.
@@ -618,6 +621,7 @@ fn request_from_element(op: &str, e: &Element<'_>) -> Option<Result<Request, Req
             seqno: int(e, "seqno"),
         },
         "get_old_results" => R::GetOldResults,
+        "ferrite_explain" => R::FerriteExplain,
         "get_project_status" => R::GetProjectStatus,
         "get_results" => R::GetResults {
             active_only: e.flag("active_only"),
@@ -767,6 +771,7 @@ impl Request {
             R::GetSimpleGuiInfo => "get_simple_gui_info",
             R::GetState => "get_state",
             R::GetStatistics => "get_statistics",
+            R::FerriteExplain => "ferrite_explain",
             R::RunGraphicsApp { .. } => "run_graphics_app",
             R::ResultOp { op, .. } => match op {
                 ResultAction::Abort => "abort_result",

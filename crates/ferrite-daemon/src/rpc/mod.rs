@@ -396,7 +396,8 @@ impl Daemon {
             | Request::GetProjectConfig { .. }
             | Request::GetProjectConfigPoll
             | Request::NetworkAvailable
-            | Request::GetOldResults) => self.answer_projects(req, t),
+            | Request::GetOldResults
+            | Request::FerriteExplain) => self.answer_projects(req, t),
             Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll => not_available("acct_mgr_rpc"),
             other => self.answer_status(other, conn, t),
         }

@@ -22,6 +22,7 @@ impl Daemon {
             } => self.rpc_file_transfer_op(op, &project_url, &filename, t),
             Request::GetFileTransfers => self.rpc_file_transfers(t),
             Request::GetOldResults => crate::projects::old_results_xml(&self.projects.old_results),
+            Request::FerriteExplain => self.explain_xml(),
             Request::ProjectAttach {
                 project_url,
                 authenticator,
@@ -329,6 +330,92 @@ impl Daemon {
             }
         }
         out.push_str("</file_transfers>\n");
+        out
+    }
+
+    /// `ferrite_explain`: the scheduling core's last decisions with their reasons: for each
+    /// task whether it runs, is preempted, waits or is done, and why; for each project and
+    /// resource whether work is asked for, and why not.
+    fn explain_xml(&self) -> String {
+        use ferrite_sched::JobState;
+        use std::fmt::Write as _;
+        let mut out = String::from("<ferrite_explain>\n");
+        let Some((pass, world)) = self.tasks.last_pass() else {
+            out.push_str("<pending/>\n</ferrite_explain>\n");
+            return out;
+        };
+        let ids = self.tasks.ids();
+        let url_of = |p: usize| ids.projects.get(p).cloned().unwrap_or_default();
+        for job in &world.jobs {
+            let Some((url, name)) = ids.job(job.id) else {
+                continue;
+            };
+            let (decision, reason) = if let Some(e) = pass.run.run.iter().find(|e| e.job == job.id)
+            {
+                ("run", format!("{:?}", e.reason))
+            } else if let Some(e) = pass.run.preempt.iter().find(|e| e.job == job.id) {
+                ("preempt", format!("{:?} ({:?})", e.reason, e.action))
+            } else if let Some((_, why)) = pass.run.skipped.iter().find(|(j, _)| *j == job.id) {
+                ("wait", format!("{why:?}"))
+            } else if pass.abort.contains(&job.id) {
+                ("abort", "cannot meet its deadline".to_owned())
+            } else {
+                match job.state {
+                    JobState::Finished {
+                        ready_to_report, ..
+                    } => (
+                        "done",
+                        if ready_to_report {
+                            "ready to report"
+                        } else {
+                            "uploading"
+                        }
+                        .to_owned(),
+                    ),
+                    _ if job.suspended => ("wait", "suspended by the user".to_owned()),
+                    _ if !job.runnable => (
+                        "wait",
+                        "not runnable yet (files downloading or retry delay)".to_owned(),
+                    ),
+                    _ => ("wait", "lower priority than the tasks running".to_owned()),
+                }
+            };
+            let _ = write!(
+                out,
+                "<task>\n    <project>{}</project>\n    <name>{}</name>\n    <decision>{decision}</decision>\n    <reason>{}</reason>\n</task>\n",
+                xml_escape(url),
+                xml_escape(name),
+                xml_escape(&reason)
+            );
+        }
+        let resource = |r: ferrite_sched::ResourceId| crate::projects::resource_name(world, r);
+        if let Some(req) = &pass.fetch.request {
+            for rr in &req.resources {
+                let _ = write!(
+                    out,
+                    "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>request</verdict>\n    <reason>{:?}: {:.0} s, {:.2} idle instances</reason>\n</fetch>\n",
+                    xml_escape(&url_of(req.project.index())),
+                    resource(rr.resource),
+                    req.reason,
+                    rr.req_secs,
+                    rr.req_instances
+                );
+            }
+        }
+        for b in &pass.fetch.blocks {
+            let _ = write!(
+                out,
+                "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>blocked</verdict>\n    <reason>{}</reason>\n</fetch>\n",
+                xml_escape(&b.project.map(|p| url_of(p.index())).unwrap_or_default()),
+                b.resource.map(resource).unwrap_or_default(),
+                xml_escape(&format!("{:?}", b.rule))
+            );
+        }
+        let _ = write!(
+            out,
+            "<idle_cpus>{:.2}</idle_cpus>\n</ferrite_explain>\n",
+            pass.run.idle_cpus
+        );
         out
     }
 

@@ -1,0 +1,69 @@
+//! `ferrite explain`: the scheduling core's reasons for each task and each fetch verdict,
+//! read from a running ferrited over GUI RPC.
+
+use std::time::{Duration, Instant};
+
+use ferrite_e2e::{ferrite_bounded, ferrited_with_gui_rpc, fixture_data_dir, free_port};
+
+#[test]
+fn explain_names_every_task_with_a_decision_and_every_fetch_verdict() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let port = free_port();
+    let _d = ferrited_with_gui_rpc(dir.path(), port);
+    let host = format!("127.0.0.1:{port}");
+    let t0 = Instant::now();
+    let json = loop {
+        let out = ferrite_bounded(
+            dir.path(),
+            &["--host", &host, "--json", "explain"],
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+        if v["tasks"].as_array().is_some_and(|t| !t.is_empty()) {
+            break v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no decisions: {v}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let tasks = json["tasks"].as_array().expect("tasks");
+    // The fixture's three tasks, each with a decision and a reason.
+    for name in ["wu_short_0", "wu_long_0"] {
+        let t = tasks
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {json}"));
+        assert!(
+            ["run", "wait", "preempt", "done", "abort"]
+                .contains(&t["decision"].as_str().unwrap_or_default()),
+            "{t}"
+        );
+        assert!(!t["reason"].as_str().unwrap_or_default().is_empty(), "{t}");
+    }
+    assert!(
+        tasks.iter().any(|t| t["decision"] == "done"),
+        "the finished task is done: {json}"
+    );
+    let fetch = json["fetch"].as_array().expect("fetch");
+    assert!(
+        fetch
+            .iter()
+            .all(|f| f["verdict"] == "request" || f["verdict"] == "blocked"),
+        "{json}"
+    );
+    assert!(!fetch.is_empty(), "a verdict for work fetch: {json}");
+
+    let table = ferrite_bounded(
+        dir.path(),
+        &["--host", &host, "explain"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(table.stdout.starts_with("TASK"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("RESOURCE")
+            && (table.stdout.contains("request") || table.stdout.contains("blocked")),
+        "{}",
+        table.stdout
+    );
+}
