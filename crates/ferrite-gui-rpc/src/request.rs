@@ -1166,6 +1166,7 @@ mod tests {
             Request::GetSimpleGuiInfo,
             Request::GetState,
             Request::GetStatistics,
+            Request::FerriteExplain,
             Request::RunGraphicsApp {
                 slot: Some(2),
                 operation: Some("run".into()),
