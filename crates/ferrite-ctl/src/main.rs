@@ -72,6 +72,8 @@ enum Command {
         /// Only tasks that have a process record (running or preempted).
         #[arg(long)]
         active: bool,
+        #[command(flatten)]
+        watch: WatchArgs,
     },
     /// Attached projects.
     Projects,
@@ -91,7 +93,10 @@ enum Command {
         interval: f64,
     },
     /// Pending file transfers.
-    Transfers,
+    Transfers {
+        #[command(flatten)]
+        watch: WatchArgs,
+    },
     /// Attach to a project with an account key.
     Attach {
         /// The project's master URL.
@@ -285,6 +290,81 @@ async fn connect(cli: &Cli) -> anyhow::Result<GuiRpcClient> {
     Ok(client)
 }
 
+/// Options of the live views (`tasks --watch`, `transfers --watch`).
+#[derive(clap::Args, Debug, Clone)]
+struct WatchArgs {
+    /// Redraw live progress until interrupted (Ctrl-C).
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: stop after this many refreshes.
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
+    /// With --watch: seconds between refreshes.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "watch")]
+    interval: f64,
+}
+
+/// Polls `request` and redraws one progress bar per (label, fraction done) row that
+/// `rows` extracts from the reply, until Ctrl-C or `--count` refreshes. Off a terminal
+/// each refresh prints plain `percent label` lines, then `--`.
+async fn watch_loop(
+    client: &mut GuiRpcClient,
+    request: &Request,
+    args: &WatchArgs,
+    rows: impl Fn(&str) -> Vec<(String, f64)>,
+) -> anyhow::Result<()> {
+    use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::io::IsTerminal as _;
+    let tty = std::io::stdout().is_terminal();
+    let multi = MultiProgress::with_draw_target(if tty {
+        ProgressDrawTarget::stdout()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let style = ProgressStyle::with_template("{bar:30} {percent:>3}% {msg}")
+        .context("progress bar template")?;
+    let mut bars: Vec<ProgressBar> = Vec::new();
+    let interval = std::time::Duration::from_secs_f64(args.interval.max(0.05));
+    let mut refreshes = 0u64;
+    loop {
+        let body = fetch(client, request).await?;
+        let current = rows(&body);
+        while bars.len() > current.len() {
+            if let Some(bar) = bars.pop() {
+                bar.finish_and_clear();
+                multi.remove(&bar);
+            }
+        }
+        while bars.len() < current.len() {
+            let bar = multi.add(ProgressBar::new(1000));
+            bar.set_style(style.clone());
+            bars.push(bar);
+        }
+        for (bar, (label, done)) in bars.iter().zip(&current) {
+            bar.set_position((done * 1000.0).round() as u64);
+            bar.set_message(label.clone());
+        }
+        if !tty {
+            for (label, done) in &current {
+                println!("{:5.1}% {label}", done * 100.0);
+            }
+            println!("--");
+        }
+        refreshes += 1;
+        if args.count.is_some_and(|n| refreshes >= n) {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    for bar in &bars {
+        bar.abandon();
+    }
+    Ok(())
+}
+
 /// Sends a request and checks for an error answer; returns the body.
 async fn fetch(client: &mut GuiRpcClient, request: &Request) -> anyhow::Result<String> {
     let body = client.call(request).await?;
@@ -394,7 +474,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             print!("{}", status_text(&status, projects.len(), &tasks));
         }
-        Command::Tasks { active } => {
+        Command::Tasks { active, watch } if watch.watch => {
+            let request = Request::GetResults {
+                active_only: *active,
+            };
+            watch_loop(&mut client, &request, watch, |body| {
+                Task::all(body)
+                    .into_iter()
+                    .map(|t| {
+                        let label = format!("{} [{}]", t.name, t.status);
+                        (label, t.fraction_done.clamp(0.0, 1.0))
+                    })
+                    .collect()
+            })
+            .await?;
+        }
+        Command::Tasks { active, .. } => {
             let body = fetch(
                 &mut client,
                 &Request::GetResults {
@@ -453,7 +548,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             max_seconds,
             interval,
         } => follow_messages(&mut client, *since, *max_seconds, *interval, json).await?,
-        Command::Transfers => {
+        Command::Transfers { watch } if watch.watch => {
+            watch_loop(&mut client, &Request::GetFileTransfers, watch, |body| {
+                Transfer::all(body)
+                    .into_iter()
+                    .map(|t| {
+                        let dir = if t.is_upload { "up" } else { "down" };
+                        let done = if t.nbytes > 0.0 {
+                            (t.bytes_xferred / t.nbytes).clamp(0.0, 1.0)
+                        } else {
+                            0.0
+                        };
+                        (format!("{} ({dir})", t.name), done)
+                    })
+                    .collect()
+            })
+            .await?;
+        }
+        Command::Transfers { .. } => {
             let transfers = Transfer::all(&fetch(&mut client, &Request::GetFileTransfers).await?);
             if json {
                 return print_json(&transfers);
