@@ -48,6 +48,11 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_with(dir, extra, "")
+    }
+
+    /// Like `start`, with `prelude` shell lines run first by each app.
+    fn start_with(dir: &Path, extra: &[&str], prelude: &str) -> Server {
         let data = dir.join("server");
         let input = dir.join("input.txt");
         fs::write(&input, "world\n").expect("input");
@@ -58,7 +63,7 @@ impl Server {
             fs::write(
                 &path,
                 format!(
-                    "#!/bin/sh\necho \"{word} $(cat in)\" > out\necho {name} done >&2\n\
+                    "#!/bin/sh\n{prelude}echo \"{word} $(cat in)\" > out\necho {name} done >&2\n\
                      echo 0 > boinc_finish_called\nexit 0\n"
                 ),
             )
@@ -690,4 +695,78 @@ fn walk_named(dir: &Path, name: &str) -> Option<PathBuf> {
         }
     }
     None
+}
+
+/// `GET /metrics` from ferrited's loopback endpoint.
+fn scrape(port: u16) -> String {
+    let url = format!("http://127.0.0.1:{port}/");
+    http(&url, "GET", "metrics", "")
+}
+
+#[test]
+fn metrics_show_the_tasks_moving_through_their_states() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Slow apps, so each state lasts long enough to be seen.
+    let server = Server::start_with(tmp.path(), &["--jobs", "6"], "sleep 2\n");
+    let dir = client_dir(tmp.path(), "");
+    let metrics_port = free_port();
+    let d = dir.to_str().expect("utf-8");
+    let (gui, mp) = (free_port().to_string(), metrics_port.to_string());
+    let mut client = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--gui_rpc_port",
+        &gui,
+        "--metrics_port",
+        &mp,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--attach_project",
+        &server.url,
+        KEY,
+    ]);
+    client.wait_for("entering main loop", Duration::from_secs(30));
+    let mut seen = std::collections::BTreeSet::new();
+    let t0 = Instant::now();
+    let mut last = String::new();
+    while t0.elapsed() < Duration::from_secs(90) {
+        last = scrape(metrics_port);
+        for line in last.lines().filter(|l| l.starts_with("boinc_tasks{")) {
+            let value: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            if value > 0.0 {
+                if let Some(state) = line
+                    .split("state=\"")
+                    .nth(1)
+                    .and_then(|x| x.split('"').next())
+                {
+                    seen.insert(state.to_owned());
+                }
+            }
+        }
+        if status(&server.url)["results_reported"] == 6 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(status(&server.url)["results_reported"], 6, "{last}");
+    // The jobs were seen running and then waiting for their report (or uploading), as they
+    // moved through the client.
+    assert!(seen.contains("running"), "states seen: {seen:?}\n{last}");
+    assert!(
+        seen.contains("ready_to_report") || seen.contains("uploading"),
+        "states seen: {seen:?}\n{last}"
+    );
+    assert!(seen.len() >= 3, "states seen: {seen:?}");
+    let rpcs: f64 = last
+        .lines()
+        .find(|l| l.starts_with("boinc_project_scheduler_rpcs_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(rpcs >= 2.0, "scheduler RPCs counted: {last}");
+    assert!(last.trim_end().ends_with("# EOF"), "{last}");
 }
