@@ -547,9 +547,21 @@ enum Action {
 
 impl Daemon {
     /// Network activity is allowed now (network mode).
+    /// Network activity is allowed now: the network mode, and in "according to
+    /// preferences" mode the preferences' daily network time window.
     pub(crate) fn network_allowed(&self, t: f64) -> bool {
-        crate::rpc::current_mode(&self.state, &self.rpc, crate::rpc::ModeKind::Network, t)
-            != ferrite_proto::client_state::RunMode::Never
+        use ferrite_proto::client_state::RunMode;
+        match crate::rpc::current_mode(&self.state, &self.rpc, crate::rpc::ModeKind::Network, t) {
+            RunMode::Always => true,
+            RunMode::Never => false,
+            RunMode::Auto => {
+                let (hour, weekday) = ferrite_proto::prefs::local_hour_and_weekday(
+                    t,
+                    i64::from(self.state.host_info.timezone),
+                );
+                !self.config.prefs.prefs.net_suspended_at(hour, weekday)
+            }
+        }
     }
 
     /// One turn of the project loop: transfers, then at most one scheduler operation.

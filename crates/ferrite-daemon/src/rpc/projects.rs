@@ -187,6 +187,9 @@ impl Daemon {
         use_config_file: bool,
         t: f64,
     ) -> String {
+        if self.config.cc.options.disallow_attach {
+            return reply::error("Attaching projects is disabled by cc_config (disallow_attach)");
+        }
         if use_config_file {
             return reply::error("no project_init.xml: attach with a URL and an account key");
         }
@@ -573,11 +576,30 @@ mod tests {
         });
         assert!(again.contains("Already attached"), "{again}");
         d.attach_failed("http://q.example/", -210, "master page fetch failed".into());
+        assert!(
+            d.state.project("http://q.example/").is_none(),
+            "half-attached project removed"
+        );
         let poll = d.gui_rpc_reply(Request::ProjectAttachPoll);
         assert!(poll.contains("<error_num>-210</error_num>"), "{poll}");
         assert!(
             poll.contains("<message>master page fetch failed</message>"),
             "{poll}"
         );
+    }
+
+    #[test]
+    fn disallow_attach_refuses_attaching() {
+        let (_dir, mut d) = daemon();
+        d.config.cc.options.disallow_attach = true;
+        let r = d.gui_rpc_reply(Request::ProjectAttach {
+            project_url: "http://q.example/".into(),
+            authenticator: "k".into(),
+            project_name: String::new(),
+            email_addr: String::new(),
+            use_config_file: false,
+        });
+        assert!(r.contains("disallow_attach"), "{r}");
+        assert!(d.state.project("http://q.example/").is_none());
     }
 }
