@@ -770,3 +770,46 @@ fn metrics_show_the_tasks_moving_through_their_states() {
     assert!(rpcs >= 2.0, "scheduler RPCs counted: {last}");
     assert!(last.trim_end().ends_with("# EOF"), "{last}");
 }
+
+#[test]
+fn an_app_file_changed_on_disk_is_fetched_and_verified_again_before_it_runs() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start_with(tmp.path(), &["--jobs", "8"], "sleep 1\n");
+    let dir = client_dir(tmp.path(), "<ncpus>1</ncpus>");
+    let mut client = start_client(&dir, free_port(), Some(&server.url));
+    client.wait_for(
+        "Finished download of alpha_1.00_alpha.sh",
+        Duration::from_secs(60),
+    );
+    let app = walk_named(&dir, "alpha_1.00_alpha.sh").expect("the app file is in the project");
+    // Someone (or something) rewrites the signed executable.
+    fs::write(
+        &app,
+        "#!/bin/sh\necho tampered > out\necho 0 > boinc_finish_called\n",
+    )
+    .expect("tamper");
+    client.wait_for("changed on disk", Duration::from_secs(30));
+    let s = server.wait_until(
+        &client,
+        Duration::from_secs(120),
+        "all jobs",
+        all_reported(8),
+    );
+    for (name, exit) in reported(&s) {
+        assert_eq!(exit, 0, "{name}: {s}");
+        let out = server
+            .data
+            .join("results")
+            .join(&name)
+            .join(format!("{name}_out"));
+        let text = fs::read_to_string(&out).expect("output");
+        assert_ne!(text.trim(), "tampered", "{name} ran the rewritten file");
+    }
+    let log = client.output();
+    assert!(
+        log.matches("Finished download of alpha_1.00_alpha.sh")
+            .count()
+            >= 2,
+        "fetched again:\n{log}"
+    );
+}

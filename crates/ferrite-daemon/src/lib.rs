@@ -556,6 +556,10 @@ impl Daemon {
     /// One supervision tick; returns a reason to exit when `--exit_after_finish` or
     /// `--exit_when_idle` says so.
     fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
+        // Right before tasks may start: an app file changed since it was verified must not run.
+        if self.transfers.check_app_files(&mut self.state) {
+            self.save.mark_dirty(t);
+        }
         use ferrite_proto::client_state::RunMode;
         let prefs = &self.config.prefs.prefs;
         let run_allowed = match rpc::current_mode(&self.state, &self.rpc, rpc::ModeKind::Cpu, t) {

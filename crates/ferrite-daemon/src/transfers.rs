@@ -170,6 +170,9 @@ pub struct Transfers {
     jitter: SplitMix64,
     /// cc_config `unsigned_apps_ok` as of the last tick.
     unsigned_apps_ok: bool,
+    /// Size and modification time of each verified app file, by (project URL, file name):
+    /// a file that changes on disk is fetched and verified again before it may run.
+    verified: HashMap<(String, String), (u64, std::time::SystemTime)>,
 }
 
 /// The partial file of a download.
@@ -229,6 +232,7 @@ impl Transfers {
             daily: HashMap::new(),
             jitter: SplitMix64::new(seed),
             unsigned_apps_ok: false,
+            verified: HashMap::new(),
         }
     }
 
@@ -283,6 +287,7 @@ impl Transfers {
         self.unsigned_apps_ok = ctx.cc.unsigned_apps_ok;
         let version = state.core_client_version;
         let mut changed = false;
+        changed |= self.check_app_files(state);
         // Outputs the apps wrote become present; results move on as their files allow.
         for ps in &mut state.projects {
             let pdir = config::project_dir(&self.dir, &ps.project.master_url);
@@ -654,6 +659,74 @@ impl Transfers {
         }
         update_results(ps, now);
         true
+    }
+
+    /// App-version files are watched: one whose size or modification time changed since it
+    /// was verified is deleted and fetched and verified again, and the tasks that would run
+    /// it (not those running now) wait for it. Returns true when the state changed.
+    pub fn check_app_files(&mut self, state: &mut ClientState) -> bool {
+        let mut changed = false;
+        let running: std::collections::HashSet<(String, String)> = state
+            .active_tasks
+            .iter()
+            .map(|a| (a.project_master_url.clone(), a.result_name.clone()))
+            .collect();
+        for ps in &mut state.projects {
+            let url = ps.project.master_url.clone();
+            let pdir = config::project_dir(&self.dir, &url);
+            let app_files: Vec<String> = ps
+                .app_versions
+                .iter()
+                .flat_map(|v| v.file_refs.iter().map(|f| f.file_name.clone()))
+                .collect();
+            let mut tampered = Vec::new();
+            for name in app_files {
+                let Some(f) = ps.file(&name) else { continue };
+                if f.status != 1 {
+                    continue;
+                }
+                let Ok(meta) = std::fs::metadata(pdir.join(&name)) else {
+                    continue;
+                };
+                let now = (meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH));
+                match self.verified.get(&(url.clone(), name.clone())) {
+                    None => {
+                        self.verified.insert((url.clone(), name), now);
+                    }
+                    Some(was) if *was != now => tampered.push(name),
+                    Some(_) => {}
+                }
+            }
+            for name in tampered {
+                warn!(project = %url, "app file {name} changed on disk; it is fetched and verified again before anything runs it");
+                self.verified.remove(&(url.clone(), name.clone()));
+                let _ = std::fs::remove_file(pdir.join(&name));
+                if let Some(f) = ps.file_mut(&name) {
+                    f.status = 0;
+                    f.persistent_file_xfer = None;
+                }
+                let uses: Vec<usize> = ps
+                    .results
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| {
+                        r.state == ResultState::FilesDownloaded
+                            && !running.contains(&(url.clone(), r.name.clone()))
+                            && ps
+                                .app_version_of(r)
+                                .is_some_and(|v| v.file_refs.iter().any(|fr| fr.file_name == name))
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                for i in uses {
+                    if let Some(r) = ps.results.get_mut(i) {
+                        r.state = ResultState::FilesDownloading;
+                    }
+                }
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// "Retry now" for every waiting transfer (GUI `network_available`): their next request
