@@ -336,6 +336,31 @@ fn a_failed_master_fetch_is_retried() {
     );
 }
 
+/// The volunteer's "Retry pending transfers" (`network_available`) every two seconds until
+/// `n` results are reported; returns the server's status then.
+fn retry_until_reported(
+    server: &Server,
+    client: &Proc,
+    port: u16,
+    n: i64,
+    what: &str,
+) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        let s = status(&server.url);
+        if s["results_reported"].as_i64() == Some(n) {
+            return s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{what}: {s}\n{}",
+            client.output()
+        );
+        let _ = boinccmd(port, Some("pw"), &["--network_available"]);
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
 #[test]
 fn failed_and_stalled_downloads_resume_and_the_jobs_complete() {
     for fault in ["download-500:2", "download-stall:1"] {
@@ -347,22 +372,7 @@ fn failed_and_stalled_downloads_resume_and_the_jobs_complete() {
             "<http_transfer_timeout>3</http_transfer_timeout>",
         );
         wait_log(&mut client, "download");
-        let t0 = Instant::now();
-        // "Retry pending transfers" until everything is in.
-        loop {
-            let s = status(&server.url);
-            if s["results_reported"] == 2 {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(90),
-                "{fault}: {s}\n{}",
-                client.output()
-            );
-            let _ = boinccmd(port, Some("pw"), &["--network_available"]);
-            std::thread::sleep(Duration::from_secs(2));
-        }
-        let s = status(&server.url);
+        let s = retry_until_reported(&server, &client, port, 2, fault);
         for (name, exit) in reported(&s) {
             assert_eq!(exit, 0, "{fault}: {name} succeeded after the retry");
         }
@@ -378,21 +388,7 @@ fn upload_errors_are_retried_or_reported_as_the_server_says() {
     ] {
         let tmp = tempfile::tempdir().expect("tmp");
         let (server, client, port) = faulty(tmp.path(), fault, 2, "");
-        let t0 = Instant::now();
-        loop {
-            let s = status(&server.url);
-            if s["results_reported"] == 2 {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(90),
-                "{fault}: {s}\n{}",
-                client.output()
-            );
-            let _ = boinccmd(port, Some("pw"), &["--network_available"]);
-            std::thread::sleep(Duration::from_secs(2));
-        }
-        let s = status(&server.url);
+        let s = retry_until_reported(&server, &client, port, 2, fault);
         let failed = reported(&s).iter().filter(|(_, e)| *e != 0).count();
         if permanent {
             assert_eq!(

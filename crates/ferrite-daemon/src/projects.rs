@@ -851,7 +851,7 @@ impl Daemon {
                 info!(
                     project = %name,
                     "Sending scheduler request: {}.{}{}",
-                    reason_text(reason),
+                    reason.description(),
                     if reported > 0 { format!(" Reporting {reported} completed tasks.") } else { String::new() },
                     asked.map_or_else(|| " Not requesting tasks.".to_owned(), |a| format!(" Requesting new tasks ({a})."))
                 );
@@ -1455,20 +1455,6 @@ impl Daemon {
         if changed {
             self.save.mark_dirty(t);
         }
-    }
-}
-
-fn reason_text(r: RpcReason) -> &'static str {
-    match r {
-        RpcReason::UserReq => "Requested by user",
-        RpcReason::ResultsDue => "To report completed tasks",
-        RpcReason::NeedWork => "To fetch work",
-        RpcReason::TrickleUp => "To send trickle-up message",
-        RpcReason::AcctMgrReq => "Requested by account manager",
-        RpcReason::Init => "Project initialization",
-        RpcReason::ProjectReq => "Requested by project",
-        #[allow(unreachable_patterns)]
-        _ => "Unknown reason",
     }
 }
 
