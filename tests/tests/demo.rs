@@ -42,7 +42,10 @@ fn demo_downloads_runs_uploads_and_reports_then_stops_everything() {
         assert!(stdout.contains("reported 4/4"), "{stdout}");
         println!("round {round}: the demo took {took:?}");
         assert!(!running("ferrited", d), "ferrited left running");
-        assert!(!running("ferrite-testproject", d), "the project server left running");
+        assert!(
+            !running("ferrite-testproject", d),
+            "the project server left running"
+        );
     }
     // A directory the demo did not make is never wiped.
     let precious = tmp.path().join("precious");
