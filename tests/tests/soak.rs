@@ -285,7 +285,8 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
             "goodbye world\n"
         };
         let text = fs::read_to_string(&out).unwrap_or_default();
-        if r["exit_status"] == 0 && r["reports"].as_u64() == Some(1) && text == want {
+        // A loss is a job not reported with the right output; a duplicate is counted apart.
+        if r["exit_status"] == 0 && r["reports"].as_u64().unwrap_or(0) >= 1 && text == want {
             good += 1;
         } else {
             wrong.push(format!("{r} output {text:?}"));
@@ -320,20 +321,37 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
         fs::read_to_string(dir.join("client_state.xml")).expect("a state file after the stop");
     let parsed = ClientState::parse(&state_text, "client_state.xml");
 
-    assert!(exit.success(), "ferrited stops cleanly: {exit}\n{last_log}");
-    assert_eq!(duplicates, 0, "no job reported twice: {s}");
-    assert_eq!(reported(&s), jobs, "every job reported: {s}");
-    assert_eq!(results.len() as u64, jobs, "{s}");
-    assert!(
-        wrong.is_empty(),
-        "results with a wrong status or output:\n{wrong:#?}"
-    );
-    assert!(orphans.is_empty(), "orphaned app processes: {orphans:#?}");
-    assert!(temps.is_empty(), "temporary files left: {temps:?}");
-    let state = parsed.expect("the final state file parses").value;
-    assert_eq!(state.projects.len(), 1, "one project in the state");
-    for log in logs.iter().chain([&last_log]) {
-        assert!(!log.contains("panicked"), "ferrited panicked:\n{log}");
+    // Every check is made; the failures are listed together.
+    let mut failures = Vec::new();
+    if !exit.success() {
+        failures.push(format!("ferrited did not stop cleanly: {exit}"));
+    }
+    if duplicates != 0 {
+        failures.push(format!("{duplicates} duplicate reports"));
+    }
+    if reported(&s) != jobs || results.len() as u64 != jobs {
+        failures.push(format!("{} of {jobs} jobs reported", reported(&s)));
+    }
+    if !wrong.is_empty() {
+        failures.push(format!(
+            "results with a wrong status or output:\n{wrong:#?}"
+        ));
+    }
+    if !orphans.is_empty() {
+        failures.push(format!("orphaned app processes: {orphans:#?}"));
+    }
+    if !temps.is_empty() {
+        failures.push(format!("temporary files left: {temps:?}"));
+    }
+    match &parsed {
+        Ok(p) if p.value.projects.len() == 1 => {}
+        Ok(p) => failures.push(format!("{} projects in the state", p.value.projects.len())),
+        Err(e) => failures.push(format!("the final state file does not parse: {e}")),
+    }
+    for (i, log) in logs.iter().chain([&last_log]).enumerate() {
+        if log.contains("panicked") {
+            failures.push(format!("ferrited run {i} panicked:\n{log}"));
+        }
     }
 
     if ferrite_e2e::official_client_installed() {
@@ -349,4 +367,9 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
             "the official client knows the project: {projects}\n{out}"
         );
     }
+    assert!(
+        failures.is_empty(),
+        "soak failures (seed {seed:#x}, {kills} kills):\n{}\nserver status: {s}",
+        failures.join("\n")
+    );
 }
