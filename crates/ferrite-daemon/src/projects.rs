@@ -954,7 +954,10 @@ impl Daemon {
                 self.scheduler_done(&project, reason, sent, result, t)
             }
         }
+        // What a reply brought (new tasks, acknowledgements, a host id) exists nowhere else:
+        // save it now rather than within the second, so a crash cannot lose it.
         self.save.mark_dirty(t);
+        self.save_if_due(t, true);
     }
 
     fn master_done(&mut self, url: &str, result: Result<String, String>, t: f64) {
