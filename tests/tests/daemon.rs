@@ -279,11 +279,13 @@ fn full_disk_keeps_the_last_good_state_and_recovers_when_space_returns() {
     let d = dir.to_str().expect("utf-8 path");
     let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
     p.wait_for("entering main loop", T);
-    // The state as Ferrite saved it at start-up.
-    let good = fs::read_to_string(dir.join("client_state.xml")).expect("read");
-    // Fill the disk, then ask for the shutdown save.
+    // Fill the disk; from then on no save can succeed, so the state file on disk is the last
+    // good one (saves before this, e.g. after a scheduler RPC, were legitimate).
     let filler = dir.join("filler");
     let _ = fs::write(&filler, vec![0u8; 1 << 20]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let good = fs::read_to_string(dir.join("client_state.xml")).expect("read");
+    // Ask for the shutdown save.
     p.signal(libc::SIGTERM);
     let status = p.wait(T);
     let out = p.output();
