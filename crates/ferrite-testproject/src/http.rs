@@ -1,18 +1,19 @@
 //! HTTP on loopback: routing, downloads streamed from disk with Range support, BOINC's upload
-//! handler protocol, `/status`, `/fault`, and the faults that act at the HTTP level.
+//! handler protocol, `/status`, `/fault`, the faults that act at the HTTP level, the random
+//! fault storm and the count of every request.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::SeekFrom;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
+use http_body_util::{BodyExt as _, BodyStream, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -22,8 +23,132 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt a
 use tokio_util::io::ReaderStream;
 
 use crate::config::is_safe_name;
-use crate::fault::{Fault, FaultSpec};
+use crate::fault::{Fault, FaultSpec, Seen, Storm, StormFault, StormSpec, Traffic};
 use crate::project::{Project, Source};
+use ferrite_proto::crypt::{md5_hex, PrivateKey};
+use ferrite_proto::sched_reply::SchedulerReply;
+
+/// What the HTTP layer keeps besides the project: the storm, the count of requests and the
+/// altered bytes of the `tampered-app` fault.
+#[derive(Debug)]
+struct Shared {
+    /// When serving started (traffic times count from here).
+    start: Instant,
+    /// The storm, while one blows.
+    storm: Mutex<Option<Storm>>,
+    /// Every request.
+    traffic: Mutex<Traffic>,
+    /// Download name → altered bytes served instead.
+    tampered: Mutex<HashMap<String, Bytes>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    /// Rolls the storm for one request to `endpoint` and records the request.
+    fn request(&self, endpoint: &'static str, target: &str) -> Option<StormFault> {
+        let fault = lock(&self.storm).as_mut().and_then(Storm::roll);
+        if let Some(f) = fault {
+            tracing::info!(endpoint, target, fault = f.name(), "storm");
+        }
+        lock(&self.traffic).record(Seen {
+            t: self.start.elapsed().as_secs_f64(),
+            endpoint,
+            target: target.to_owned(),
+            outcome: fault.map_or("ok", StormFault::name),
+        });
+        fault
+    }
+}
+
+/// The storm's `reset`: the connection is closed without an answer.
+#[derive(Debug)]
+struct Reset;
+
+impl std::fmt::Display for Reset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection reset by the storm")
+    }
+}
+
+impl std::error::Error for Reset {}
+
+/// What a storm fault does before the request is handled: `Err` = answer this now, `Ok(true)`
+/// = handle it, then cut the body.
+async fn before(fault: Option<StormFault>) -> Result<bool, Result<Response<Body>, Reset>> {
+    match fault {
+        None => Ok(false),
+        Some(StormFault::Error) => Err(Ok(status_only(StatusCode::INTERNAL_SERVER_ERROR))),
+        Some(StormFault::Reset) => Err(Err(Reset)),
+        Some(StormFault::Slow(ms)) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(false)
+        }
+        Some(StormFault::Partial) => Ok(true),
+    }
+}
+
+/// `resp` with only the first half of its body sent (its full length announced), then the
+/// connection closed.
+fn cut(resp: Response<Body>) -> Response<Body> {
+    let announced = resp
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let (mut parts, body) = resp.into_parts();
+    let len = announced
+        .or_else(|| hyper::body::Body::size_hint(&body).exact())
+        .unwrap_or(0);
+    if let Ok(v) = len.to_string().parse() {
+        parts.headers.insert(hyper::header::CONTENT_LENGTH, v);
+    }
+    let keep = len / 2;
+    let stream = futures_util::stream::unfold(
+        (BodyStream::new(body), keep, false),
+        |(mut st, left, done)| async move {
+            if done {
+                return None;
+            }
+            if left == 0 {
+                let e = std::io::Error::other("storm: partial body");
+                return Some((Err(e), (st, 0, true)));
+            }
+            match st.next().await {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(d) => {
+                        let n = d.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                        let d = d.slice(..n);
+                        Some((Ok(Frame::data(d)), (st, left - n as u64, false)))
+                    }
+                    Err(f) => Some((Ok(f), (st, left, false))),
+                },
+                Some(Err(e)) => Some((Err(e), (st, 0, true))),
+                None => None,
+            }
+        },
+    );
+    Response::from_parts(parts, StreamBody::new(stream).boxed_unsync())
+}
+
+/// Which endpoint a request is for (for the count and the storm); `None` for `/status` and
+/// `/fault`, which the storm spares and the count ignores.
+fn endpoint(method: &Method, path: &str) -> Option<&'static str> {
+    match (method, path) {
+        (&Method::GET, "/" | "/index.html" | "/index.php") => Some("master"),
+        (
+            &Method::GET,
+            "/get_project_config.php" | "/lookup_account.php" | "/create_account.php",
+        ) => Some("web_rpc"),
+        (&Method::POST, "/cgi") => Some("scheduler"),
+        (&Method::GET | &Method::HEAD, p) if p.starts_with("/download/") => Some("download"),
+        (&Method::POST, "/cgi-bin/file_upload_handler") => Some("upload"),
+        (_, "/status" | "/fault") => None,
+        _ => Some("other"),
+    }
+}
 
 /// Response body: in-memory text or a streamed file.
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -101,6 +226,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let shared = Arc::new(Shared {
+        start: Instant::now(),
+        storm: Mutex::new(None),
+        traffic: Mutex::new(Traffic::default()),
+        tampered: Mutex::new(HashMap::new()),
+    });
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -115,10 +246,12 @@ pub async fn serve(
             }
         };
         let project = project.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let project = project.clone();
-                async move { Ok::<_, Infallible>(route(project, req).await) }
+                let shared = shared.clone();
+                async move { route(project, shared, req).await }
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
@@ -130,47 +263,162 @@ pub async fn serve(
     }
 }
 
-async fn route(project: Arc<Project>, req: Request<Incoming>) -> Response<Body> {
+async fn route(
+    project: Arc<Project>,
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Reset> {
     let path = req.uri().path().to_owned();
     tracing::debug!(method = %req.method(), %path, "request");
-    match (req.method().clone(), path.as_str()) {
+    let ep = endpoint(req.method(), &path);
+    // Uploads meet the storm once their file name is known.
+    let partial = match ep {
+        Some("upload") | None => false,
+        Some(ep) => {
+            let target = path.strip_prefix("/download/").unwrap_or_default();
+            match before(shared.request(ep, target)).await {
+                Ok(p) => p,
+                Err(answer) => return answer,
+            }
+        }
+    };
+    let resp = match (req.method().clone(), path.as_str()) {
         (Method::GET, "/" | "/index.html" | "/index.php") => {
             if project.take_fault(Fault::Master500) {
-                return status_only(StatusCode::INTERNAL_SERVER_ERROR);
+                return Ok(status_only(StatusCode::INTERNAL_SERVER_ERROR));
             }
             text(StatusCode::OK, "text/html", project.master_page())
         }
         (Method::GET, "/get_project_config.php") => xml(project.project_config()),
         (Method::GET, "/lookup_account.php") => xml(project.lookup_account(&query(&req))),
         (Method::GET, "/create_account.php") => xml(project.create_account(&query(&req))),
-        (Method::POST, "/cgi") => scheduler(project, req).await,
+        (Method::POST, "/cgi") if partial => {
+            // The request is not handled (no job is lost): a reply cut in the middle.
+            xml(CUT_REPLY)
+        }
+        (Method::POST, "/cgi") => scheduler(project, &shared, req).await,
         (Method::GET | Method::HEAD, p) if p.starts_with("/download/") => {
-            download(project, &req, &p["/download/".len()..]).await
+            download(project, &shared, &req, &p["/download/".len()..]).await
         }
-        (Method::POST, "/cgi-bin/file_upload_handler") => upload(project, req).await,
-        (Method::GET, "/status") => text(StatusCode::OK, "application/json", project.status_json()),
-        (Method::POST, "/fault") => {
-            let body = match Limited::new(req.into_body(), 4096).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(_) => return status_only(StatusCode::BAD_REQUEST),
-            };
-            match FaultSpec::parse(&String::from_utf8_lossy(&body)) {
-                Ok(spec) => {
-                    project.arm_fault(spec);
-                    text(
-                        StatusCode::OK,
-                        "text/plain",
-                        format!("armed {}\n", spec.fault),
-                    )
-                }
-                Err(e) => text(StatusCode::BAD_REQUEST, "text/plain", e),
-            }
+        (Method::POST, "/cgi-bin/file_upload_handler") => {
+            return upload(project, &shared, req).await
         }
+        (Method::GET, "/status") => status(&project, &shared),
+        (Method::POST, "/fault") => fault(&project, &shared, req).await,
         _ => status_only(StatusCode::NOT_FOUND),
+    };
+    Ok(if partial { cut(resp) } else { resp })
+}
+
+/// A scheduler reply the storm cuts in half.
+const CUT_REPLY: &str = "<scheduler_reply>\n<scheduler_version>803</scheduler_version>\n\
+    <request_delay>1</request_delay>\n<message priority=\"low\">the rest of this reply is \
+    lost</message>\n</scheduler_reply>\n";
+
+/// `/status`: the project's counters, the traffic and the storm.
+fn status(project: &Project, shared: &Shared) -> Response<Body> {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&project.status_json()).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(o) = v.as_object_mut() {
+        o.insert("traffic".into(), lock(&shared.traffic).to_json());
+        let storm = lock(&shared.storm)
+            .as_ref()
+            .map(|s| serde_json::json!({"rate": s.spec().rate, "seed": s.spec().seed}));
+        o.insert("storm".into(), storm.unwrap_or(serde_json::Value::Null));
+    }
+    text(StatusCode::OK, "application/json", v.to_string())
+}
+
+/// `POST /fault`: a fault to arm, or the storm to start or stop.
+async fn fault(project: &Project, shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    let body = match Limited::new(req.into_body(), 4096).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return status_only(StatusCode::BAD_REQUEST),
+    };
+    let body = String::from_utf8_lossy(&body).into_owned();
+    match StormSpec::parse(&body) {
+        Some(Ok(spec)) => {
+            *lock(&shared.storm) = spec.map(Storm::new);
+            let what = match spec {
+                Some(s) => format!("storm at rate {} (seed {})\n", s.rate, s.seed),
+                None => "storm off\n".to_owned(),
+            };
+            return text(StatusCode::OK, "text/plain", what);
+        }
+        Some(Err(e)) => return text(StatusCode::BAD_REQUEST, "text/plain", e),
+        None => {}
+    }
+    match FaultSpec::parse(&body) {
+        Ok(spec) => {
+            project.arm_fault(spec);
+            text(
+                StatusCode::OK,
+                "text/plain",
+                format!("armed {}\n", spec.fault),
+            )
+        }
+        Err(e) => text(StatusCode::BAD_REQUEST, "text/plain", e),
     }
 }
 
-async fn scheduler(project: Arc<Project>, req: Request<Incoming>) -> Response<Body> {
+/// The `key-change*` and `tampered-app` faults, applied to a reply's text.
+fn rewrite_reply(project: &Project, shared: &Shared, reply: String) -> String {
+    let key_change = project.take_fault(Fault::KeyChange);
+    let self_signed = !key_change && project.take_fault(Fault::KeyChangeSelfSigned);
+    let tamper = project.take_fault(Fault::TamperedApp);
+    if !(key_change || self_signed || tamper) {
+        return reply;
+    }
+    let Ok(parsed) = SchedulerReply::parse(&reply, "scheduler_reply") else {
+        return reply;
+    };
+    let mut r = parsed.value;
+    if key_change || self_signed {
+        let key = project.public_key_text().trim().to_owned();
+        r.code_sign_key_signature = None;
+        if self_signed {
+            let private = std::fs::read_to_string(project.data_dir().join("code_sign_private"))
+                .ok()
+                .and_then(|t| PrivateKey::parse(&t).ok());
+            r.code_sign_key_signature = private.and_then(|k| k.sign(key.as_bytes()).ok());
+        }
+        r.code_sign_key = Some(key);
+    }
+    if tamper {
+        for f in r
+            .file_infos
+            .iter_mut()
+            .filter(|f| f.file_signature.is_some())
+        {
+            let Some(Source::File(path)) = project.download(&f.name) else {
+                continue;
+            };
+            let Ok(original) = std::fs::read(&path) else {
+                continue;
+            };
+            // The altered app leaves a mark and an output of its own.
+            let (first, rest) = match original.iter().position(|&b| b == b'\n') {
+                Some(i) if original.starts_with(b"#!") => original.split_at(i + 1),
+                _ => (&original[..0], &original[..]),
+            };
+            let mut altered = first.to_vec();
+            altered.extend_from_slice(
+                b"touch tampered_app_ran\necho tampered > out\necho 0 > boinc_finish_called\nexit 0\n",
+            );
+            altered.extend_from_slice(rest);
+            f.md5_cksum = md5_hex(&altered);
+            f.nbytes = altered.len() as f64;
+            lock(&shared.tampered).insert(f.name.clone(), Bytes::from(altered));
+        }
+    }
+    r.to_xml()
+}
+
+async fn scheduler(
+    project: Arc<Project>,
+    shared: &Shared,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let body = match Limited::new(req.into_body(), MAX_REQUEST).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return status_only(StatusCode::PAYLOAD_TOO_LARGE),
@@ -199,7 +447,7 @@ async fn scheduler(project: Arc<Project>, req: Request<Incoming>) -> Response<Bo
         }
         return xml(reply[..cut].to_owned());
     }
-    xml(reply)
+    xml(rewrite_reply(&project, shared, reply))
 }
 
 /// Parses `Range: bytes=…` against a length: `Ok(None)` = whole file, `Err` = unsatisfiable.
@@ -236,9 +484,22 @@ fn parse_range(h: Option<&str>, len: u64) -> Result<Option<(u64, u64)>, ()> {
     Ok(Some((start, end)))
 }
 
-async fn download(project: Arc<Project>, req: &Request<Incoming>, name: &str) -> Response<Body> {
+async fn download(
+    project: Arc<Project>,
+    shared: &Shared,
+    req: &Request<Incoming>,
+    name: &str,
+) -> Response<Body> {
     if project.take_fault(Fault::Download500) {
         return status_only(StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    if let Some(bytes) = lock(&shared.tampered).get(name).cloned() {
+        let len = bytes.len();
+        let mut r = text(StatusCode::OK, "application/octet-stream", bytes);
+        if let Ok(v) = len.to_string().parse() {
+            r.headers_mut().insert(hyper::header::CONTENT_LENGTH, v);
+        }
+        return r;
     }
     let Some(source) = project.download(name) else {
         return status_only(StatusCode::NOT_FOUND);
@@ -344,17 +605,37 @@ fn tag<'a>(h: &'a str, name: &str) -> Option<&'a str> {
     Some(h[s..e].trim())
 }
 
-async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body> {
+/// The upload handler, with the storm applied once the file name is known (a `partial`
+/// fault cuts the reply after the upload was handled).
+async fn upload(
+    project: Arc<Project>,
+    shared: &Shared,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Reset> {
     if project.take_fault(Fault::Upload500) {
-        return status_only(StatusCode::INTERNAL_SERVER_ERROR);
+        shared.request("upload", "");
+        return Ok(status_only(StatusCode::INTERNAL_SERVER_ERROR));
     }
     if project.take_fault(Fault::UploadTransient) {
-        return upload_reply(1, None, Some("injected transient error"));
+        shared.request("upload", "");
+        return Ok(upload_reply(1, None, Some("injected transient error")));
     }
     if project.take_fault(Fault::UploadPermanent) {
-        return upload_reply(-1, None, Some("injected permanent error"));
+        shared.request("upload", "");
+        return Ok(upload_reply(-1, None, Some("injected permanent error")));
     }
     let mut body = req.into_body();
+    let mut partial = false;
+    let reply = upload_body(&project, shared, &mut body, &mut partial).await?;
+    Ok(if partial { cut(reply) } else { reply })
+}
+
+async fn upload_body(
+    project: &Arc<Project>,
+    shared: &Shared,
+    body: &mut Incoming,
+    partial: &mut bool,
+) -> Result<Response<Body>, Reset> {
     let mut buf: Vec<u8> = Vec::new();
     let mut ended = false;
     let data_at = loop {
@@ -370,7 +651,7 @@ async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body>
                     buf.extend_from_slice(&d);
                 }
             }
-            Some(Err(_)) => return upload_reply(1, None, Some("error reading request")),
+            Some(Err(_)) => return Ok(upload_reply(1, None, Some("error reading request"))),
             None => ended = true,
         }
     };
@@ -379,43 +660,51 @@ async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body>
 
     if let Some(name) = tag(&header, "get_file_size") {
         let name = name.to_owned();
-        let Some(result) = check_name(&project, &name) else {
-            return upload_reply(-1, None, Some("bad file name"));
+        let Some(result) = check_name(project, &name) else {
+            return Ok(upload_reply(-1, None, Some("bad file name")));
         };
-        let path = result_dir(&project, &result).join(&name);
+        match before(shared.request("upload", &name)).await {
+            Ok(p) => *partial = p,
+            Err(answer) => return answer,
+        }
+        let path = result_dir(project, &result).join(&name);
         let size = tokio::fs::metadata(&path)
             .await
             .map(|m| m.len())
             .unwrap_or(0);
-        return upload_reply(0, Some(size), None);
+        return Ok(upload_reply(0, Some(size), None));
     }
     let Some(data_at) = data_at else {
-        return upload_reply(-1, None, Some("missing <data> tag"));
+        return Ok(upload_reply(-1, None, Some("missing <data> tag")));
     };
     let Some(name) = tag(&header, "name").map(str::to_owned) else {
-        return upload_reply(-1, None, Some("missing file name"));
+        return Ok(upload_reply(-1, None, Some("missing file name")));
     };
-    let Some(result) = check_name(&project, &name) else {
-        return upload_reply(-1, None, Some("bad file name"));
+    let Some(result) = check_name(project, &name) else {
+        return Ok(upload_reply(-1, None, Some("bad file name")));
     };
+    match before(shared.request("upload", &name)).await {
+        Ok(p) => *partial = p,
+        Err(answer) => return answer,
+    }
     let num = |t: &str| tag(&header, t).and_then(|v| v.parse::<f64>().ok());
     let (Some(max_nbytes), Some(nbytes)) = (num("max_nbytes"), num("nbytes")) else {
-        return upload_reply(-1, None, Some("missing nbytes or max_nbytes"));
+        return Ok(upload_reply(-1, None, Some("missing nbytes or max_nbytes")));
     };
     let offset = num("offset").unwrap_or(0.0);
     let Some(sig) = tag(&header, "xml_signature") else {
-        return upload_reply(-1, None, Some("missing signature"));
+        return Ok(upload_reply(-1, None, Some("missing signature")));
     };
     if !project.check_upload_cert(&name, max_nbytes, sig) {
-        return upload_reply(-1, None, Some("invalid signature"));
+        return Ok(upload_reply(-1, None, Some("invalid signature")));
     }
     if nbytes > max_nbytes || nbytes < 0.0 || offset < 0.0 {
-        return upload_reply(-1, None, Some("file size too big"));
+        return Ok(upload_reply(-1, None, Some("file size too big")));
     }
     let (nbytes, offset) = (nbytes as u64, offset as u64);
-    let dir = result_dir(&project, &result);
+    let dir = result_dir(project, &result);
     if tokio::fs::create_dir_all(&dir).await.is_err() {
-        return upload_reply(1, None, Some("can't create directory"));
+        return Ok(upload_reply(1, None, Some("can't create directory")));
     }
     let path = dir.join(&name);
     let have = tokio::fs::metadata(&path)
@@ -424,10 +713,14 @@ async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body>
         .unwrap_or(0);
     if offset >= nbytes && have >= nbytes {
         project.upload_done(&result, &name);
-        return upload_reply(0, None, None);
+        return Ok(upload_reply(0, None, None));
     }
     if offset > have {
-        return upload_reply(1, None, Some("offset beyond the data received"));
+        return Ok(upload_reply(
+            1,
+            None,
+            Some("offset beyond the data received"),
+        ));
     }
     let file = tokio::fs::OpenOptions::new()
         .write(true)
@@ -437,10 +730,10 @@ async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body>
         .await;
     let mut file = match file {
         Ok(f) => f,
-        Err(_) => return upload_reply(1, None, Some("can't open file")),
+        Err(_) => return Ok(upload_reply(1, None, Some("can't open file"))),
     };
     if file.set_len(offset).await.is_err() || file.seek(SeekFrom::Start(offset)).await.is_err() {
-        return upload_reply(1, None, Some("can't write file"));
+        return Ok(upload_reply(1, None, Some("can't write file")));
     }
     let mut rest = &buf[data_at + "<data>".len()..];
     if rest.first() == Some(&b'\n') {
@@ -449,7 +742,7 @@ async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body>
     let mut left = nbytes - offset;
     let first = within(rest, &mut left);
     if file.write_all(first).await.is_err() {
-        return upload_reply(1, None, Some("write failed"));
+        return Ok(upload_reply(1, None, Some("write failed")));
     }
     while left > 0 && !ended {
         match body.frame().await {
@@ -457,7 +750,7 @@ async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body>
                 if let Ok(d) = f.into_data() {
                     let chunk = within(&d, &mut left);
                     if file.write_all(chunk).await.is_err() {
-                        return upload_reply(1, None, Some("write failed"));
+                        return Ok(upload_reply(1, None, Some("write failed")));
                     }
                 }
             }
@@ -465,13 +758,13 @@ async fn upload(project: Arc<Project>, req: Request<Incoming>) -> Response<Body>
         }
     }
     if file.flush().await.is_err() {
-        return upload_reply(1, None, Some("write failed"));
+        return Ok(upload_reply(1, None, Some("write failed")));
     }
     if left > 0 {
-        return upload_reply(1, None, Some("short read"));
+        return Ok(upload_reply(1, None, Some("short read")));
     }
     project.upload_done(&result, &name);
-    upload_reply(0, None, None)
+    Ok(upload_reply(0, None, None))
 }
 
 /// The part of `chunk` that fits in the `left` bytes still expected; counts it off.
