@@ -99,9 +99,22 @@ pub struct Proc {
     _log_dir: tempfile::TempDir,
 }
 
+/// An empty directory standing in for `/proc`: no other programs, no CPU load.
+pub fn quiet_proc_root() -> PathBuf {
+    let dir = std::env::temp_dir().join("ferrite-e2e-quiet-proc");
+    fs::create_dir_all(&dir).expect("quiet proc root");
+    dir
+}
+
 impl Proc {
-    /// Spawns `cmd` with both output streams in a log file.
+    /// Spawns `cmd` with both output streams in a log file. A daemon started this way sees an
+    /// empty process table (`FERRITE_PROC_ROOT`): the other tests' apps running beside it
+    /// would otherwise count as a busy computer and suspend its work (`suspend_cpu_usage`
+    /// defaults to 25 %). Tests of that rule set the variable themselves.
     pub fn spawn(mut cmd: Command) -> Proc {
+        if !cmd.get_envs().any(|(k, _)| k == "FERRITE_PROC_ROOT") {
+            cmd.env("FERRITE_PROC_ROOT", quiet_proc_root());
+        }
         let log_dir = tempfile::tempdir().expect("tempdir");
         let log = log_dir.path().join("output.log");
         let file = fs::File::create(&log).expect("log file");

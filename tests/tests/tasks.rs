@@ -310,3 +310,154 @@ fn run_mode_never_stops_every_app_and_always_lets_them_continue() {
         "no app outlives the daemon"
     );
 }
+
+/// `task_suspend_reason` from `get_cc_status`.
+fn task_suspend_reason(port: u16) -> i32 {
+    let r = gui_rpc(port, Some("testpw"), "<get_cc_status/>\n");
+    r.split("<task_suspend_reason>")
+        .nth(1)
+        .and_then(|x| x.split('<').next())
+        .and_then(|x| x.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no task_suspend_reason in {r}"))
+}
+
+fn set_times(p: &Path, t: std::time::SystemTime) {
+    let f = fs::File::options().write(true).open(p).expect("open");
+    f.set_times(fs::FileTimes::new().set_accessed(t).set_modified(t))
+        .expect("set times");
+}
+
+#[test]
+fn battery_user_input_other_programs_load_and_exclusive_apps_suspend_computing() {
+    let d = data_dir(300, 300);
+    let dir = d.path().to_path_buf();
+    // The host as the daemon will see it: power supplies, a terminal, /proc.
+    let host = tempfile::tempdir().expect("tmp");
+    let ps = host.path().join("sys/class/power_supply");
+    for (name, kind) in [("AC", "Mains"), ("BAT0", "Battery")] {
+        fs::create_dir_all(ps.join(name)).expect("mkdir");
+        fs::write(ps.join(name).join("type"), format!("{kind}\n")).expect("type");
+    }
+    fs::write(ps.join("AC/online"), "1\n").expect("online");
+    fs::write(ps.join("BAT0/status"), "Charging\n").expect("status");
+    let dev = host.path().join("dev");
+    fs::create_dir_all(&dev).expect("mkdir");
+    let tty = dev.join("tty1");
+    fs::write(&tty, "").expect("tty");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    set_times(&tty, long_ago);
+    let proc_root = host.path().join("proc");
+    fs::create_dir_all(&proc_root).expect("mkdir");
+    fs::write(proc_root.join("stat"), "cpu  0 0 0 0 0 0 0 0\n").expect("stat");
+    fs::write(
+        dir.join("global_prefs_override.xml"),
+        "<global_preferences>\n<run_on_batteries>0</run_on_batteries>\n\
+         <run_if_user_active>0</run_if_user_active>\n<idle_time_to_run>3</idle_time_to_run>\n\
+         <suspend_cpu_usage>50</suspend_cpu_usage>\n<max_ncpus_pct>100</max_ncpus_pct>\n\
+         </global_preferences>\n",
+    )
+    .expect("prefs");
+    fs::write(
+        dir.join("cc_config.xml"),
+        "<cc_config>\n<options>\n<exclusive_app>fakegame</exclusive_app>\n</options>\n</cc_config>\n",
+    )
+    .expect("cc_config");
+
+    let port = free_port();
+    let port_s = port.to_string();
+    let mut cmd = std::process::Command::new(ferrite_e2e::bin("ferrited"));
+    cmd.args([
+        "--dir",
+        dir.to_str().expect("utf-8"),
+        "--gui_rpc_port",
+        &port_s,
+    ])
+    .args(["--skip_cpu_benchmarks", "--no_gpus"])
+    .env("RUST_LOG", "info")
+    .env("NO_COLOR", "1")
+    .env("FERRITE_SYS_ROOT", host.path().join("sys"))
+    .env("FERRITE_DEV_ROOT", &dev)
+    .env("FERRITE_PROC_ROOT", &proc_root);
+    let mut p = Proc::spawn(cmd);
+    p.wait_for("GUI RPC listening on TCP", Duration::from_secs(30));
+    let all = |st: char| {
+        let procs = slot_processes(&dir);
+        procs.len() >= 2
+            && procs
+                .iter()
+                .all(|(_, s, _)| *s == st || (st == 'S' && *s == 'R'))
+    };
+    wait_until("both apps run", Duration::from_secs(30), || all('S'));
+    assert_eq!(task_suspend_reason(port), 0);
+
+    // On battery: suspended (the fixture app never checkpoints, so it stays in memory).
+    fs::write(ps.join("AC/online"), "0\n").expect("online");
+    fs::write(ps.join("BAT0/status"), "Discharging\n").expect("status");
+    wait_until("apps stopped on battery", Duration::from_secs(20), || {
+        all('T')
+    });
+    assert_eq!(task_suspend_reason(port), 1);
+    p.wait_for(
+        "Suspending computation - on batteries",
+        Duration::from_secs(5),
+    );
+    fs::write(ps.join("AC/online"), "1\n").expect("online");
+    wait_until("apps run on mains", Duration::from_secs(20), || all('S'));
+    assert_eq!(task_suspend_reason(port), 0);
+
+    // Someone types: run_if_user_active is off.
+    set_times(&tty, std::time::SystemTime::now());
+    wait_until(
+        "apps stopped while the user is active",
+        Duration::from_secs(20),
+        || all('T'),
+    );
+    assert_eq!(task_suspend_reason(port), 2);
+    set_times(&tty, long_ago);
+    wait_until(
+        "apps run when the user left",
+        Duration::from_secs(20),
+        || all('S'),
+    );
+
+    // Other programs keep both CPUs busy: over suspend_cpu_usage (50 %).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (stop, stat) = (stop.clone(), proc_root.join("stat"));
+        thread::spawn(move || {
+            let start = Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && start.elapsed() < Duration::from_secs(90)
+            {
+                let busy = (start.elapsed().as_secs_f64() * 200.0) as u64;
+                let _ = fs::write(&stat, format!("cpu  {busy} 0 0 0 0 0 0 0\n"));
+                thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    wait_until(
+        "apps stopped while the CPU is busy",
+        Duration::from_secs(40),
+        || all('T') && task_suspend_reason(port) == 1024,
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().expect("load thread");
+
+    // An exclusive app starts: it wins over the CPU-usage hold.
+    fs::create_dir_all(proc_root.join("4242")).expect("mkdir");
+    fs::write(proc_root.join("4242/comm"), "fakegame\n").expect("comm");
+    wait_until("exclusive app seen", Duration::from_secs(30), || {
+        task_suspend_reason(port) == 512
+    });
+    assert!(all('T'));
+    p.wait_for(
+        "Suspending computation - an exclusive app is running",
+        Duration::from_secs(5),
+    );
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
+    assert!(
+        slot_processes(&dir).is_empty(),
+        "no app outlives the daemon"
+    );
+}

@@ -5,6 +5,7 @@
 //! and is the only code that changes state. The loop saves the state file through the
 //! crash-safe [`store`] whenever the state changed, at most once a second.
 
+pub mod activity;
 pub mod cli;
 pub mod config;
 pub mod lock;
@@ -27,6 +28,7 @@ use anyhow::Context as _;
 use ferrite_hostinfo::{BenchmarkResult, HostDetector, HostProbeConfig};
 use ferrite_proto::client_state::{ClientState, ResultState};
 use ferrite_proto::xml::Warning;
+use ferrite_sched::suspend::SuspendReason;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
@@ -84,6 +86,14 @@ pub struct Daemon {
     gpu_retry_at: Option<f64>,
     /// The CPU benchmarks are running on a blocking thread.
     benchmarks_running: bool,
+    /// User input, battery, exclusive apps and other programs' CPU load.
+    activity: activity::ActivityMonitor,
+    /// Wall time the daemon started (for `start_delay`).
+    started_at: f64,
+    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
+    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
+    /// Last time other programs' CPU load was over `suspend_cpu_usage`.
+    cpu_busy_at: Option<f64>,
     /// Warnings already logged, so each kind is logged once.
     warned: HashSet<(Arc<str>, String, String)>,
     events: mpsc::Sender<Event>,
@@ -133,6 +143,10 @@ impl Daemon {
             warned: HashSet::new(),
             gpu_retry_at: None,
             benchmarks_running: false,
+            activity: activity::ActivityMonitor::from_env(),
+            started_at: now(),
+            suspended: (None, None),
+            cpu_busy_at: None,
             _lock: lock,
             tasks: tasks::TaskTable::new(&dir),
             transfers: transfers::Transfers::new(&dir),
@@ -560,29 +574,19 @@ impl Daemon {
         if self.transfers.check_app_files(&mut self.state) {
             self.save.mark_dirty(t);
         }
-        use ferrite_proto::client_state::RunMode;
-        let prefs = &self.config.prefs.prefs;
-        let run_allowed = match rpc::current_mode(&self.state, &self.rpc, rpc::ModeKind::Cpu, t) {
-            RunMode::Always => true,
-            RunMode::Never => false,
-            // According to preferences: the time-of-day window.
-            RunMode::Auto => {
-                let (hour, weekday) = ferrite_proto::prefs::local_hour_and_weekday(
-                    t,
-                    i64::from(self.state.host_info.timezone),
-                );
-                !prefs.cpu_suspended_at(hour, weekday)
-            }
-        };
+        let (reason, gpu_reason, user_active) = self.decide_suspension(t);
         self.tasks.no_priority_change =
             self.opts.no_priority_change || self.config.cc.options.no_priority_change;
-        let report = self.tasks.tick(
-            &mut self.state,
-            &self.config.prefs.prefs,
-            self.config.cc.options.ncpus,
-            run_allowed,
-            t,
-        );
+        let inputs = tasks::TickInputs {
+            prefs: &self.config.prefs.prefs,
+            cc_ncpus: self.config.cc.options.ncpus,
+            suspend: reason,
+            gpu_suspended: gpu_reason.is_some(),
+            user_active,
+            app_configs: &self.config.app_configs,
+            exclude_gpus: &self.config.cc.options.exclude_gpus,
+        };
+        let report = self.tasks.tick(&mut self.state, &inputs, t);
         if report.changed {
             self.save.mark_dirty(t);
         }
@@ -593,6 +597,82 @@ impl Daemon {
             return Some("no task left to run or report (--exit_when_idle)");
         }
         None
+    }
+
+    /// Whether computing (and GPU computing) is suspended now and why, from the run modes,
+    /// the preferences and what the host shows; logs each change as the official client does.
+    /// Also returns whether the user counts as active.
+    fn decide_suspension(
+        &mut self,
+        t: f64,
+    ) -> (Option<SuspendReason>, Option<SuspendReason>, bool) {
+        use ferrite_proto::client_state::RunMode;
+        use ferrite_sched::suspend::{self, Mode, Observed, SuspendPrefs};
+        let mode = |kind| match rpc::current_mode(&self.state, &self.rpc, kind, t) {
+            RunMode::Always => Mode::Always,
+            RunMode::Never => Mode::Never,
+            RunMode::Auto => Mode::Auto,
+        };
+        let (cpu_mode, gpu_mode) = (mode(rpc::ModeKind::Cpu), mode(rpc::ModeKind::Gpu));
+        let prefs = &self.config.prefs.prefs;
+        let cc = &self.config.cc.options;
+        self.activity.set_ignore_tty(&cc.ignore_tty);
+        let seen = self.activity.observe(
+            t,
+            self.tasks.apps_cpu_time(),
+            &cc.exclusive_apps,
+            &cc.exclusive_gpu_apps,
+        );
+        let user_active = suspend::user_active(seen.idle_secs, prefs.idle_time_to_run);
+        let sp = SuspendPrefs {
+            run_on_batteries: prefs.run_on_batteries,
+            run_if_user_active: prefs.run_if_user_active,
+            run_gpu_if_user_active: prefs.run_gpu_if_user_active,
+            suspend_if_no_recent_input_min: prefs.suspend_if_no_recent_input,
+            suspend_cpu_usage_pct: prefs.effective_suspend_cpu_usage(user_active),
+            start_delay_secs: cc.start_delay,
+        };
+        let (hour, weekday) = ferrite_proto::prefs::local_hour_and_weekday(
+            t,
+            i64::from(self.state.host_info.timezone),
+        );
+        if sp.suspend_cpu_usage_pct > 0.0 && seen.non_client_cpu_pct > sp.suspend_cpu_usage_pct {
+            self.cpu_busy_at = Some(t);
+        }
+        let obs = Observed {
+            cpu_mode,
+            gpu_mode,
+            benchmarks_running: self.benchmarks_running,
+            since_start_secs: t - self.started_at,
+            on_battery: seen.on_battery,
+            user_active,
+            idle_secs: seen.idle_secs,
+            outside_time_of_day: prefs.cpu_suspended_at(hour, weekday),
+            exclusive_app_seen_ago: seen.exclusive_app_at.map(|a| t - a),
+            exclusive_gpu_app_seen_ago: seen.exclusive_gpu_app_at.map(|a| t - a),
+            non_client_cpu_pct: seen.non_client_cpu_pct,
+            cpu_usage_suspended_ago: self.cpu_busy_at.map(|a| t - a),
+        };
+        let reason = suspend::cpu_suspend_reason(&sp, &obs);
+        let gpu_reason = reason
+            .is_none()
+            .then(|| suspend::gpu_suspend_reason(&sp, &obs))
+            .flatten();
+        let (old, old_gpu) = self.suspended;
+        if reason != old {
+            match reason {
+                Some(r) => info!("Suspending computation - {}", r.describe()),
+                None => info!("Resuming computation"),
+            }
+        }
+        if gpu_reason != old_gpu && reason.is_none() {
+            match gpu_reason {
+                Some(r) => info!("Suspending GPU computation - {}", r.describe()),
+                None => info!("Resuming GPU computation"),
+            }
+        }
+        self.suspended = (reason, gpu_reason);
+        (reason, gpu_reason, user_active)
     }
 
     /// No result is left to compute or to report (reported results are acknowledged).

@@ -6,8 +6,10 @@
 //! for the life of the daemon: [`IdMap`] only ever appends. A project that disappears from the
 //! state stays in the world as a suspended project without jobs.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use ferrite_proto::app_config::AppConfig;
+use ferrite_proto::cc_config::ExcludeGpu;
 use ferrite_proto::client_state::{ClientState, ResultState};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_sched::{
@@ -93,6 +95,13 @@ pub struct SnapshotInputs<'a> {
     pub cc_ncpus: i32,
     /// Whether the user is active (selects the in-use limits).
     pub user_active: bool,
+    /// GPU computing is suspended (GPU mode, `run_gpu_if_user_active`, exclusive GPU apps):
+    /// GPU jobs are not runnable.
+    pub gpu_suspended: bool,
+    /// Each project's `app_config.xml`, by master URL.
+    pub app_configs: &'a BTreeMap<String, AppConfig>,
+    /// `cc_config.xml` `<exclude_gpu>` entries.
+    pub exclude_gpus: &'a [ExcludeGpu],
     /// Results that may not start now (temporary-exit backoff), by (URL, name).
     pub not_before: &'a HashMap<(String, String), f64>,
     /// Wall time of the snapshot.
@@ -170,6 +179,13 @@ pub fn build_world(
                 } else {
                     1.0
                 };
+                if let Some(ac) = inputs.app_configs.get(&p.master_url) {
+                    x.max_concurrent = u32::try_from(ac.project_max_concurrent)
+                        .ok()
+                        .filter(|n| *n > 0);
+                    x.report_immediately = ac.report_results_immediately;
+                }
+                x.excluded_instances = excluded_nvidia(inputs.exclude_gpus, &p.master_url);
                 x
             }
             None => {
@@ -187,6 +203,11 @@ pub fn build_world(
         let mut app = App::new(pid(url), name.clone());
         if let Some(a) = state.project(url).and_then(|p| p.app(name)) {
             app.fraction_done_exact = a.fraction_done_exact;
+        }
+        if let Some(c) = app_config(inputs, url, name) {
+            app.max_concurrent = u32::try_from(c.max_concurrent).ok().filter(|n| *n > 0);
+            app.report_immediately = c.report_results_immediately;
+            app.fraction_done_exact |= c.fraction_done_exact;
         }
         world.add_app(app);
     }
@@ -207,11 +228,18 @@ pub fn build_world(
                     world.host.p_fpops
                 };
                 let gpu = v.usage.coprocs.iter().find(|c| c.count > 0.0);
+                let (ncpus, ngpus) = usage_override(
+                    inputs,
+                    &key.0,
+                    v,
+                    v.usage.avg_ncpus,
+                    gpu.map_or(0.0, |c| c.count),
+                );
                 match gpu {
-                    Some(c) if has_gpu => {
-                        AppVersion::coproc(app, p, ResourceId(1), v.usage.avg_ncpus, c.count, flops)
+                    Some(_) if has_gpu => {
+                        AppVersion::coproc(app, p, ResourceId(1), ncpus, ngpus, flops)
                     }
-                    _ => AppVersion::cpu(app, p, v.usage.avg_ncpus.max(0.001), flops),
+                    _ => AppVersion::cpu(app, p, ncpus.max(0.001), flops),
                 }
             }
             None => AppVersion::cpu(app, p, 1.0, world.host.p_fpops),
@@ -251,7 +279,7 @@ pub fn build_world(
                 continue;
             }
             job.runnable = r.state == ResultState::FilesDownloaded
-                && (has_gpu || !gpu_version(v))
+                && (has_gpu && !inputs.gpu_suspended || !gpu_version(v))
                 && inputs
                     .not_before
                     .get(&(url.clone(), r.name.clone()))
@@ -286,6 +314,86 @@ pub fn build_world(
     world
 }
 
+/// The `app_config.xml` `<app>` block of an app, if any.
+fn app_config<'a>(
+    inputs: &SnapshotInputs<'a>,
+    url: &str,
+    app: &str,
+) -> Option<&'a ferrite_proto::app_config::AppConfigApp> {
+    inputs
+        .app_configs
+        .get(url)
+        .and_then(|c| c.apps.iter().find(|a| a.name == app))
+}
+
+/// CPU and GPU usage of a version after `app_config.xml`: an `<app_version>` block matching
+/// app and plan class wins, then the app's `<gpu_versions>` for GPU versions (BOINC's order).
+fn usage_override(
+    inputs: &SnapshotInputs<'_>,
+    url: &str,
+    v: &ferrite_proto::client_state::AppVersion,
+    ncpus: f64,
+    ngpus: f64,
+) -> (f64, f64) {
+    let Some(ac) = inputs.app_configs.get(url) else {
+        return (ncpus, ngpus);
+    };
+    if let Some(o) = ac
+        .app_versions
+        .iter()
+        .find(|o| o.app_name == v.app_name && o.plan_class == v.plan_class)
+    {
+        let c = if o.avg_ncpus > 0.0 {
+            o.avg_ncpus
+        } else {
+            ncpus
+        };
+        let g = if o.ngpus > 0.0 && ngpus > 0.0 {
+            o.ngpus
+        } else {
+            ngpus
+        };
+        return (c, g);
+    }
+    if ngpus > 0.0 {
+        if let Some(g) = ac
+            .apps
+            .iter()
+            .find(|a| a.name == v.app_name)
+            .and_then(|a| a.gpu_versions)
+            .filter(|g| g.applies())
+        {
+            return (g.cpu_usage, g.gpu_usage);
+        }
+    }
+    (ncpus, ngpus)
+}
+
+/// The NVIDIA devices `cc_config.xml` excludes for a project, as the core's per-resource
+/// masks (index 0, the CPU, unused). Entries for the whole project (no app) only.
+fn excluded_nvidia(excludes: &[ExcludeGpu], url: &str) -> Vec<u64> {
+    let mut mask = 0u64;
+    for e in excludes.iter().filter(|e| {
+        ferrite_proto::account::canonicalize_master_url(&e.url)
+            == ferrite_proto::account::canonicalize_master_url(url)
+            && e.app.is_none()
+            && e.rsc_type
+                .as_deref()
+                .is_none_or(|t| t.eq_ignore_ascii_case("nvidia"))
+    }) {
+        mask |= match e.device_num {
+            Some(n) if (0..64).contains(&n) => 1u64 << n,
+            Some(_) => 0,
+            None => u64::MAX,
+        };
+    }
+    if mask == 0 {
+        Vec::new()
+    } else {
+        vec![0, mask]
+    }
+}
+
 fn gpu_version(v: &ferrite_proto::client_state::AppVersion) -> bool {
     v.usage.coprocs.iter().any(|c| c.count > 0.0)
 }
@@ -305,6 +413,7 @@ mod tests {
     use super::*;
 
     const STATE: &str = include_str!("../tests/fixtures/02_client_state.xml");
+    static NO_APP_CONFIGS: BTreeMap<String, AppConfig> = BTreeMap::new();
 
     fn state() -> ClientState {
         ClientState::parse(STATE, "client_state.xml")
@@ -320,9 +429,52 @@ mod tests {
             prefs,
             cc_ncpus: 0,
             user_active: false,
+            gpu_suspended: false,
+            app_configs: &NO_APP_CONFIGS,
+            exclude_gpus: &[],
             not_before: nb,
             now: 1_795_340_000.0,
         }
+    }
+
+    #[test]
+    fn app_config_and_gpu_exclusions_reach_the_core() {
+        let s = state();
+        let prefs = GlobalPrefs::default();
+        let nb = HashMap::new();
+        let url = "http://127.0.0.1:18080/";
+        let ac = ferrite_proto::app_config::AppConfig::parse(
+            "<app_config>\n<app>\n<name>fixture_app</name>\n<max_concurrent>1</max_concurrent>\n\
+             <report_results_immediately>1</report_results_immediately>\n</app>\n\
+             <app_version>\n<app_name>fixture_app</app_name>\n<avg_ncpus>2</avg_ncpus>\n\
+             </app_version>\n<project_max_concurrent>3</project_max_concurrent>\n</app_config>\n",
+            "app_config.xml",
+        )
+        .expect("app_config")
+        .value;
+        let configs = BTreeMap::from([(url.to_owned(), ac)]);
+        let excludes = [ExcludeGpu {
+            url: "http://127.0.0.1:18080".to_owned(),
+            device_num: Some(1),
+            rsc_type: None,
+            app: None,
+        }];
+        let mut inp = inputs(&prefs, &nb);
+        inp.app_configs = &configs;
+        inp.exclude_gpus = &excludes;
+        let mut ids = IdMap::default();
+        let w = build_world(&s, &mut ids, &inp, &|_, _| None);
+        w.validate().expect("fixture");
+        assert_eq!(w.projects[0].max_concurrent, Some(3));
+        assert_eq!(w.projects[0].excluded_instances, vec![0, 0b10]);
+        assert_eq!(w.apps[0].max_concurrent, Some(1));
+        assert!(w.apps[0].report_immediately);
+        assert_eq!(w.app_versions[0].avg_ncpus, 2.0);
+        // Without a config nothing is limited.
+        let w = build_world(&s, &mut ids, &inputs(&prefs, &nb), &|_, _| None);
+        assert_eq!(w.projects[0].max_concurrent, None);
+        assert_eq!(w.apps[0].max_concurrent, None);
+        assert!(w.projects[0].excluded_instances.is_empty());
     }
 
     #[test]

@@ -8,15 +8,18 @@
 //! slots of the state's `active_tasks` are claimed and any app still running from a previous
 //! daemon (found by its record) is ended; the task then resumes from its checkpoint.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ferrite_proto::app_config::AppConfig;
+use ferrite_proto::cc_config::ExcludeGpu;
 use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
 use ferrite_proto::init_data::AppInitData;
 use ferrite_proto::prefs::GlobalPrefs;
+use ferrite_sched::suspend::SuspendReason;
 use ferrite_sched::{JobId, PassOutput, PreemptAction, Scheduler, World};
 use ferrite_supervise::{
     end_orphans, find_orphans, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode, Priority, Slot,
@@ -68,6 +71,25 @@ pub struct Live {
     pub slot: Slot,
     /// Wall time the current run started (for the time slice).
     pub run_started_at: f64,
+}
+
+/// What the main loop decided for a supervision tick, besides the state.
+#[derive(Debug, Clone, Copy)]
+pub struct TickInputs<'a> {
+    /// The preferences in force.
+    pub prefs: &'a GlobalPrefs,
+    /// `cc_config.xml` `<ncpus>` (≤ 0: the detected count).
+    pub cc_ncpus: i32,
+    /// Why computing is suspended, if it is.
+    pub suspend: Option<SuspendReason>,
+    /// GPU computing is suspended (CPU computing may go on).
+    pub gpu_suspended: bool,
+    /// Someone uses the computer (selects the in-use CPU and memory limits).
+    pub user_active: bool,
+    /// Each project's `app_config.xml`.
+    pub app_configs: &'a BTreeMap<String, AppConfig>,
+    /// `cc_config.xml` `<exclude_gpu>` entries.
+    pub exclude_gpus: &'a [ExcludeGpu],
 }
 
 /// What the tick saw that the daemon should act on.
@@ -207,26 +229,35 @@ impl TaskTable {
         &mut self.sched
     }
 
+    /// CPU seconds the live tasks' processes have used so far (their current runs).
+    pub fn apps_cpu_time(&self) -> f64 {
+        self.live.values().map(|l| l.task.usage().cpu_time).sum()
+    }
+
     /// What the GUI shows of a result's process, if it has one.
     pub fn live_of(&self, url: &str, result: &str) -> Option<&Live> {
         self.live.get(&(url.to_owned(), result.to_owned()))
     }
 
-    /// One supervision tick. `run_allowed` is false when computing is suspended (run mode
-    /// never): every process is then suspended and nothing starts.
+    /// One supervision tick. While computing is suspended (`inputs.suspend`) nothing starts
+    /// and every process stops: suspended in memory, or told to quit when the reason allows it,
+    /// `leave_apps_in_memory` is off and the task has a checkpoint to restart from.
     pub fn tick(
         &mut self,
         state: &mut ClientState,
-        prefs: &GlobalPrefs,
-        cc_ncpus: i32,
-        run_allowed: bool,
+        inputs: &TickInputs<'_>,
         now: f64,
     ) -> TickReport {
+        let prefs = inputs.prefs;
+        let run_allowed = inputs.suspend.is_none();
+        let quit_when_suspended = inputs
+            .suspend
+            .is_some_and(|r| !r.keeps_tasks_in_memory() && !prefs.leave_apps_in_memory);
         let mut report = TickReport::default();
         let inst = Instant::now();
         self.poll_all(state, inst, now, &mut report);
 
-        let world = self.snapshot(state, prefs, cc_ncpus, now);
+        let world = self.snapshot(state, inputs, now);
         if let Some(prev) = &self.last_world {
             self.sched.account(prev, now);
         }
@@ -293,8 +324,19 @@ impl TaskTable {
                     l.task.quit(inst);
                 }
             } else if st == TaskState::Running {
-                info!("suspending task {}", key.1);
-                l.task.suspend(inst);
+                let checkpointed = state
+                    .active_task(&key.0, &key.1)
+                    .is_some_and(|a| a.checkpoint_cpu_time > 0.0);
+                if quit_when_suspended && checkpointed {
+                    info!(
+                        "removing task {} from memory (it restarts from its checkpoint)",
+                        key.1
+                    );
+                    l.task.quit(inst);
+                } else {
+                    info!("suspending task {}", key.1);
+                    l.task.suspend(inst);
+                }
             }
         }
         // Start what should run and has no process.
@@ -317,7 +359,7 @@ impl TaskTable {
             }
         }
         // The interval that starts now, as the core will account it next time.
-        self.last_world = Some(self.snapshot(state, prefs, cc_ncpus, now));
+        self.last_world = Some(self.snapshot(state, inputs, now));
         self.last_pass = Some((out, world));
         if report.changed {
             self.write_records();
@@ -325,13 +367,7 @@ impl TaskTable {
         report
     }
 
-    fn snapshot(
-        &mut self,
-        state: &ClientState,
-        prefs: &GlobalPrefs,
-        cc_ncpus: i32,
-        now: f64,
-    ) -> World {
+    fn snapshot(&mut self, state: &ClientState, inputs: &TickInputs<'_>, now: f64) -> World {
         let live = &self.live;
         let view = |url: &str, r: &str| {
             live.get(&(url.to_owned(), r.to_owned())).map(|l| {
@@ -347,9 +383,12 @@ impl TaskTable {
             })
         };
         let inputs = SnapshotInputs {
-            prefs,
-            cc_ncpus,
-            user_active: false,
+            prefs: inputs.prefs,
+            cc_ncpus: inputs.cc_ncpus,
+            user_active: inputs.user_active,
+            gpu_suspended: inputs.gpu_suspended,
+            app_configs: inputs.app_configs,
+            exclude_gpus: inputs.exclude_gpus,
             not_before: &self.not_before,
             now,
         };

@@ -60,7 +60,7 @@
 //! Modules: [`model`] (snapshot types), [`estimate`] (runtime estimates), [`rrsim`] (the
 //! round-robin simulation), [`accounting`] (REC and priorities), [`runlist`] (run list and
 //! enforcement), [`fetch`] (work fetch, backoffs, reporting), [`disk`] (disk shares),
-//! [`scheduler`] (the stateful wrapper).
+//! [`scheduler`] (the stateful wrapper), [`suspend`] (whether computing may go on at all).
 
 pub mod accounting;
 pub mod disk;
@@ -73,6 +73,7 @@ pub mod rng;
 pub mod rrsim;
 pub mod runlist;
 pub mod scheduler;
+pub mod suspend;
 
 pub use error::SchedError;
 pub use fetch::{

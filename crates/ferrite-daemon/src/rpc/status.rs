@@ -199,13 +199,7 @@ impl Daemon {
                 "<newer_version></newer_version>\n<download_url></download_url>\n".to_owned()
             }
             Request::GetScreensaverTasks => {
-                let reason = if current_mode(&self.state, &self.rpc, ModeKind::Cpu, t)
-                    == ferrite_proto::client_state::RunMode::Never
-                {
-                    SUSPEND_USER_REQ
-                } else {
-                    0
-                };
+                let reason = self.shown_suspend_reason(ModeKind::Cpu, t);
                 format!(
                     "<get_screensaver_tasks>\n<suspend_reason>{reason}</suspend_reason>\n</get_screensaver_tasks>\n"
                 )
@@ -442,6 +436,28 @@ impl Daemon {
         w.finish()
     }
 
+    /// The suspend reason the GUI shows for a kind of activity: the last decision for
+    /// computing (0 while merely throttled, as the official client shows it), the run mode for
+    /// the network.
+    fn shown_suspend_reason(&self, kind: ModeKind, t: f64) -> i32 {
+        use ferrite_sched::suspend::SuspendReason;
+        // A mode just changed through the GUI shows at once, before the next tick decides.
+        let never = |kind| {
+            current_mode(&self.state, &self.rpc, kind, t)
+                == ferrite_proto::client_state::RunMode::Never
+        };
+        let shown = |r: Option<SuspendReason>| {
+            r.filter(|r| !matches!(r, SuspendReason::CpuThrottle | SuspendReason::UserRequest))
+                .map_or(0, SuspendReason::code)
+        };
+        match kind {
+            _ if never(kind) || (kind == ModeKind::Gpu && never(ModeKind::Cpu)) => SUSPEND_USER_REQ,
+            ModeKind::Cpu => shown(self.suspended.0),
+            ModeKind::Gpu => shown(self.suspended.0.or(self.suspended.1)),
+            ModeKind::Network => 0,
+        }
+    }
+
     fn cc_status_xml(&self, t: f64) -> String {
         let s = &self.state;
         let mut w = XmlWriter::new();
@@ -459,11 +475,7 @@ impl Daemon {
                 ModeKind::Gpu => s.user_gpu_request,
                 ModeKind::Network => s.user_network_request,
             };
-            let reason = if cur == ferrite_proto::client_state::RunMode::Never {
-                SUSPEND_USER_REQ
-            } else {
-                0
-            };
+            let reason = self.shown_suspend_reason(kind, t);
             w.num(&format!("{name}_suspend_reason"), reason)
                 .num(&format!("{name}_mode"), cur.as_i32())
                 .num(&format!("{name}_mode_perm"), perm.as_i32())
