@@ -443,6 +443,46 @@ fn run_installed_daemon_as_the_unit_would(root: &Path, uid: u32, gid: u32) {
     std::os::unix::fs::chown(&data, Some(uid), Some(gid)).expect("chown data");
     fs::set_permissions(&data, fs::Permissions::from_mode(0o775)).expect("chmod");
 
+    // The demo's project on loopback (the server runs as root; only the client is confined).
+    let demo = base.path().join("demo");
+    fs::create_dir(&demo).expect("mkdir");
+    let app = demo.join("demo.sh");
+    fs::write(
+        &app,
+        "#!/bin/sh\nsleep 1\nwc -w < in > out\necho \"demo app done\" >&2\n\
+         echo 0 > boinc_finish_called\nexit 0\n",
+    )
+    .expect("app");
+    fs::set_permissions(&app, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let input = demo.join("input.txt");
+    fs::write(&input, "Ferrite runs BOINC science apps as boinc.\n").expect("input");
+    let mut server_cmd = Command::new(bin("ferrite-testproject"));
+    server_cmd
+        .args(["--port", "0", "--data"])
+        .arg(demo.join("server"))
+        .arg("--app")
+        .arg(format!("demo={}", app.display()))
+        .arg("--input")
+        .arg(&input)
+        .args(["--jobs", "3", "--fpops-est", "1e9"]);
+    let mut server = Proc::spawn(server_cmd);
+    server.wait_for("listening on http://", Duration::from_secs(30));
+    let url = server
+        .output()
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .expect("the server prints its URL")
+        .to_owned();
+    // Small buffers so that the three jobs come in one or two requests.
+    fs::write(
+        data.join("global_prefs.xml"),
+        "<global_preferences>\n<suspend_cpu_usage>0</suspend_cpu_usage>\n\
+         <work_buf_min_days>0.01</work_buf_min_days>\n\
+         <work_buf_additional_days>0.01</work_buf_additional_days>\n</global_preferences>\n",
+    )
+    .expect("prefs");
+    std::os::unix::fs::chown(data.join("global_prefs.xml"), Some(uid), Some(gid)).expect("chown");
+
     let port = ferrite_e2e::free_port().to_string();
     let mut cmd = Command::new("setpriv");
     cmd.args([
@@ -466,6 +506,9 @@ fn run_installed_daemon_as_the_unit_would(root: &Path, uid: u32, gid: u32) {
         &port,
         "--skip_cpu_benchmarks",
         "--no_gpus",
+        "--attach_project",
+        &url,
+        "0123456789abcdef0123456789abcdef",
     ])
     .current_dir(&data)
     .env("RUST_LOG", "info")
@@ -514,6 +557,35 @@ fn run_installed_daemon_as_the_unit_would(root: &Path, uid: u32, gid: u32) {
     );
     assert!(reply.contains("<cc_status>"), "GUI RPC reply: {reply}");
 
+    // It runs the demo's work as boinc: every job downloaded, run, uploaded and reported.
+    let t0 = std::time::Instant::now();
+    let mut apps_seen = Vec::new();
+    loop {
+        let st = http_get(&url, "status");
+        apps_seen.extend(app_owners_and_nice(&data));
+        if st.contains("\"results_reported\":3") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the demo's jobs were not reported within 2 minutes\nstatus: {st}\n--- ferrited ---\n{}\n--- server ---\n{}",
+            daemon.output(),
+            server.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let st = http_get(&url, "status");
+    assert_eq!(st.matches("\"exit_status\":0").count(), 3, "{st}");
+    // Apps seen running ran as boinc at idle priority (nice 19 for CPU jobs).
+    for (app_uid, app_nice) in &apps_seen {
+        assert_eq!(
+            (*app_uid, *app_nice),
+            (uid, 19),
+            "apps run as boinc at nice 19"
+        );
+    }
+    println!("saw {} app samples running as boinc", apps_seen.len());
+
     daemon.signal(libc::SIGTERM);
     let exit = daemon.wait(Duration::from_secs(30));
     let output = daemon.output();
@@ -532,4 +604,44 @@ fn run_installed_daemon_as_the_unit_would(root: &Path, uid: u32, gid: u32) {
         fs::read_to_string(etc.join("gui_rpc_auth.cfg")).expect("password"),
         password
     );
+}
+
+/// One plain HTTP/1.0 GET on loopback; the body.
+fn http_get(url: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let hostport = url.trim_start_matches("http://").trim_end_matches('/');
+    let Ok(mut s) = std::net::TcpStream::connect(hostport) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = write!(s, "GET /{path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default()
+}
+
+/// (uid, nice) of each process whose working directory is in `data/slots`.
+fn app_owners_and_nice(data: &Path) -> Vec<(u32, i32)> {
+    let Ok(slots) = fs::canonicalize(data.join("slots")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").expect("/proc").flatten() {
+        let p = e.path();
+        if !fs::read_link(p.join("cwd")).is_ok_and(|c| c.starts_with(&slots)) {
+            continue;
+        }
+        let (Ok(md), Ok(stat)) = (fs::metadata(&p), fs::read_to_string(p.join("stat"))) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        if let Some(nice) = rest.split_whitespace().nth(16).and_then(|n| n.parse().ok()) {
+            out.push((md.uid(), nice));
+        }
+    }
+    out
 }

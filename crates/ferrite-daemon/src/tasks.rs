@@ -350,7 +350,7 @@ impl TaskTable {
             if self.live.contains_key(&key) {
                 continue;
             }
-            match self.start(state, prefs, &key, now, inst) {
+            match self.start(state, inputs, &key, now, inst) {
                 Ok(()) => report.changed = true,
                 Err(msg) => {
                     warn!("cannot start task {}: {msg}; retrying later", key.1);
@@ -581,11 +581,12 @@ impl TaskTable {
     fn start(
         &mut self,
         state: &mut ClientState,
-        prefs: &GlobalPrefs,
+        inputs: &TickInputs<'_>,
         key: &Key,
         now: f64,
         inst: Instant,
     ) -> Result<(), String> {
+        let prefs = inputs.prefs;
         let ps = state.project(&key.0).ok_or("no such project")?;
         let r = ps.result(&key.1).ok_or("no such result")?;
         let wu = ps.workunit(&r.wu_name).ok_or("no workunit")?;
@@ -661,6 +662,14 @@ impl TaskTable {
             return Err(e);
         }
         let mut args: Vec<String> = av.cmdline.split_whitespace().map(str::to_owned).collect();
+        // `app_config.xml` `<app_version><cmdline>` adds to the version's own arguments.
+        if let Some(o) = inputs.app_configs.get(&key.0).and_then(|c| {
+            c.app_versions
+                .iter()
+                .find(|o| o.app_name == av.app_name && o.plan_class == av.plan_class)
+        }) {
+            args.extend(o.cmdline.split_whitespace().map(str::to_owned));
+        }
         args.extend(wu.command_line.split_whitespace().map(str::to_owned));
         let flops = if av.usage.flops > 0.0 {
             av.usage.flops
@@ -696,7 +705,7 @@ impl TaskTable {
                 ..Limits::default()
             },
             timing: Timing::default(),
-            max_wss: prefs.available_ram(state.host_info.m_nbytes, false),
+            max_wss: prefs.available_ram(state.host_info.m_nbytes, inputs.user_active),
             resume_from: resume,
         };
         let version_num = av.version_num;
