@@ -1,6 +1,7 @@
 //! Finding the GUI RPC password the way `boinccmd` does: `--passwd`, else `gui_rpc_auth.cfg`
 //! in `--dir` or the current directory, then in the `data_dir=` of
-//! `/etc/boinc-client/config.properties`, then `/var/lib/boinc/gui_rpc_auth.cfg`.
+//! `/etc/boinc-client/config.properties`, then Ferrite's packaged data directory
+//! (`/var/lib/ferrite/gui_rpc_auth.cfg`), then `/var/lib/boinc/gui_rpc_auth.cfg`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,8 @@ pub const PASSWORD_FILE: &str = "gui_rpc_auth.cfg";
 pub struct SystemPaths {
     /// Debian's `config.properties` (with a `data_dir=` line).
     pub config_properties: PathBuf,
+    /// The password file of Ferrite's packaged data directory.
+    pub ferrite_password_file: PathBuf,
     /// The default data directory's password file.
     pub default_password_file: PathBuf,
 }
@@ -21,6 +24,7 @@ impl Default for SystemPaths {
     fn default() -> Self {
         Self {
             config_properties: PathBuf::from("/etc/boinc-client/config.properties"),
+            ferrite_password_file: PathBuf::from("/var/lib/ferrite").join(PASSWORD_FILE),
             default_password_file: PathBuf::from("/var/lib/boinc").join(PASSWORD_FILE),
         }
     }
@@ -61,6 +65,7 @@ pub fn find_password(
     if let Some(d) = data_dir_of(&system.config_properties) {
         candidates.push(d.join(PASSWORD_FILE));
     }
+    candidates.push(system.ferrite_password_file.clone());
     candidates.push(system.default_password_file.clone());
     candidates
         .into_iter()
@@ -77,11 +82,13 @@ mod tests {
         let cwd = root.path().join("cwd");
         let data = root.path().join("data");
         let var = root.path().join("var");
-        for d in [&cwd, &data, &var] {
+        let packaged = root.path().join("ferrite");
+        for d in [&cwd, &data, &var, &packaged] {
             fs::create_dir_all(d).expect("mkdir");
         }
         let system = SystemPaths {
             config_properties: root.path().join("config.properties"),
+            ferrite_password_file: packaged.join(PASSWORD_FILE),
             default_password_file: var.join(PASSWORD_FILE),
         };
         assert_eq!(find_password(None, None, &cwd, &system), None);
@@ -90,6 +97,11 @@ mod tests {
         assert_eq!(
             find_password(None, None, &cwd, &system).map(|p| p.0),
             Some("from-var".into())
+        );
+        fs::write(packaged.join(PASSWORD_FILE), "from-package\n").expect("w");
+        assert_eq!(
+            find_password(None, None, &cwd, &system).map(|p| p.0),
+            Some("from-package".into())
         );
         fs::write(
             &system.config_properties,
