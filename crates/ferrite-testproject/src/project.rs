@@ -1,7 +1,7 @@
 //! The project itself, without HTTP: its apps (signed), its input, its state, and the
 //! answers to the scheduler and web RPCs as text.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -27,6 +27,8 @@ const VERSION_NUM: i32 = 100;
 pub const MAX_OUTPUT_BYTES: f64 = 1e9;
 /// Most jobs sent in one reply.
 const MAX_JOBS_PER_RPC: usize = 100;
+/// A resent result gets at least this fraction of its original time to deadline again.
+const RESEND_DEADLINE_FRACTION: f64 = 0.5;
 
 /// What a download name serves.
 #[derive(Debug, Clone, PartialEq)]
@@ -219,6 +221,7 @@ impl Project {
                             exit_status: None,
                             client_state: None,
                             reports: 0,
+                            resends: 0,
                             uploaded_files: Vec::new(),
                         });
                         s.counters.jobs_made += 1;
@@ -416,6 +419,7 @@ impl Project {
                     "hostid": j.hostid,
                     "exit_status": j.exit_status,
                     "reports": j.reports,
+                    "resends": j.resends,
                     "uploaded_files": j.uploaded_files,
                 })
             })
@@ -431,6 +435,15 @@ impl Project {
             "uploads_received": c.uploads_received,
             "results_reported": c.results_reported,
             "duplicate_reports": c.duplicate_reports,
+            "unknown_reports": c.unknown_reports,
+            "lost_results": c.lost_results,
+            "results_resent": c.results_resent,
+            "lost_results_reissued": c.lost_results_reissued,
+            "results_in_progress": state
+                .jobs
+                .iter()
+                .filter(|j| j.status == ResultStatus::InProgress)
+                .count(),
             "scheduler_rpcs": c.scheduler_rpcs,
             "hosts": state.hosts.len(),
             "accounts": state.accounts.len(),
@@ -514,45 +527,35 @@ impl Project {
         reply.cross_project_id = Some(md5_hex(self.args.account_key.as_bytes()));
         reply.team_name = Some(String::new());
 
-        // Host record: kept while the client's rpc_seqno does not go back.
-        let known = state
-            .hosts
-            .iter_mut()
-            .find(|h| h.id == req.hostid && req.hostid > 0);
-        let hostid = match known {
-            Some(h) if req.rpc_seqno >= h.rpc_seqno => {
-                h.rpc_seqno = req.rpc_seqno;
-                h.id
-            }
-            _ => {
-                let id = state.hosts.iter().map(|h| h.id).max().unwrap_or(0) + 1;
-                state.hosts.push(Host {
-                    id,
-                    rpc_seqno: req.rpc_seqno,
-                    create_time: t,
-                });
-                reply.hostid = Some(id);
-                reply.host_create_time = Some(t);
-                id
-            }
-        };
+        let hostid = Self::host_record(&mut state, &req, &mut reply, t);
 
-        // Reports.
+        // Reports. Every one is acknowledged, so that the client drops it; only the first
+        // report of a result sent to this host counts.
         for r in &req.results {
             reply.result_acks.push(r.name.clone());
-            let Some(job) = state.job_by_result(&r.name) else {
+            let Some(i) = state.jobs.iter().position(|j| j.result_name == r.name) else {
+                state.counters.unknown_reports += 1;
                 continue;
             };
-            if job.status == ResultStatus::Reported {
-                job.reports += 1;
-                state.counters.duplicate_reports += 1;
-                continue;
+            let job = &mut state.jobs[i];
+            match job.status {
+                ResultStatus::Reported => {
+                    job.reports += 1;
+                    state.counters.duplicate_reports += 1;
+                }
+                ResultStatus::InProgress if job.hostid == hostid => {
+                    job.status = ResultStatus::Reported;
+                    job.exit_status = Some(r.exit_status);
+                    job.client_state = Some(r.state.as_i32());
+                    job.reports = 1;
+                    state.counters.results_reported += 1;
+                }
+                // Never sent, or sent to another host.
+                ResultStatus::Unsent | ResultStatus::InProgress => {
+                    tracing::info!(result = %r.name, hostid, "report of a result not sent to this host");
+                    state.counters.unknown_reports += 1;
+                }
             }
-            job.status = ResultStatus::Reported;
-            job.exit_status = Some(r.exit_status);
-            job.client_state = Some(r.state.as_i32());
-            job.reports = 1;
-            state.counters.results_reported += 1;
         }
 
         // Sticky files no longer needed.
@@ -564,9 +567,14 @@ impl Project {
             }
         }
 
-        // Work.
+        // Work: first the tasks this host lost (only a request listing the tasks it has can
+        // tell), then, if none, new work.
         if !req.dont_send_work {
-            self.send_work(&req, &mut state, &mut reply, hostid, t);
+            let has_list = body.contains("<other_results");
+            let resent = has_list && self.resend_lost(&req, &mut state, &mut reply, hostid, t) > 0;
+            if !resent {
+                self.send_work(&req, &mut state, &mut reply, hostid, t);
+            }
         }
         if req.code_sign_key.is_none() {
             reply.code_sign_key = Some(self.public_text.clone());
@@ -574,6 +582,170 @@ impl Project {
         self.save(&state);
         drop(state);
         reply.to_xml()
+    }
+
+    /// The host record the request comes from, made if needed; the reply tells the client a
+    /// new (or found again) host id.
+    ///
+    /// A known id is kept while the client's `rpc_seqno` does not go back (a lower one means
+    /// a copied client). A request without a usable id gets the most recent host with its
+    /// `host_cpid` again, as BOINC's scheduler does: a client that lost the reply giving it
+    /// its id (killed before saving it) stays the same host and gets back the tasks that reply
+    /// carried.
+    fn host_record(
+        state: &mut State,
+        req: &SchedulerRequest,
+        reply: &mut SchedulerReply,
+        t: f64,
+    ) -> i32 {
+        let cpid = req.host_info.host_cpid.trim();
+        if let Some(h) = state
+            .hosts
+            .iter_mut()
+            .find(|h| h.id == req.hostid && req.hostid > 0)
+        {
+            if req.rpc_seqno >= h.rpc_seqno {
+                h.rpc_seqno = req.rpc_seqno;
+                if h.host_cpid.is_empty() {
+                    h.host_cpid = cpid.to_owned();
+                }
+                return h.id;
+            }
+        }
+        let same_cpid = state
+            .hosts
+            .iter_mut()
+            .filter(|h| !cpid.is_empty() && h.host_cpid == cpid)
+            .max_by_key(|h| h.id);
+        let id = match same_cpid {
+            Some(h) => {
+                tracing::info!(hostid = h.id, "request without a usable host id: same CPID");
+                h.rpc_seqno = 0;
+                h.id
+            }
+            None => {
+                let id = state.hosts.iter().map(|h| h.id).max().unwrap_or(0) + 1;
+                state.hosts.push(Host {
+                    id,
+                    rpc_seqno: 0,
+                    create_time: t,
+                    host_cpid: cpid.to_owned(),
+                });
+                id
+            }
+        };
+        let create_time = state
+            .hosts
+            .iter()
+            .find(|h| h.id == id)
+            .map_or(t, |h| h.create_time);
+        reply.hostid = Some(id);
+        reply.host_create_time = Some(create_time);
+        id
+    }
+
+    /// The request's platform (the usual Linux one when it names none).
+    fn platform(req: &SchedulerRequest) -> String {
+        if req.platform_name.is_empty() {
+            "x86_64-pc-linux-gnu".to_owned()
+        } else {
+            req.platform_name.clone()
+        }
+    }
+
+    /// The speed `v` runs at on the requesting host, FLOPS.
+    fn flops(req: &SchedulerRequest, v: &ServedVersion) -> f64 {
+        let p_fpops = if req.host_info.p_fpops > 0.0 {
+            req.host_info.p_fpops
+        } else {
+            1e9
+        };
+        let c = req.coprocs.as_ref();
+        let gpu = match v.spec.gpu_type() {
+            None => return p_fpops * v.spec.ncpus,
+            Some("NVIDIA") => c.and_then(|c| c.nvidia.as_ref()).map(|n| n.peak_flops),
+            Some(rsc) => c
+                .and_then(|c| c.other.iter().find(|o| o.rsc_type == rsc))
+                .map(|o| o.peak_flops),
+        };
+        gpu.filter(|f| *f > 0.0).unwrap_or(1e11)
+    }
+
+    /// Sends again every in-progress result of host `hostid` that the request neither lists
+    /// among the tasks it has (`<other_results>`) nor reports: the client lost it, e.g. it was
+    /// killed before saving the reply that brought it. The deadline is extended to at least
+    /// half the original span from now (at most the project's delay bound). A lost result that
+    /// can no longer make that deadline, or whose app version is gone, goes back to unsent.
+    /// Returns the number resent.
+    fn resend_lost(
+        &self,
+        req: &SchedulerRequest,
+        state: &mut State,
+        reply: &mut SchedulerReply,
+        hostid: i32,
+        t: f64,
+    ) -> usize {
+        let listed: HashSet<&str> = req
+            .other_results
+            .iter()
+            .map(|o| o.name.as_str())
+            .chain(req.results.iter().map(|r| r.name.as_str()))
+            .collect();
+        let platform = Self::platform(req);
+        let mut bad_signature: Option<bool> = None;
+        let mut resent = 0usize;
+        for i in 0..state.jobs.len() {
+            if resent >= MAX_JOBS_PER_RPC {
+                break;
+            }
+            let job = &state.jobs[i];
+            if job.status != ResultStatus::InProgress
+                || job.hostid != hostid
+                || listed.contains(job.result_name.as_str())
+            {
+                continue;
+            }
+            state.counters.lost_results += 1;
+            let version = self
+                .versions
+                .iter()
+                .find(|v| v.spec.name == job.app_name && v.spec.plan_class == job.plan_class);
+            let deadline = job
+                .report_deadline
+                .max(t + RESEND_DEADLINE_FRACTION * (job.report_deadline - job.sent_time))
+                .min(t + self.args.deadline);
+            let feasible = version
+                .map(|v| (v, Self::flops(req, v)))
+                .filter(|(_, flops)| self.args.fpops_est / flops <= deadline - t);
+            let name = job.result_name.clone();
+            let Some((v, flops)) = feasible else {
+                let job = &mut state.jobs[i];
+                job.status = ResultStatus::Unsent;
+                job.hostid = 0;
+                state.counters.lost_results_reissued += 1;
+                reply.messages.push(ReplyMessage {
+                    priority: "low".into(),
+                    text: format!("Didn't resend lost task {name} (expired)"),
+                });
+                continue;
+            };
+            let sign_bad =
+                *bad_signature.get_or_insert_with(|| self.take_fault(Fault::BadSignature));
+            let job = &mut state.jobs[i];
+            job.sent_time = t;
+            job.report_deadline = deadline;
+            job.resends += 1;
+            let job = job.clone();
+            self.add_job(reply, &job, v, flops, &platform, sign_bad);
+            state.counters.results_resent += 1;
+            resent += 1;
+            tracing::info!(result = %name, hostid, "resending lost task");
+            reply.messages.push(ReplyMessage {
+                priority: "low".into(),
+                text: format!("Resent lost task {name}"),
+            });
+        }
+        resent
     }
 
     /// Per-resource requests: (resource type, seconds, instances); `None` type = CPU.
@@ -609,26 +781,7 @@ impl Project {
         hostid: i32,
         t: f64,
     ) {
-        let p_fpops = if req.host_info.p_fpops > 0.0 {
-            req.host_info.p_fpops
-        } else {
-            1e9
-        };
-        let platform = if req.platform_name.is_empty() {
-            "x86_64-pc-linux-gnu".to_owned()
-        } else {
-            req.platform_name.clone()
-        };
-        let gpu_flops = |rsc: &str| -> f64 {
-            let c = req.coprocs.as_ref();
-            let f = if rsc == "NVIDIA" {
-                c.and_then(|c| c.nvidia.as_ref()).map(|n| n.peak_flops)
-            } else {
-                c.and_then(|c| c.other.iter().find(|o| o.rsc_type == rsc))
-                    .map(|o| o.peak_flops)
-            };
-            f.filter(|f| *f > 0.0).unwrap_or(1e11)
-        };
+        let platform = Self::platform(req);
         let mut bad_signature: Option<bool> = None;
         let mut sent = 0usize;
         for (rsc, want) in Self::requests(req) {
@@ -652,10 +805,7 @@ impl Project {
                 else {
                     break;
                 };
-                let flops = match rsc.as_deref() {
-                    None => p_fpops * v.spec.ncpus,
-                    Some(r) => gpu_flops(r),
-                };
+                let flops = Self::flops(req, v);
                 let sign_bad =
                     *bad_signature.get_or_insert_with(|| self.take_fault(Fault::BadSignature));
                 let job = &mut state.jobs[i];
@@ -841,5 +991,241 @@ impl Project {
             report_immediately: true,
             ..TaskResult::default()
         });
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+    use ferrite_proto::sched_request::OtherResult;
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    /// A project with `jobs` jobs of one app, in a temporary directory.
+    fn project(dir: &Path, extra: &[&str]) -> Project {
+        let app = dir.join("app.sh");
+        std::fs::write(&app, "#!/bin/sh\nexit 0\n").unwrap();
+        let app_arg = format!("alpha={}", app.display());
+        let mut argv = vec!["ferrite-testproject", "--app", &app_arg];
+        argv.extend(extra);
+        let args = Args::parse_from(argv);
+        Project::new(args, dir.join("data"), "http://127.0.0.1:1/".into()).unwrap()
+    }
+
+    /// A request from host `hostid` (CPID `cpid`) asking for plenty of CPU work, listing
+    /// `has` as the tasks it holds and reporting `reports`.
+    fn request(hostid: i32, seqno: i32, cpid: &str, has: &[&str], reports: &[&str]) -> String {
+        let mut req = SchedulerRequest {
+            authenticator: KEY.into(),
+            hostid,
+            rpc_seqno: seqno,
+            cpu_req_secs: 1e6,
+            cpu_req_instances: 4.0,
+            ..SchedulerRequest::default()
+        };
+        req.host_info.host_cpid = cpid.into();
+        req.host_info.p_fpops = 1e9;
+        req.other_results = has
+            .iter()
+            .map(|n| OtherResult {
+                name: (*n).into(),
+                ..OtherResult::default()
+            })
+            .collect();
+        req.results = reports
+            .iter()
+            .map(|n| TaskResult {
+                name: (*n).into(),
+                wu_name: n.trim_end_matches("_0").into(),
+                ..TaskResult::default()
+            })
+            .collect();
+        req.to_xml()
+    }
+
+    fn reply(p: &Project, body: &str) -> SchedulerReply {
+        SchedulerReply::parse(&p.scheduler(body), "reply")
+            .unwrap()
+            .value
+    }
+
+    fn names(r: &SchedulerReply) -> Vec<&str> {
+        r.results.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    fn counters(p: &Project) -> crate::state::Counters {
+        lock(&p.state).counters.clone()
+    }
+
+    #[test]
+    fn in_progress_results_missing_from_the_request_are_sent_again_to_their_host_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), &["--jobs", "3", "--deadline", "1000"]);
+        let first = reply(&p, &request(0, 0, "cpid-a", &[], &[]));
+        assert_eq!(first.hostid, Some(1));
+        assert_eq!(
+            names(&first),
+            ["alpha_wu_0_0", "alpha_wu_1_0", "alpha_wu_2_0"]
+        );
+        let sent = first.results[1].report_deadline;
+
+        // Another host lists nothing: host 1's tasks are not its to get.
+        let other = reply(&p, &request(0, 0, "cpid-b", &[], &[]));
+        assert_eq!(other.hostid, Some(2));
+        assert!(other.results.is_empty(), "{:?}", names(&other));
+
+        // Host 1 lists one task and reports another: the third is lost and comes again,
+        // with its workunit, app version and files, and no new work beside it.
+        let again = reply(
+            &p,
+            &request(1, 1, "cpid-a", &["alpha_wu_0_0"], &["alpha_wu_1_0"]),
+        );
+        assert_eq!(names(&again), ["alpha_wu_2_0"]);
+        assert_eq!(again.hostid, None, "the host keeps its id");
+        assert_eq!(again.workunits.len(), 1);
+        assert_eq!(again.workunits[0].name, "alpha_wu_2");
+        assert_eq!(again.app_versions.len(), 1);
+        let files: Vec<&str> = again.file_infos.iter().map(|f| f.name.as_str()).collect();
+        assert!(files.contains(&"alpha_wu_2_in"), "{files:?}");
+        assert!(files.contains(&"alpha_wu_2_0_out"), "{files:?}");
+        assert!(
+            again
+                .file_infos
+                .iter()
+                .any(|f| f.executable && f.file_signature.is_some()),
+            "{files:?}"
+        );
+        assert!(again.results[0].report_deadline >= sent);
+        assert!(
+            again
+                .messages
+                .iter()
+                .any(|m| m.text == "Resent lost task alpha_wu_2_0"),
+            "{:?}",
+            again.messages
+        );
+        let c = counters(&p);
+        assert_eq!(
+            (
+                c.results_sent,
+                c.lost_results,
+                c.results_resent,
+                c.results_reported
+            ),
+            (3, 1, 1, 1)
+        );
+
+        // Listing everything it has: nothing is resent.
+        let calm = reply(
+            &p,
+            &request(1, 2, "cpid-a", &["alpha_wu_0_0", "alpha_wu_2_0"], &[]),
+        );
+        assert!(calm.results.is_empty(), "{:?}", names(&calm));
+        assert_eq!(counters(&p).results_resent, 1);
+
+        // A request without the list (an old client) cannot tell: nothing is resent.
+        let xml = request(1, 3, "cpid-a", &[], &[]);
+        let start = xml.find("<other_results").unwrap();
+        let end = xml.find("</other_results>").unwrap() + "</other_results>".len();
+        let without = format!("{}{}", &xml[..start], &xml[end..]);
+        assert!(reply(&p, &without).results.is_empty());
+        let job = lock(&p.state).jobs[2].clone();
+        assert_eq!((job.status, job.resends), (ResultStatus::InProgress, 1));
+    }
+
+    #[test]
+    fn a_client_that_lost_the_reply_giving_its_host_id_is_the_same_host_and_gets_its_tasks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), &["--jobs", "2"]);
+        let first = reply(&p, &request(0, 0, "cpid-a", &[], &[]));
+        assert_eq!((first.hostid, first.results.len()), (Some(1), 2));
+        // Killed before saving that reply: no host id, no tasks.
+        let again = reply(&p, &request(0, 0, "cpid-a", &[], &[]));
+        assert_eq!(again.hostid, Some(1));
+        assert_eq!(names(&again), ["alpha_wu_0_0", "alpha_wu_1_0"]);
+        assert_eq!(lock(&p.state).hosts.len(), 1);
+        let c = counters(&p);
+        assert_eq!((c.results_sent, c.results_resent), (2, 2));
+    }
+
+    #[test]
+    fn a_lost_result_that_cannot_make_a_new_deadline_goes_back_to_unsent() {
+        let tmp = tempfile::tempdir().unwrap();
+        // 1e13 FLOPs at 1e9 FLOPS: 10 000 s, more than the 100 s deadline.
+        let p = project(
+            tmp.path(),
+            &["--jobs", "1", "--deadline", "100", "--fpops-est", "1e13"],
+        );
+        assert_eq!(reply(&p, &request(0, 0, "c", &[], &[])).results.len(), 1);
+        let lost = reply(&p, &request(1, 1, "c", &[], &[]));
+        assert!(
+            lost.messages
+                .iter()
+                .any(|m| m.text == "Didn't resend lost task alpha_wu_0_0 (expired)"),
+            "{:?}",
+            lost.messages
+        );
+        // Back to unsent, so that it goes out again as new work (here at once).
+        assert_eq!(names(&lost), ["alpha_wu_0_0"]);
+        let c = counters(&p);
+        assert_eq!(
+            (
+                c.lost_results,
+                c.lost_results_reissued,
+                c.results_resent,
+                c.results_sent
+            ),
+            (1, 1, 0, 2)
+        );
+    }
+
+    #[test]
+    fn reports_of_unknown_or_already_reported_results_are_acknowledged_and_counted_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), &["--jobs", "3"]);
+        assert_eq!(reply(&p, &request(0, 0, "a", &[], &[])).results.len(), 3);
+        let first = reply(
+            &p,
+            &request(
+                1,
+                1,
+                "a",
+                &["alpha_wu_1_0", "alpha_wu_2_0"],
+                &["alpha_wu_0_0"],
+            ),
+        );
+        assert_eq!(first.result_acks, ["alpha_wu_0_0"]);
+        // The reply was lost: the same report again, with a name the project never made.
+        let second = reply(
+            &p,
+            &request(
+                1,
+                2,
+                "a",
+                &["alpha_wu_1_0", "alpha_wu_2_0"],
+                &["alpha_wu_0_0", "nosuch_wu_0"],
+            ),
+        );
+        assert_eq!(second.result_acks, ["alpha_wu_0_0", "nosuch_wu_0"]);
+        // Another host reports a task host 1 has.
+        let third = reply(&p, &request(0, 0, "b", &[], &["alpha_wu_1_0"]));
+        assert_eq!(third.result_acks, ["alpha_wu_1_0"]);
+
+        let c = counters(&p);
+        assert_eq!(
+            (c.results_reported, c.duplicate_reports, c.unknown_reports),
+            (1, 1, 2)
+        );
+        let state = lock(&p.state);
+        assert_eq!(state.jobs[0].reports, 2);
+        assert_eq!(state.jobs[1].status, ResultStatus::InProgress);
+        assert_eq!(state.jobs[1].hostid, 1);
+        drop(state);
+        let status: serde_json::Value = serde_json::from_str(&p.status_json()).unwrap();
+        assert_eq!(status["duplicate_reports"], 1);
+        assert_eq!(status["unknown_reports"], 2);
+        assert_eq!(status["results_in_progress"], 2);
     }
 }

@@ -43,6 +43,9 @@ pub struct Job {
     pub client_state: Option<i32>,
     /// Times it was reported (more than one means duplicates).
     pub reports: u32,
+    /// Times it was sent again because its host's request no longer listed it.
+    #[serde(default)]
+    pub resends: u32,
     /// Output files received completely.
     pub uploaded_files: Vec<String>,
 }
@@ -65,6 +68,10 @@ pub struct Host {
     pub rpc_seqno: i32,
     /// Unix time the record was made.
     pub create_time: f64,
+    /// The client's `host_cpid`: a request without a host id but with this CPID (a client
+    /// that lost the reply giving it its id) gets this record again.
+    #[serde(default)]
+    pub host_cpid: String,
 }
 
 /// Counters shown by `/status`.
@@ -78,8 +85,22 @@ pub struct Counters {
     pub uploads_received: u64,
     /// Results reported (first report of each).
     pub results_reported: u64,
-    /// Reports of a result already reported.
+    /// Reports of a result already reported (acknowledged again, not counted again).
     pub duplicate_reports: u64,
+    /// Reports of a result this project never sent to the reporting host (unknown name,
+    /// never sent, or sent to another host): acknowledged so the client drops it, not counted.
+    #[serde(default)]
+    pub unknown_reports: u64,
+    /// In-progress results a host's request no longer listed (the client lost them).
+    #[serde(default)]
+    pub lost_results: u64,
+    /// Lost results sent again to their host.
+    #[serde(default)]
+    pub results_resent: u64,
+    /// Lost results not sent again (past their deadline, or their app version is gone): put
+    /// back to unsent, so that they are sent as new work.
+    #[serde(default)]
+    pub lost_results_reissued: u64,
     /// Scheduler requests handled.
     pub scheduler_rpcs: u64,
 }

@@ -8,8 +8,20 @@ use clap::Parser as _;
 use common::{get, get_json, post, request, rpc, start, work_request, KEY};
 use ferrite_proto::client_state::{ResultState, TaskResult};
 use ferrite_proto::crypt::{md5_hex, PrivateKey, PublicKey};
-use ferrite_proto::sched_request::StickyFile;
+use ferrite_proto::sched_request::{OtherResult, StickyFile};
 use ferrite_testproject::{Args, Server};
+
+/// The tasks a client holds after `reply`, as its next request lists them.
+fn holding(reply: &ferrite_proto::sched_reply::SchedulerReply) -> Vec<OtherResult> {
+    reply
+        .results
+        .iter()
+        .map(|r| OtherResult {
+            name: r.name.clone(),
+            ..OtherResult::default()
+        })
+        .collect()
+}
 
 fn report(name: &str) -> TaskResult {
     TaskResult {
@@ -176,6 +188,7 @@ fn work_fetch_gets_signed_app_and_jobs_that_verify() {
     next.hostid = 1;
     next.rpc_seqno = 1;
     next.code_sign_key = Some(key.to_text());
+    next.other_results = holding(&reply);
     let r2 = rpc(url, &next);
     assert_eq!(r2.hostid, None);
     assert!(r2.results.is_empty());
@@ -445,12 +458,12 @@ fn state_survives_a_restart() {
             KEY,
         ])
     };
-    let (key1, sent) = {
+    let (key1, first) = {
         let s = Server::start(argv("0")).expect("start");
         let r = rpc(s.url(), &work_request(10.0, 1.0));
-        (r.code_sign_key.expect("key"), r.results.len())
+        (r.code_sign_key.clone().expect("key"), r)
     };
-    assert_eq!(sent, 1);
+    assert_eq!(first.results.len(), 1);
     let s = Server::start(argv("0")).expect("restart");
     let st = get_json(s.url(), "status");
     assert_eq!(st["jobs_made"], 3, "jobs not made again");
@@ -459,6 +472,7 @@ fn state_survives_a_restart() {
     let mut req = work_request(1000.0, 4.0);
     req.hostid = 1;
     req.rpc_seqno = 1;
+    req.other_results = holding(&first);
     let r = rpc(s.url(), &req);
     assert_eq!(r.hostid, None, "host record kept");
     assert_eq!(r.results.len(), 2, "only the unsent jobs");

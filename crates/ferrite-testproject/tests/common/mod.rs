@@ -218,6 +218,9 @@ pub fn work_request(cpu_secs: f64, instances: f64) -> SchedulerRequest {
     r.authenticator = KEY.into();
     r.hostid = 0;
     r.rpc_seqno = 0;
+    // No CPID: each request without a host id is a new host (one with the CPID of a known
+    // host would be that host again, and get back the tasks it does not list).
+    r.host_info.host_cpid.clear();
     r.code_sign_key = None;
     r.work_req_seconds = cpu_secs;
     r.cpu_req_secs = cpu_secs;
