@@ -485,7 +485,12 @@ impl Transfers {
             };
             let p2 = path.clone();
             let hashed = tokio::task::spawn_blocking(move || {
-                let f = std::fs::File::open(&p2)?;
+                // Never through a link: an output must be a file of the project's own.
+                let f = std::os::unix::fs::OpenOptionsExt::custom_flags(
+                    std::fs::OpenOptions::new().read(true),
+                    libc::O_NOFOLLOW,
+                )
+                .open(&p2)?;
                 let len = f.metadata()?.len();
                 ferrite_net::fast_md5::md5_hex_reader(std::io::BufReader::new(f))
                     .map(|md5| (len, md5))

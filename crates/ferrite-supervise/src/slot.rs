@@ -334,7 +334,9 @@ impl Slot {
     }
 
     /// Moves copy-mode outputs from the slot to the project directory (when the task ends for
-    /// good). Missing outputs are skipped; the caller finds them absent later.
+    /// good). Missing outputs are skipped; the caller finds them absent later. An output that
+    /// is not a regular file (a symlink the app made, which could point at any file of the
+    /// host or of another project) is never moved: it is removed and counts as missing.
     pub fn move_copied_outputs(&self, files: &[SlotFile]) -> Result<(), SlotError> {
         for f in files {
             f.check()?;
@@ -342,8 +344,18 @@ impl Slot {
                 continue;
             }
             let src = self.dir.join(&f.open_name);
-            if !src.exists() {
-                continue;
+            match src.symlink_metadata() {
+                Err(_) => continue,
+                Ok(m) if m.is_file() => {}
+                Ok(m) => {
+                    tracing::warn!("output {} is not a regular file; not kept", src.display());
+                    if m.is_dir() {
+                        let _ = fs::remove_dir_all(&src);
+                    } else {
+                        let _ = fs::remove_file(&src);
+                    }
+                    continue;
+                }
             }
             let dst = self
                 .data_dir()
