@@ -4,6 +4,7 @@
 //! the MD5 and only then rename the file into place.
 
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use futures_util::StreamExt as _;
@@ -231,6 +232,7 @@ fn writer(
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(io("opening", &path))?;
     f.set_len(keep).map_err(io("truncating", &path))?;
@@ -255,7 +257,11 @@ fn hasher(
 ) -> Result<Md5, DownloadError> {
     let mut h = Md5::new();
     if keep > 0 {
-        let f = std::fs::File::open(&path).map_err(io("opening", &path))?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(io("opening", &path))?;
         let mut r = std::io::BufReader::with_capacity(WRITE_BUF, f).take(keep);
         let mut buf = vec![0u8; WRITE_BUF];
         let mut left = keep;
@@ -286,7 +292,11 @@ fn file_len(path: &Path) -> u64 {
 }
 
 fn truncate(path: &Path, len: u64) -> Result<(), DownloadError> {
-    match std::fs::OpenOptions::new().write(true).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
         Ok(f) => f.set_len(len).map_err(io("truncating", path)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io("opening", path)(e)),
@@ -438,6 +448,12 @@ impl HttpClient {
     ) -> Result<DownloadOutcome, DownloadError> {
         if urls.is_empty() {
             return Err(DownloadError::NoUrls);
+        }
+        // A link at the partial file's name is not ours (whatever could write the project
+        // directory put it there): it is removed, never written through.
+        if std::fs::symlink_metadata(&target.partial).is_ok_and(|m| m.is_symlink()) {
+            tracing::warn!("{} is a symlink; removed", target.partial.display());
+            remove(&target.partial);
         }
         // A complete partial file from an earlier attempt (e.g. the rename was missed).
         let have = file_len(&target.partial);

@@ -213,7 +213,11 @@ impl HttpClient {
         }
         .min(job.nbytes);
         let header = file_upload_header(job.version, &job.file, job.nbytes, &job.md5, offset)?;
-        let mut f = tokio::fs::File::open(&job.path)
+        // Never through a link: what is uploaded is a file of the project's own.
+        let mut f = tokio::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&job.path)
             .await
             .map_err(read_err(&job.path))?;
         let on_disk = f.metadata().await.map_err(read_err(&job.path))?.len();
