@@ -516,7 +516,7 @@ fn a_slot_links_only_into_its_own_project() {
     // Wait until tasks of both projects are running, then look at every slot.
     let t0 = Instant::now();
     let mut checked = [0usize; 2];
-    while t0.elapsed() < Duration::from_secs(40) && checked.iter().any(|&n| n == 0) {
+    while t0.elapsed() < Duration::from_secs(40) && checked.contains(&0) {
         for slot in fs::read_dir(dir.join("slots"))
             .into_iter()
             .flatten()
