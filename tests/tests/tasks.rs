@@ -401,6 +401,20 @@ fn battery_user_input_other_programs_load_and_exclusive_apps_suspend_computing()
         "Suspending computation - on batteries",
         Duration::from_secs(5),
     );
+    // `ferrite explain` says so before the tasks' own decisions.
+    let explain = ferrite_e2e::ferrite_bounded(
+        &dir,
+        &["--host", &format!("127.0.0.1:{port}"), "explain"],
+        Duration::from_secs(30),
+    );
+    assert!(
+        explain
+            .stdout
+            .starts_with("Computing is suspended: on batteries (reason 1)"),
+        "{}{}",
+        explain.stdout,
+        explain.stderr
+    );
     fs::write(ps.join("AC/online"), "1\n").expect("online");
     wait_until("apps run on mains", Duration::from_secs(20), || all('S'));
     assert_eq!(task_suspend_reason(port), 0);

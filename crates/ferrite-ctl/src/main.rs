@@ -425,6 +425,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let tasks = pick("task", &["name", "project", "decision", "reason"]);
             let fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
+            let suspended = pick("suspended", &["what", "code", "reason"]);
             if json {
                 let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
                     rows.iter()
@@ -443,11 +444,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 return print_json(&serde_json::json!({
                     "tasks": obj(&["name", "project", "decision", "reason"], &tasks),
                     "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
+                    "suspended": obj(&["what", "code", "reason"], &suspended),
                 }));
             }
             if body.contains("<pending/>") {
                 println!("The scheduler has not run yet; try again in a second.");
                 return Ok(());
+            }
+            for s in &suspended {
+                let what = if s[0] == "gpu" {
+                    "GPU computing"
+                } else {
+                    "Computing"
+                };
+                println!(
+                    "{what} is suspended: {} (reason {}); tasks stay stopped whatever they show below.\n",
+                    s[2], s[1]
+                );
             }
             print!(
                 "{}",

@@ -63,6 +63,7 @@
 //! [`scheduler`] (the stateful wrapper), [`suspend`] (whether computing may go on at all).
 
 pub mod accounting;
+pub mod describe;
 pub mod disk;
 pub mod error;
 pub mod estimate;

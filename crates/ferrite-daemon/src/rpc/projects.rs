@@ -22,7 +22,7 @@ impl Daemon {
             } => self.rpc_file_transfer_op(op, &project_url, &filename, t),
             Request::GetFileTransfers => self.rpc_file_transfers(t),
             Request::GetOldResults => crate::projects::old_results_xml(&self.projects.old_results),
-            Request::FerriteExplain => self.explain_xml(),
+            Request::FerriteExplain => self.explain_xml(t),
             Request::ProjectAttach {
                 project_url,
                 authenticator,
@@ -339,10 +339,21 @@ impl Daemon {
     /// `ferrite_explain`: the scheduling core's last decisions with their reasons: for each
     /// task whether it runs, is preempted, waits or is done, and why; for each project and
     /// resource whether work is asked for, and why not.
-    fn explain_xml(&self) -> String {
+    fn explain_xml(&self, now: f64) -> String {
         use ferrite_sched::JobState;
         use std::fmt::Write as _;
         let mut out = String::from("<ferrite_explain>\n");
+        // A client-wide suspension overrides every task's decision: say it first.
+        for (what, reason) in [("computing", self.suspended.0), ("gpu", self.suspended.1)] {
+            if let Some(r) = reason {
+                let _ = writeln!(
+                    out,
+                    "<suspended>\n    <what>{what}</what>\n    <code>{}</code>\n    <reason>{}</reason>\n</suspended>",
+                    r.code(),
+                    r.describe()
+                );
+            }
+        }
         let Some((pass, world)) = self.tasks.last_pass() else {
             out.push_str("<pending/>\n</ferrite_explain>\n");
             return out;
@@ -355,11 +366,11 @@ impl Daemon {
             };
             let (decision, reason) = if let Some(e) = pass.run.run.iter().find(|e| e.job == job.id)
             {
-                ("run", format!("{:?}", e.reason))
+                ("run", e.reason.describe())
             } else if let Some(e) = pass.run.preempt.iter().find(|e| e.job == job.id) {
-                ("preempt", format!("{:?} ({:?})", e.reason, e.action))
+                ("preempt", e.reason.describe(e.action))
             } else if let Some((_, why)) = pass.run.skipped.iter().find(|(j, _)| *j == job.id) {
-                ("wait", format!("{why:?}"))
+                ("wait", why.describe())
             } else if pass.abort.contains(&job.id) {
                 ("abort", "cannot meet its deadline".to_owned())
             } else {
@@ -396,10 +407,10 @@ impl Daemon {
             for rr in &req.resources {
                 let _ = write!(
                     out,
-                    "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>request</verdict>\n    <reason>{:?}: {:.0} s, {:.2} idle instances</reason>\n</fetch>\n",
+                    "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>request</verdict>\n    <reason>{}: {:.0} s, {:.2} idle instances</reason>\n</fetch>\n",
                     xml_escape(&url_of(req.project.index())),
                     resource(rr.resource),
-                    req.reason,
+                    req.reason.describe(),
                     rr.req_secs,
                     rr.req_instances
                 );
@@ -411,7 +422,7 @@ impl Daemon {
                 "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>blocked</verdict>\n    <reason>{}</reason>\n</fetch>\n",
                 xml_escape(&b.project.map(|p| url_of(p.index())).unwrap_or_default()),
                 b.resource.map(resource).unwrap_or_default(),
-                xml_escape(&format!("{:?}", b.rule))
+                xml_escape(&b.rule.describe(now))
             );
         }
         let _ = write!(

@@ -1,0 +1,187 @@
+//! Plain-language wording of the core's decisions, for `ferrite explain` and the event log.
+//! Each text starts with the rule's name (as the troubleshooting guide lists them), then says
+//! what it means in this case.
+
+use crate::fetch::{FetchRule, RpcReason};
+use crate::model::Time;
+use crate::runlist::{PreemptAction, PreemptReason, RunReason, SkipReason};
+
+/// A duration as a person reads it: "45 s", "12 min", "3.5 h", "2.0 days".
+pub fn duration(secs: f64) -> String {
+    let s = secs.max(0.0);
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else if s < 90.0 * 60.0 {
+        format!("{:.0} min", s / 60.0)
+    } else if s < 48.0 * 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.1} days", s / 86400.0)
+    }
+}
+
+impl RunReason {
+    /// Why the job runs.
+    pub fn describe(self) -> String {
+        match self {
+            RunReason::Deadline => {
+                "Deadline: it would miss its deadline otherwise, so it runs earliest-deadline-first"
+            }
+            RunReason::TimeSlice => "TimeSlice: it runs and its time slice is not over",
+            RunReason::Priority => {
+                "Priority: its project's turn by resource share and recent credit"
+            }
+        }
+        .to_owned()
+    }
+}
+
+impl SkipReason {
+    /// Why the job waits although it could run.
+    pub fn describe(self) -> String {
+        match self {
+            SkipReason::CpusCommitted => "CpusCommitted: every usable CPU is taken",
+            SkipReason::NoCoprocInstance => "NoCoprocInstance: no GPU has room for it",
+            SkipReason::AppMaxConcurrent => {
+                "AppMaxConcurrent: its app's max_concurrent (app_config.xml) is reached"
+            }
+            SkipReason::ProjectMaxConcurrent => {
+                "ProjectMaxConcurrent: its project's project_max_concurrent (app_config.xml) is reached"
+            }
+            SkipReason::Memory => {
+                "Memory: its working set would exceed the memory the preferences allow"
+            }
+        }
+        .to_owned()
+    }
+}
+
+impl PreemptReason {
+    /// Why a running job stops, and how.
+    pub fn describe(self, action: PreemptAction) -> String {
+        let how = match action {
+            PreemptAction::KeepInMemory => "suspended in memory",
+            PreemptAction::Quit => "quit, restarts from its checkpoint",
+        };
+        let why = match self {
+            PreemptReason::LowerPriority => {
+                "LowerPriority: its time slice is over and a project with a better claim runs"
+                    .to_owned()
+            }
+            PreemptReason::DeadlineJob => {
+                "DeadlineJob: a task that would miss its deadline needs its place".to_owned()
+            }
+            PreemptReason::Skipped(s) => s.describe(),
+            PreemptReason::ReleaseMemory => {
+                "ReleaseMemory: not running, and leave_apps_in_memory is off".to_owned()
+            }
+        };
+        format!("{why} ({how})")
+    }
+}
+
+impl RpcReason {
+    /// Why work is requested.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RpcReason::Init => "first contact: one second of work per resource",
+            RpcReason::NeedWork => "the work buffer is below its minimum",
+        }
+    }
+}
+
+impl FetchRule {
+    /// Why the project is not asked for this resource, at time `now`.
+    pub fn describe(&self, now: Time) -> String {
+        let left = |until: Time| duration(until - now);
+        match *self {
+            FetchRule::BufferFull {
+                saturated,
+                min_buffer,
+            } => format!(
+                "BufferFull: busy for {} ahead, the minimum buffer is {}",
+                duration(saturated),
+                duration(min_buffer)
+            ),
+            FetchRule::Suspended => "Suspended: the project is suspended".to_owned(),
+            FetchRule::NoNewWork => "NoNewWork: the project is set to no new tasks".to_owned(),
+            FetchRule::RpcBackoff { until } => format!(
+                "RpcBackoff: the project's scheduler failed or asked for a delay; next try in {}",
+                left(until)
+            ),
+            FetchRule::TooManyJobs => {
+                "TooManyJobs: the project has over 1000 runnable tasks here".to_owned()
+            }
+            FetchRule::UploadDeferral { until } => format!(
+                "UploadDeferral: an upload is under way; the request rides on its report (at most {})",
+                left(until)
+            ),
+            FetchRule::NoApps => {
+                "NoApps: the project has no app for it, or its preferences turn it off".to_owned()
+            }
+            FetchRule::AllInstancesExcluded => {
+                "AllInstancesExcluded: every device of this type is excluded for the project"
+                    .to_owned()
+            }
+            FetchRule::ResourceBackoff { until } => format!(
+                "ResourceBackoff: the last requests got no work; next try in {}",
+                left(until)
+            ),
+            FetchRule::MaxConcurrent => {
+                "MaxConcurrent: app_config.xml limits mean it could not use more".to_owned()
+            }
+            FetchRule::ZeroShareNotIdle => {
+                "ZeroShareNotIdle: resource share 0, asked only when a device idles".to_owned()
+            }
+            FetchRule::LowerPriority => {
+                "LowerPriority: a project with a better claim is asked first".to_owned()
+            }
+            FetchRule::DiskFull => {
+                "DiskFull: Ferrite uses all the disk space the preferences allow".to_owned()
+            }
+            FetchRule::DeadlineLimit {
+                start_delay,
+                latest_start,
+            } => format!(
+                "DeadlineLimit: a new task would start in {} but must start within {} to meet its deadline",
+                duration(start_delay),
+                duration(latest_start)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(42.0), "42 s");
+        assert_eq!(duration(600.0), "10 min");
+        assert_eq!(duration(5400.0), "1.5 h");
+        assert_eq!(duration(3.0 * 86400.0), "3.0 days");
+        assert_eq!(duration(-5.0), "0 s");
+    }
+
+    #[test]
+    fn texts_name_the_rule_and_the_case() {
+        let r = FetchRule::ResourceBackoff {
+            until: 1000.0 + 1200.0,
+        }
+        .describe(1000.0);
+        assert_eq!(
+            r,
+            "ResourceBackoff: the last requests got no work; next try in 20 min"
+        );
+        let b = FetchRule::BufferFull {
+            saturated: 86400.0,
+            min_buffer: 8640.0,
+        }
+        .describe(0.0);
+        assert!(b.starts_with("BufferFull: busy for 24.0 h ahead"), "{b}");
+        let p = PreemptReason::Skipped(SkipReason::Memory).describe(PreemptAction::Quit);
+        assert!(p.starts_with("Memory: ") && p.ends_with("(quit, restarts from its checkpoint)"));
+        assert!(RunReason::Deadline.describe().starts_with("Deadline: "));
+    }
+}
