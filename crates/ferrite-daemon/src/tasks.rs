@@ -20,7 +20,9 @@ use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
 use ferrite_proto::init_data::AppInitData;
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_sched::suspend::SuspendReason;
-use ferrite_sched::{JobId, PassOutput, PreemptAction, Scheduler, World};
+use ferrite_sched::{
+    JobId, PassOutput, PreemptAction, PreemptReason, Scheduler, SkipReason, World,
+};
 use ferrite_supervise::{
     end_orphans, find_orphans, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode, Priority, Slot,
     SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit, TaskRecord, TaskState, Timing,
@@ -90,6 +92,8 @@ pub struct TickInputs<'a> {
     pub app_configs: &'a BTreeMap<String, AppConfig>,
     /// `cc_config.xml` `<exclude_gpu>` entries.
     pub exclude_gpus: &'a [ExcludeGpu],
+    /// Resources switched off in each project's web preferences.
+    pub no_rsc_prefs: &'a BTreeMap<String, Vec<String>>,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -275,6 +279,13 @@ impl TaskTable {
             .filter(|p| p.action == PreemptAction::Quit)
             .map(|p| p.job)
             .collect();
+        let over_ram: HashSet<JobId> = out
+            .run
+            .preempt
+            .iter()
+            .filter(|p| p.reason == PreemptReason::Skipped(SkipReason::Memory))
+            .map(|p| p.job)
+            .collect();
 
         for id in &out.abort {
             let Some(key) = self.ids.job(*id).cloned() else {
@@ -317,8 +328,13 @@ impl TaskTable {
                 }
             } else if quit.contains(&id) && run_allowed {
                 if matches!(st, TaskState::Running | TaskState::Suspended) {
+                    let why = if over_ram.contains(&id) {
+                        "its working set exceeds the RAM limit; "
+                    } else {
+                        ""
+                    };
                     info!(
-                        "preempting task {} (quit; it restarts from its checkpoint)",
+                        "preempting task {} ({why}quit; it restarts from its checkpoint)",
                         key.1
                     );
                     l.task.quit(inst);
@@ -389,6 +405,7 @@ impl TaskTable {
             gpu_suspended: inputs.gpu_suspended,
             app_configs: inputs.app_configs,
             exclude_gpus: inputs.exclude_gpus,
+            no_rsc_prefs: inputs.no_rsc_prefs,
             not_before: &self.not_before,
             now,
         };
@@ -555,11 +572,22 @@ impl TaskTable {
                                 .limit
                                 .as_ref()
                                 .map_or_else(|| outcome.exit_status(), |l| l.exit_code());
-                            warn!(
-                                "task {} ended with a computation error ({outcome:?}, exit status {status})",
-                                key.1
-                            );
-                            r.state = ResultState::ComputeError;
+                            // A limit the client enforces aborts the task, as the
+                            // official client's abort_task does.
+                            r.state = if let Some(l) = &x.limit {
+                                warn!(
+                                    "task {} aborted: {} (exit status {status})",
+                                    key.1,
+                                    l.message()
+                                );
+                                ResultState::Aborted
+                            } else {
+                                warn!(
+                                    "task {} ended with a computation error ({outcome:?}, exit status {status})",
+                                    key.1
+                                );
+                                ResultState::ComputeError
+                            };
                             r.exit_status = status;
                             r.ready_to_report = true;
                         }
