@@ -536,3 +536,30 @@ pub fn ferrite_bounded(cwd: &Path, args: &[&str], timeout: Duration) -> CmdOutpu
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// The C++ BOINC API test app (`crates/ferrite-supervise/tests/apps/test_app.cpp`, whose
+/// flags are listed at its top), compiled with g++ against Debian's `libboinc-app-dev` into
+/// `dir` (the first call's) once per test process, written under a temporary name and
+/// renamed into place, so test processes building at once never see half a binary.
+pub fn boinc_test_app(dir: &Path) -> PathBuf {
+    static APP: OnceLock<PathBuf> = OnceLock::new();
+    APP.get_or_init(|| {
+        let source = workspace_root().join("crates/ferrite-supervise/tests/apps/test_app.cpp");
+        fs::create_dir_all(dir).expect("app build dir");
+        let out = dir.join("boinc_test_app");
+        let tmp = dir.join(format!("boinc_test_app.{}", std::process::id()));
+        let status = Command::new("g++")
+            .args(["-O1", "-I/usr/include/boinc", "-o"])
+            .arg(&tmp)
+            .arg(&source)
+            .args(["-lboinc_api", "-lboinc", "-lpthread"])
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "building the BOINC test app failed (needs g++ and libboinc-app-dev)"
+        );
+        fs::rename(&tmp, &out).expect("rename test app");
+        out
+    })
+    .clone()
+}

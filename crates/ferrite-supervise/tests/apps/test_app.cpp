@@ -6,6 +6,8 @@
 // Options change its behaviour:
 //   --crash            segfault after the first step (the API's handler exits with 193)
 //   --temp-exit        boinc_temporary_exit(77, "waiting for test resource") after one step
+//   --temp-exit-once   the same, but only in a run that did not start from a checkpoint
+//   --temp-exit-secs N the delay asked for by the temporary exit (default 77)
 //   --forever          never finish
 //   --alloc MB         allocate and touch MB megabytes, then keep going
 //   --fill MB          write a file of MB megabytes into the slot, then keep going
@@ -53,12 +55,14 @@ static int read_int_file(const char* logical, int dflt) {
 
 int main(int argc, char** argv) {
     bool crash = false, temp_exit = false, forever = false, spin = false, do_fork = false;
-    bool trickle = false;
-    int alloc_mb = 0, fill_mb = 0, step_ms = 100;
+    bool trickle = false, temp_exit_once = false;
+    int alloc_mb = 0, fill_mb = 0, step_ms = 100, temp_exit_secs = 77;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--crash") crash = true;
         else if (a == "--temp-exit") temp_exit = true;
+        else if (a == "--temp-exit-once") temp_exit = temp_exit_once = true;
+        else if (a == "--temp-exit-secs" && i + 1 < argc) temp_exit_secs = atoi(argv[++i]);
         else if (a == "--forever") forever = true;
         else if (a == "--spin") spin = true;
         else if (a == "--fork") do_fork = true;
@@ -134,8 +138,8 @@ int main(int argc, char** argv) {
                 volatile int* bad = NULL;
                 *bad = 1;
             }
-            if (temp_exit) {
-                boinc_temporary_exit(77, "waiting for test resource");
+            if (temp_exit && !(temp_exit_once && start > 0)) {
+                boinc_temporary_exit(temp_exit_secs, "waiting for test resource");
             }
             if (trickle) {
                 char variety[] = "test";
