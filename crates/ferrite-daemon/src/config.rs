@@ -41,6 +41,9 @@ pub struct Config {
     pub prefs: WorkingPrefs,
     /// `app_config.xml` of each project that has one, by master URL.
     pub app_configs: BTreeMap<String, AppConfig>,
+    /// Resources the volunteer switched off in each project's web preferences ("use CPU",
+    /// "use NVIDIA GPU"), from the account files, by master URL.
+    pub no_rsc_prefs: BTreeMap<String, Vec<String>>,
 }
 
 /// What reading the configuration found worth saying.
@@ -60,6 +63,15 @@ fn read_optional(path: &Path) -> Result<Option<String>, String> {
     }
 }
 
+/// The resources a project's web preferences (in its account file) switch off for this
+/// host's venue; `None` when the file is missing or unreadable.
+pub fn account_no_rsc(dir: &Path, url: &str, host_venue: &str) -> Option<Vec<String>> {
+    let name = account_file_name(url);
+    let text = fs::read_to_string(dir.join(&name)).ok()?;
+    let account = AccountFile::parse(&text, &name).ok()?.value;
+    Some(account.prefs(host_venue).no_rsc)
+}
+
 impl Config {
     /// Defaults everywhere, as if no configuration file existed.
     pub fn empty() -> Config {
@@ -67,6 +79,7 @@ impl Config {
             cc: CcConfig::default(),
             prefs: working_prefs(None, None, "", &|_| None, 0.0),
             app_configs: BTreeMap::new(),
+            no_rsc_prefs: BTreeMap::new(),
         }
     }
 
@@ -141,11 +154,19 @@ impl Config {
                 Err(e) => report.errors.push(e),
             }
         }
+        let mut no_rsc_prefs = BTreeMap::new();
+        for p in &state.projects {
+            let url = &p.project.master_url;
+            if let Some(no_rsc) = account_no_rsc(dir, url, &p.project.host_venue) {
+                no_rsc_prefs.insert(url.clone(), no_rsc);
+            }
+        }
         (
             Config {
                 cc,
                 prefs,
                 app_configs,
+                no_rsc_prefs,
             },
             report,
         )

@@ -1255,6 +1255,14 @@ impl Daemon {
         let refused: Vec<(String, String, i32)> = out
             .refusals
             .iter()
+            let venue = self
+                .state
+                .project(url)
+                .map(|p| p.project.host_venue.clone())
+                .unwrap_or_default();
+            if let Some(no_rsc) = crate::config::account_no_rsc(&self.dir, url, &venue) {
+                self.config.no_rsc_prefs.insert(url.to_owned(), no_rsc);
+            }
             .filter(|r| r.kind == ObjectKind::Result)
             .map(|r| {
                 let (code, why) = root_refusal(&out.refusals, &r.reason, 0);

@@ -102,6 +102,8 @@ pub struct SnapshotInputs<'a> {
     pub app_configs: &'a BTreeMap<String, AppConfig>,
     /// `cc_config.xml` `<exclude_gpu>` entries.
     pub exclude_gpus: &'a [ExcludeGpu],
+    /// Resources switched off in each project's web preferences, by master URL.
+    pub no_rsc_prefs: &'a BTreeMap<String, Vec<String>>,
     /// Results that may not start now (temporary-exit backoff), by (URL, name).
     pub not_before: &'a HashMap<(String, String), f64>,
     /// Wall time of the snapshot.
@@ -167,6 +169,7 @@ pub fn build_world(
             intern(&mut ids.versions, &version_key(&p.project.master_url, v));
         }
     }
+    let has_gpu = !world.host.coprocs.is_empty();
     for url in &ids.projects {
         let proj = match state.project(url) {
             Some(ps) => {
@@ -186,6 +189,15 @@ pub fn build_world(
                     x.report_immediately = ac.report_results_immediately;
                 }
                 x.excluded_instances = excluded_nvidia(inputs.exclude_gpus, &p.master_url);
+                // The server says which resources it has no apps for; the volunteer's web
+                // preferences may turn others off.
+                x.fetch_only_known_resources = false;
+                let prefs_off = inputs.no_rsc_prefs.get(&p.master_url);
+                for name in p.no_rsc_apps.iter().chain(prefs_off.into_iter().flatten()) {
+                    if let Some(r) = resource_of(name, has_gpu) {
+                        x.no_work_for.insert(r);
+                    }
+                }
                 x
             }
             None => {
@@ -211,7 +223,6 @@ pub fn build_world(
         }
         world.add_app(app);
     }
-    let has_gpu = !world.host.coprocs.is_empty();
     for key in &ids.versions {
         let app = AppId(index_of(&ids.apps, &(key.0.clone(), key.1.clone())));
         let p = pid(&key.0);
@@ -314,6 +325,20 @@ pub fn build_world(
     world
 }
 
+/// The core's resource for a BOINC resource name (`CPU`, `NVIDIA`; the official spellings of
+/// `no_rsc_apps` and `no_rsc`). Other GPU types are not detected, so they map to nothing.
+fn resource_of(name: &str, has_nvidia: bool) -> Option<ResourceId> {
+    if name.eq_ignore_ascii_case("CPU") {
+        Some(ResourceId(0))
+    } else if has_nvidia
+        && (name.eq_ignore_ascii_case("NVIDIA") || name.eq_ignore_ascii_case("CUDA"))
+    {
+        Some(ResourceId(1))
+    } else {
+        None
+    }
+}
+
 /// The `app_config.xml` `<app>` block of an app, if any.
 fn app_config<'a>(
     inputs: &SnapshotInputs<'a>,
@@ -414,6 +439,7 @@ mod tests {
 
     const STATE: &str = include_str!("../tests/fixtures/02_client_state.xml");
     static NO_APP_CONFIGS: BTreeMap<String, AppConfig> = BTreeMap::new();
+    static NO_APP_CONFIGS_NO_RSC: BTreeMap<String, Vec<String>> = BTreeMap::new();
 
     fn state() -> ClientState {
         ClientState::parse(STATE, "client_state.xml")
@@ -432,6 +458,7 @@ mod tests {
             gpu_suspended: false,
             app_configs: &NO_APP_CONFIGS,
             exclude_gpus: &[],
+            no_rsc_prefs: &NO_APP_CONFIGS_NO_RSC,
             not_before: nb,
             now: 1_795_340_000.0,
         }
@@ -470,6 +497,16 @@ mod tests {
         assert_eq!(w.apps[0].max_concurrent, Some(1));
         assert!(w.apps[0].report_immediately);
         assert_eq!(w.app_versions[0].avg_ncpus, 2.0);
+        // The server's no_rsc_apps and the web preferences' "use CPU: no" stop CPU fetch.
+        let mut s2 = s.clone();
+        s2.projects[0].no_rsc_apps = vec!["NVIDIA".to_owned()];
+        let w = build_world(&s2, &mut ids, &inp, &|_, _| None);
+        assert!(!w.projects[0].fetch_only_known_resources);
+        assert!(!w.projects[0].no_work_for.contains(ResourceId(0)));
+        let no_cpu = BTreeMap::from([(url.to_owned(), vec!["CPU".to_owned()])]);
+        inp.no_rsc_prefs = &no_cpu;
+        let w = build_world(&s2, &mut ids, &inp, &|_, _| None);
+        assert!(w.projects[0].no_work_for.contains(ResourceId(0)));
         // Without a config nothing is limited.
         let w = build_world(&s, &mut ids, &inputs(&prefs, &nb), &|_, _| None);
         assert_eq!(w.projects[0].max_concurrent, None);

@@ -92,6 +92,8 @@ pub struct TickInputs<'a> {
     pub app_configs: &'a BTreeMap<String, AppConfig>,
     /// `cc_config.xml` `<exclude_gpu>` entries.
     pub exclude_gpus: &'a [ExcludeGpu],
+    /// Resources switched off in each project's web preferences.
+    pub no_rsc_prefs: &'a BTreeMap<String, Vec<String>>,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -403,6 +405,7 @@ impl TaskTable {
             gpu_suspended: inputs.gpu_suspended,
             app_configs: inputs.app_configs,
             exclude_gpus: inputs.exclude_gpus,
+            no_rsc_prefs: inputs.no_rsc_prefs,
             not_before: &self.not_before,
             now,
         };

@@ -391,7 +391,7 @@ impl<'a> Ctx<'a> {
             knows_versions[v.project.index()] = true;
         }
         for (p, known) in knows_versions.iter().enumerate() {
-            if !known {
+            if !known || !world.projects[p].fetch_only_known_resources {
                 has_apps[p].iter_mut().for_each(|x| *x = true);
             }
         }

@@ -369,6 +369,11 @@ pub struct Project {
     /// GPU instances excluded for this project (`cc_config <exclude_gpu>`), one bit mask of
     /// device numbers per resource index (index 0, the CPU, is ignored).
     pub excluded_instances: Vec<u64>,
+    /// Asked for work only on the resources its known app versions use (the emulator's
+    /// projects). The daemon turns this off and lets the server's `no_rsc_apps` (in
+    /// `no_work_for`) say which resources the project has no apps for, as the official client
+    /// does: a project may bring GPU apps later.
+    pub fetch_only_known_resources: bool,
     /// Attached but never contacted: the next RPC is the initial one (`RPC_REASON_INIT`).
     pub initial_rpc_pending: bool,
     /// Duration correction factor (1 when the server says `dont_use_dcf`).
@@ -390,6 +395,7 @@ impl Project {
             report_immediately: false,
             no_work_for: ResourceSet::default(),
             excluded_instances: Vec::new(),
+            fetch_only_known_resources: true,
             initial_rpc_pending: false,
             dcf: 1.0,
             last_upload_started: None,
