@@ -158,6 +158,9 @@ pub struct ProjectLoop {
     pub old_results: std::collections::VecDeque<OldResult>,
     /// The attach wizard's web RPCs, by [`WebRpcKind`].
     pub web: [WebRpcState; 3],
+    /// The data directory could take nothing more at the last look (see
+    /// [`Daemon::storage_blocks_work`]).
+    storage_full: bool,
 }
 
 impl Default for ProjectLoop {
@@ -180,6 +183,7 @@ impl Default for ProjectLoop {
             web: Default::default(),
             rpc_counts: BTreeMap::new(),
             old_results: std::collections::VecDeque::new(),
+            storage_full: false,
         }
     }
 }
@@ -437,6 +441,10 @@ pub(crate) struct DiskFigures {
     /// The same per project.
     pub used: BTreeMap<String, f64>,
 }
+
+/// Free bytes under which the data directory's file system counts as full: no work is asked
+/// for, since neither its files nor the state could be written.
+const DISK_FULL_FREE_BYTES: f64 = 1024.0 * 1024.0;
 
 /// Total and free bytes of the file system holding `path`.
 fn volume_space(path: &Path) -> Option<(f64, f64)> {
@@ -747,7 +755,10 @@ impl Daemon {
                 }
             }
         }
-        // 5. Work fetch, as the core chose.
+        // 5. Work fetch, as the core chose, unless nothing more can be stored.
+        if self.storage_blocks_work() {
+            return None;
+        }
         let req = fetch?;
         let url = ids.get(req.project.index())?.clone();
         let ps = self.state.project(&url)?;
@@ -762,8 +773,37 @@ impl Daemon {
         })
     }
 
+    /// Whether the data directory can take nothing more: its file system is (almost) full, or
+    /// the state cannot be saved (disk full, read-only). No work is asked for then. Says so
+    /// when it starts and when it ends.
+    fn storage_blocks_work(&mut self) -> bool {
+        let free = volume_space(&self.dir).map(|(_, free)| free);
+        let unsaved = self.save.failures() > 0;
+        let full = unsaved || free.is_some_and(|f| f < DISK_FULL_FREE_BYTES);
+        if full != self.projects.storage_full {
+            self.projects.storage_full = full;
+            if full {
+                let why = if unsaved {
+                    "the state file cannot be saved (disk full or read-only)".to_owned()
+                } else {
+                    format!(
+                        "the disk holding the data directory is full ({:.0} bytes free)",
+                        free.unwrap_or(0.0)
+                    )
+                };
+                warn!("not asking for work: {why}");
+            } else {
+                info!("disk space is available again; asking for work as usual");
+            }
+        }
+        full
+    }
+
     /// The work the core would ask of `url` on an RPC made for another reason.
     fn piggyback(&mut self, url: &str, t: f64) -> Option<ferrite_sched::WorkRequest> {
+        if self.storage_blocks_work() {
+            return None;
+        }
         let (out, world) = self.tasks.last_pass()?;
         let (sim, world) = (out.sim.clone(), world.clone());
         let pid = self.tasks.ids().projects.iter().position(|u| u == url)?;
@@ -1215,6 +1255,14 @@ impl Daemon {
         }
         if out.project_prefs.is_some() || out.gui_urls.is_some() {
             self.update_account_file(url, out);
+            let venue = self
+                .state
+                .project(url)
+                .map(|p| p.project.host_venue.clone())
+                .unwrap_or_default();
+            if let Some(no_rsc) = crate::config::account_no_rsc(&self.dir, url, &venue) {
+                self.config.no_rsc_prefs.insert(url.to_owned(), no_rsc);
+            }
         }
         for e in &out.events {
             match e {
@@ -1255,14 +1303,6 @@ impl Daemon {
         let refused: Vec<(String, String, i32)> = out
             .refusals
             .iter()
-            let venue = self
-                .state
-                .project(url)
-                .map(|p| p.project.host_venue.clone())
-                .unwrap_or_default();
-            if let Some(no_rsc) = crate::config::account_no_rsc(&self.dir, url, &venue) {
-                self.config.no_rsc_prefs.insert(url.to_owned(), no_rsc);
-            }
             .filter(|r| r.kind == ObjectKind::Result)
             .map(|r| {
                 let (code, why) = root_refusal(&out.refusals, &r.reason, 0);

@@ -33,6 +33,21 @@ use tracing::{info, warn};
 
 use crate::{config, Event};
 
+/// What a download that stopped because the local disk is full says (and is recognised by).
+const DISK_FULL: &str = "the disk is full";
+/// Seconds before such a download is tried again (no backoff: the server is not at fault).
+const DISK_FULL_RETRY: f64 = 10.0;
+
+/// Whether a download failed because the local disk is full (or the quota is used up).
+fn local_disk_full(e: &ferrite_net::download::DownloadError) -> bool {
+    match e {
+        ferrite_net::download::DownloadError::Io { source, .. } => {
+            matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        }
+        _ => false,
+    }
+}
+
 /// `ERR_RESULT_DOWNLOAD`: a task's input or app file could not be downloaded.
 pub const ERR_RESULT_DOWNLOAD: i32 = -186;
 /// `ERR_RESULT_UPLOAD`: a task's output could not be uploaded.
@@ -436,7 +451,11 @@ impl Transfers {
                     project,
                     file,
                     upload: false,
-                    result: Err(e.to_string()),
+                    result: Err(if local_disk_full(&e) {
+                        format!("{e}: {DISK_FULL}")
+                    } else {
+                        e.to_string()
+                    }),
                     download: None,
                     code: e.boinc_code(),
                     permanent: e.is_permanent(),
@@ -640,6 +659,17 @@ impl Transfers {
                     if !done.upload {
                         let _ = std::fs::remove_file(partial_path(&pdir.join(&f.name)));
                     }
+                } else if msg.ends_with(DISK_FULL) {
+                    // Our disk, not the server, failed: no backoff; tried again soon, and
+                    // resumed from what was written.
+                    retry.next_request_time = now + DISK_FULL_RETRY;
+                    retry.is_upload = done.upload;
+                    f.persistent_file_xfer = Some(retry.to_xml());
+                    warn!(
+                        project = %done.project,
+                        "{direction} of {} stopped: {msg}; trying again in {DISK_FULL_RETRY:.0} s",
+                        f.name
+                    );
                 } else {
                     retry.num_retries += 1;
                     let delay =
