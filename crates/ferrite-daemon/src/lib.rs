@@ -17,6 +17,7 @@ pub mod sdnotify;
 pub mod snapshot;
 pub mod store;
 pub mod tasks;
+pub mod throttle;
 pub mod transfers;
 
 use std::collections::HashSet;
@@ -102,6 +103,8 @@ pub struct Daemon {
     rpc: rpc::RpcState,
     /// The apps: processes, slots, and the scheduling core that decides what runs.
     tasks: tasks::TaskTable,
+    /// CPU throttling (`cpu_usage_limit`).
+    throttle: throttle::Throttle,
     /// Run a supervision tick at the next turn of the loop (a GUI request changed something).
     tick_soon: bool,
     /// The project loop: master fetches and scheduler RPCs.
@@ -149,6 +152,7 @@ impl Daemon {
             cpu_busy_at: None,
             _lock: lock,
             tasks: tasks::TaskTable::new(&dir),
+            throttle: throttle::Throttle::new(),
             transfers: transfers::Transfers::new(&dir),
             projects: projects::ProjectLoop::default(),
             notifier: sdnotify::Notifier::from_env(),
@@ -461,10 +465,15 @@ impl Daemon {
         }
         let reason = loop {
             let t = now();
-            let next = [self.save.next_due(), self.gpu_retry_at, Some(next_tick)]
-                .into_iter()
-                .flatten()
-                .fold(t + 1.0, f64::min);
+            let next = [
+                self.save.next_due(),
+                self.gpu_retry_at,
+                Some(next_tick),
+                self.throttle.next_switch(t),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(t + 1.0, f64::min);
             let next = if self.tick_soon { t } else { next };
             let wait = (next - t).clamp(0.0, 1.0);
             tokio::select! {
@@ -538,6 +547,10 @@ impl Daemon {
                 self.refresh_metrics(t);
                 let _ = self.notifier.status(&self.status_line());
             }
+            if self.throttle.wants_poll() {
+                let groups = throttle::groups(&self.tasks, &self.state);
+                self.throttle.poll(&groups, now());
+            }
             self.save_if_due(t, false);
         };
         info!("shutting down ({reason})");
@@ -546,6 +559,8 @@ impl Daemon {
             || self.config.cc.options.abort_jobs_on_exit)
             .then_some(ferrite_supervise::limits::EXIT_CLIENT_EXITING);
         self.transfers.shutdown().await;
+        self.throttle
+            .release(&throttle::groups(&self.tasks, &self.state));
         self.tasks.shutdown(&mut self.state, abort_code).await;
         if let Some(code) = abort_code {
             self.abort_unfinished(code, now());
@@ -575,6 +590,12 @@ impl Daemon {
             self.save.mark_dirty(t);
         }
         let (reason, gpu_reason, user_active) = self.decide_suspension(t);
+        let limit = self
+            .config
+            .prefs
+            .prefs
+            .effective_cpu_usage_limit(user_active);
+        self.throttle.set_limit(limit, t);
         self.tasks.no_priority_change =
             self.opts.no_priority_change || self.config.cc.options.no_priority_change;
         let inputs = tasks::TickInputs {

@@ -1,0 +1,274 @@
+//! CPU throttling (`cpu_usage_limit`): `ferrited` runs a CPU-bound app (a busy shell loop in
+//! place of the `02_tasks_running` fixture's app) and, with a limit of 30 % in
+//! `global_prefs_override.xml`, holds its CPU time well below the wall time and says which
+//! mechanism it uses; a task the user suspends stays stopped. With 100 % the app is never
+//! held.
+//!
+//! Besides CPU time (which other programs on a busy machine also lower), the tests read how
+//! long the app was runnable at all (`/proc/PID/schedstat`: time on a CPU plus time waiting for
+//! one): a stopped process accrues neither, so under the duty cycle that share is near the
+//! limit whatever the machine's load, and without throttling it is near 100 %.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ferrite_e2e::{fixture_data_dir, free_port, gui_rpc, Proc};
+
+const URL: &str = "http://127.0.0.1:18080/";
+const PROJECT: &str = "projects/127.0.0.1_18080";
+const WINDOW: Duration = Duration::from_secs(6);
+
+fn make_writable(dir: &Path) {
+    for e in fs::read_dir(dir).expect("read dir") {
+        let p = e.expect("entry").path();
+        let mut perm = fs::metadata(&p).expect("stat").permissions();
+        perm.set_mode(perm.mode() | 0o200);
+        fs::set_permissions(&p, perm).expect("chmod");
+        if p.is_dir() {
+            make_writable(&p);
+        }
+    }
+}
+
+/// The fixture with its app replaced by an endless busy loop (the daemon has not verified the
+/// file yet, so it takes it as it finds it), only `wu_long_0` runnable (`wu_abort_0` is
+/// suspended by the user), and `cpu_usage_limit`.
+fn data_dir(limit: u32) -> tempfile::TempDir {
+    let d = fixture_data_dir("02_tasks_running");
+    make_writable(d.path());
+    let state_file = d.path().join("client_state.xml");
+    let state = fs::read_to_string(&state_file).expect("state");
+    let state = state.replacen(
+        "<name>wu_abort_0</name>",
+        "<name>wu_abort_0</name>\n    <suspended_via_gui/>",
+        1,
+    );
+    fs::write(&state_file, state).expect("state");
+    let app = d.path().join(PROJECT).join("fixture_app_2.00.sh");
+    fs::write(
+        &app,
+        "#!/bin/sh\necho \"busy app starting in $(basename \"$PWD\")\" >&2\n\
+         i=0\nwhile :; do i=$((i+1)); done\n",
+    )
+    .expect("app");
+    fs::set_permissions(&app, fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs::write(
+        d.path().join("cc_config.xml"),
+        "<cc_config>\n<options>\n<ncpus>1</ncpus>\n</options>\n</cc_config>\n",
+    )
+    .expect("cc_config");
+    fs::write(
+        d.path().join("global_prefs_override.xml"),
+        format!(
+            "<global_preferences>\n<cpu_usage_limit>{limit}</cpu_usage_limit>\n\
+             <suspend_cpu_usage>0</suspend_cpu_usage>\n<run_if_user_active>1</run_if_user_active>\n\
+             <max_ncpus_pct>100</max_ncpus_pct>\n</global_preferences>\n"
+        ),
+    )
+    .expect("prefs");
+    d
+}
+
+fn start(dir: &Path, port: u16) -> Proc {
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        dir.to_str().expect("utf-8"),
+        "--gui_rpc_port",
+        &port.to_string(),
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+    ]);
+    p.wait_for("GUI RPC listening on TCP", Duration::from_secs(30));
+    p
+}
+
+/// The app processes (working directory in `dir/slots`): (pid, slot dir).
+fn slot_processes(dir: &Path) -> Vec<(i32, PathBuf)> {
+    let slots = fs::canonicalize(dir.join("slots")).expect("slots dir");
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cwd) = fs::read_link(e.path().join("cwd")) else {
+            continue;
+        };
+        if cwd.starts_with(&slots) && state_letter(pid) != Some('Z') {
+            out.push((pid, cwd));
+        }
+    }
+    out
+}
+
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The /proc state letter of `pid`.
+fn state_letter(pid: i32) -> Option<char> {
+    stat_fields(pid)?.first()?.chars().next()
+}
+
+/// (CPU seconds, runnable seconds: on a CPU or waiting for one) of `pid` so far.
+fn usage(pid: i32) -> (f64, f64) {
+    let f = stat_fields(pid).expect("app alive");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let ticks: f64 = f[11].parse::<f64>().expect("utime") + f[12].parse::<f64>().expect("stime");
+    let sched = fs::read_to_string(format!("/proc/{pid}/schedstat")).expect("schedstat");
+    let ns: Vec<f64> = sched
+        .split_whitespace()
+        .take(2)
+        .map(|x| x.parse().expect("schedstat number"))
+        .collect();
+    (ticks / hz, (ns[0] + ns[1]) / 1e9)
+}
+
+/// The one app process, once it runs.
+fn the_app(dir: &Path) -> i32 {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let [(pid, _)] = slot_processes(dir)[..] {
+            return pid;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no single app process: {:?}", slot_processes(dir));
+}
+
+/// Measures `pid` over `d`: (CPU share, runnable share, share of samples in state T).
+fn measure(pid: i32, d: Duration) -> (f64, f64, f64) {
+    let (cpu0, run0) = usage(pid);
+    let t0 = Instant::now();
+    let (mut samples, mut stopped) = (0u32, 0u32);
+    while t0.elapsed() < d {
+        samples += 1;
+        if state_letter(pid) == Some('T') {
+            stopped += 1;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (cpu1, run1) = usage(pid);
+    let wall = t0.elapsed().as_secs_f64();
+    (
+        (cpu1 - cpu0) / wall,
+        (run1 - run0) / wall,
+        f64::from(stopped) / f64::from(samples),
+    )
+}
+
+/// Collects state letters of `pid` over `d`.
+fn states_over(pid: i32, d: Duration) -> Vec<char> {
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    while t0.elapsed() < d {
+        seen.extend(state_letter(pid));
+        thread::sleep(Duration::from_millis(20));
+    }
+    seen
+}
+
+fn result_op(port: u16, op: &str, name: &str) {
+    let r = gui_rpc(
+        port,
+        Some("testpw"),
+        &format!("<{op}>\n<project_url>{URL}</project_url>\n<name>{name}</name>\n</{op}>\n"),
+    );
+    assert!(r.contains("<success/>"), "{op}: {r}");
+}
+
+#[test]
+fn a_limit_of_30_percent_holds_a_busy_app_well_below_the_wall_time() {
+    let d = data_dir(30);
+    let port = free_port();
+    let mut p = start(d.path(), port);
+    p.wait_for("CPU throttling at 30%", Duration::from_secs(30));
+    let pid = the_app(d.path());
+    let out = p.output();
+    let cgroup = out.contains("with cgroup v2");
+    assert!(
+        cgroup || out.contains("by duty cycle: apps are stopped and continued every second"),
+        "the log names the mechanism:\n{out}"
+    );
+    assert!(
+        out.matches("CPU throttling at").count() == 1,
+        "the mechanism is logged once:\n{out}"
+    );
+    // Let the first cycles pass, then measure.
+    thread::sleep(Duration::from_secs(1));
+    let (cpu, runnable, stopped) = measure(pid, WINDOW);
+    eprintln!(
+        "limit 30%: CPU {:.0}% of the wall time, runnable {:.0}%, stopped in {:.0}% of samples",
+        cpu * 100.0,
+        runnable * 100.0,
+        stopped * 100.0
+    );
+    assert!(cpu < 0.6, "CPU share {cpu:.2} with a 30% limit");
+    assert!(cpu > 0.0, "the app still runs");
+    if !cgroup {
+        // Stopped about 70 % of the time, whatever else the machine does.
+        assert!(
+            (0.15..=0.5).contains(&runnable),
+            "runnable share {runnable:.2} with a 30% duty cycle"
+        );
+        assert!(
+            (0.45..=0.9).contains(&stopped),
+            "stopped share {stopped:.2} with a 30% duty cycle"
+        );
+    }
+
+    // A task the user suspends stays stopped; once resumed it is throttled again.
+    let name = "wu_long_0";
+    result_op(port, "suspend_result", name);
+    thread::sleep(Duration::from_millis(500));
+    let seen = states_over(pid, Duration::from_secs(3));
+    assert!(
+        !seen.is_empty() && seen.iter().all(|s| *s == 'T'),
+        "a suspended task stays stopped: {seen:?}"
+    );
+    result_op(port, "resume_result", name);
+    thread::sleep(Duration::from_millis(500));
+    let (_, runnable, _) = measure(pid, Duration::from_secs(3));
+    assert!(
+        runnable > 0.05,
+        "the resumed task runs again: {runnable:.2}"
+    );
+    if !cgroup {
+        assert!(runnable < 0.6, "and is throttled again: {runnable:.2}");
+    }
+
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
+    assert!(
+        slot_processes(d.path()).is_empty(),
+        "no app outlives the daemon (a stopped one included)"
+    );
+}
+
+#[test]
+fn a_limit_of_100_percent_never_holds_the_app() {
+    let d = data_dir(100);
+    let mut p = start(d.path(), free_port());
+    p.wait_for("starting task", Duration::from_secs(30));
+    let pid = the_app(d.path());
+    thread::sleep(Duration::from_secs(1));
+    let (cpu, runnable, stopped) = measure(pid, WINDOW);
+    eprintln!(
+        "limit 100%: CPU {:.0}% of the wall time, runnable {:.0}%, stopped in {:.0}% of samples",
+        cpu * 100.0,
+        runnable * 100.0,
+        stopped * 100.0
+    );
+    assert_eq!(stopped, 0.0, "never stopped");
+    assert!(runnable > 0.9, "runnable all the time: {runnable:.2}");
+    assert!(cpu > 0.0);
+    let out = p.output();
+    assert!(!out.contains("CPU throttling"), "{out}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
+}
