@@ -90,6 +90,10 @@ pub struct Project {
     faults: Mutex<Faults>,
     /// Extra download names made by faults.
     extra_downloads: Mutex<HashMap<String, Source>>,
+    /// Upload certificates made so far, by output file name: a result sent again gets the
+    /// same one without another RSA signature (slow in debug builds, and made while the
+    /// state is locked).
+    certs: Mutex<HashMap<String, String>>,
 }
 
 fn now() -> f64 {
@@ -222,6 +226,7 @@ impl Project {
                             client_state: None,
                             reports: 0,
                             resends: 0,
+                            reported_time: None,
                             uploaded_files: Vec::new(),
                         });
                         s.counters.jobs_made += 1;
@@ -247,6 +252,7 @@ impl Project {
             state: Mutex::new(state),
             faults: Mutex::new(faults),
             extra_downloads: Mutex::new(HashMap::new()),
+            certs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -420,6 +426,7 @@ impl Project {
                     "exit_status": j.exit_status,
                     "reports": j.reports,
                     "resends": j.resends,
+                    "reported_time": j.reported_time,
                     "uploaded_files": j.uploaded_files,
                 })
             })
@@ -548,6 +555,7 @@ impl Project {
                     job.exit_status = Some(r.exit_status);
                     job.client_state = Some(r.state.as_i32());
                     job.reports = 1;
+                    job.reported_time = Some(t);
                     state.counters.results_reported += 1;
                 }
                 // Never sent, or sent to another host.
@@ -833,6 +841,19 @@ impl Project {
         }
     }
 
+    /// The upload certificate of output file `name` (made once).
+    fn upload_cert(&self, name: &str) -> Option<String> {
+        if let Some(c) = lock(&self.certs).get(name) {
+            return Some(c.clone());
+        }
+        let cert = self
+            .key
+            .sign(upload_cert_text(name, MAX_OUTPUT_BYTES).as_bytes())
+            .ok()?;
+        lock(&self.certs).insert(name.to_owned(), cert.clone());
+        Some(cert)
+    }
+
     fn add_job(
         &self,
         reply: &mut SchedulerReply,
@@ -959,10 +980,7 @@ impl Project {
 
         // Output, with its upload certificate.
         let out_name = format!("{}_out", job.result_name);
-        let cert = self
-            .key
-            .sign(upload_cert_text(&out_name, MAX_OUTPUT_BYTES).as_bytes())
-            .ok();
+        let cert = self.upload_cert(&out_name);
         reply.file_infos.push(FileInfo {
             name: out_name.clone(),
             upload_urls: vec![format!("{base}cgi-bin/file_upload_handler")],

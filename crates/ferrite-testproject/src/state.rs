@@ -46,6 +46,9 @@ pub struct Job {
     /// Times it was sent again because its host's request no longer listed it.
     #[serde(default)]
     pub resends: u32,
+    /// Unix time of its first report.
+    #[serde(default)]
+    pub reported_time: Option<f64>,
     /// Output files received completely.
     pub uploaded_files: Vec<String>,
 }
