@@ -1,8 +1,8 @@
 //! CPU throttling (`cpu_usage_limit`): `ferrited` runs a CPU-bound app (a busy shell loop in
-//! place of the `02_tasks_running` fixture's app) and, with a limit of 30 % in
-//! `global_prefs_override.xml`, holds its CPU time well below the wall time and says which
-//! mechanism it uses; a task the user suspends stays stopped. With 100 % the app is never
-//! held.
+//! place of the `02_tasks_running` fixture's app, and the spinning BOINC API test app) and,
+//! with a limit of 30 % in `global_prefs_override.xml`, holds its CPU time well below the wall
+//! time and says which mechanism it uses; a task the user suspends stays stopped and is
+//! throttled again once resumed. With 100 % the app is never held.
 //!
 //! Besides CPU time (which other programs on a busy machine also lower), the tests read how
 //! long the app was runnable at all (`/proc/PID/schedstat`: time on a CPU plus time waiting for
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::{fixture_data_dir, free_port, gui_rpc, Proc};
+use ferrite_e2e::{boinc_test_app, fixture_data_dir, free_port, gui_rpc, Proc};
 
 const URL: &str = "http://127.0.0.1:18080/";
 const PROJECT: &str = "projects/127.0.0.1_18080";
@@ -87,8 +87,11 @@ fn start(dir: &Path, port: u16) -> Proc {
 
 /// The app processes (working directory in `dir/slots`): (pid, slot dir).
 fn slot_processes(dir: &Path) -> Vec<(i32, PathBuf)> {
-    let slots = fs::canonicalize(dir.join("slots")).expect("slots dir");
     let mut out = Vec::new();
+    // No slot yet before the first task starts.
+    let Ok(slots) = fs::canonicalize(dir.join("slots")) else {
+        return out;
+    };
     for e in fs::read_dir("/proc").expect("/proc").flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
             continue;
@@ -174,10 +177,14 @@ fn states_over(pid: i32, d: Duration) -> Vec<char> {
 }
 
 fn result_op(port: u16, op: &str, name: &str) {
+    result_op_at(port, URL, op, name);
+}
+
+fn result_op_at(port: u16, url: &str, op: &str, name: &str) {
     let r = gui_rpc(
         port,
         Some("testpw"),
-        &format!("<{op}>\n<project_url>{URL}</project_url>\n<name>{name}</name>\n</{op}>\n"),
+        &format!("<{op}>\n<project_url>{url}</project_url>\n<name>{name}</name>\n</{op}>\n"),
     );
     assert!(r.contains("<success/>"), "{op}: {r}");
 }
@@ -271,4 +278,132 @@ fn a_limit_of_100_percent_never_holds_the_app() {
     assert!(!out.contains("CPU throttling"), "{out}");
     p.signal(libc::SIGTERM);
     assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
+}
+
+/// A data directory whose one project runs the C++ BOINC API test app spinning forever
+/// (`--spin --forever`) as its only task, with `cpu_usage_limit` 30 %.
+fn api_data_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path();
+    let url = "http://127.0.0.1:1/throttle/";
+    let pdir = dir
+        .join("projects")
+        .join(ferrite_proto::account::escape_project_url(url));
+    fs::create_dir_all(&pdir).expect("project dir");
+    let app = boinc_test_app(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    fs::copy(app, pdir.join("test_app")).expect("install app");
+    fs::write(pdir.join("spin_in"), "1000\n").expect("input");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let state = format!(
+        "<client_state>\n<project>\n<master_url>{url}</master_url>\n\
+         <project_name>Throttle</project_name>\n<resource_share>100</resource_share>\n\
+         <dont_request_more_work/>\n</project>\n<app>\n<name>test_app</name>\n</app>\n\
+         <file>\n<name>test_app</name>\n<status>1</status>\n<executable/>\n</file>\n\
+         <file>\n<name>spin_in</name>\n<status>1</status>\n</file>\n\
+         <file>\n<name>spin_0_out</name>\n<max_nbytes>100000</max_nbytes>\n<status>0</status>\n\
+         <upload_url>{url}upload</upload_url>\n</file>\n\
+         <app_version>\n<app_name>test_app</app_name>\n<version_num>100</version_num>\n\
+         <platform>x86_64-pc-linux-gnu</platform>\n<avg_ncpus>1</avg_ncpus>\n<flops>1e9</flops>\n\
+         <api_version>7.20.0</api_version>\n<file_ref>\n<file_name>test_app</file_name>\n\
+         <main_program/>\n</file_ref>\n</app_version>\n\
+         <workunit>\n<name>spin</name>\n<app_name>test_app</app_name>\n<version_num>100</version_num>\n\
+         <rsc_fpops_est>1e10</rsc_fpops_est>\n<rsc_fpops_bound>1e13</rsc_fpops_bound>\n\
+         <rsc_memory_bound>1e8</rsc_memory_bound>\n<rsc_disk_bound>1e9</rsc_disk_bound>\n\
+         <command_line>--spin --forever</command_line>\n\
+         <file_ref>\n<file_name>spin_in</file_name>\n<open_name>in</open_name>\n</file_ref>\n\
+         </workunit>\n<result>\n<name>spin_0</name>\n<wu_name>spin</wu_name>\n<state>2</state>\n\
+         <platform>x86_64-pc-linux-gnu</platform>\n<version_num>100</version_num>\n\
+         <report_deadline>{:.0}</report_deadline>\n<received_time>{now:.0}</received_time>\n\
+         <file_ref>\n<file_name>spin_0_out</file_name>\n<open_name>out</open_name>\n</file_ref>\n\
+         </result>\n<platform_name>x86_64-pc-linux-gnu</platform_name>\n\
+         <core_client_major_version>7</core_client_major_version>\n\
+         <core_client_minor_version>20</core_client_minor_version>\n\
+         <core_client_release>5</core_client_release>\n<user_run_request>2</user_run_request>\n\
+         <user_gpu_request>2</user_gpu_request>\n<user_network_request>3</user_network_request>\n\
+         </client_state>\n",
+        now + 7.0 * 86400.0
+    );
+    fs::write(dir.join("client_state.xml"), state).expect("state");
+    fs::write(dir.join("gui_rpc_auth.cfg"), "testpw\n").expect("password");
+    fs::write(
+        dir.join("cc_config.xml"),
+        "<cc_config>\n<options>\n<ncpus>1</ncpus>\n</options>\n</cc_config>\n",
+    )
+    .expect("cc_config");
+    fs::write(
+        dir.join("global_prefs_override.xml"),
+        "<global_preferences>\n<cpu_usage_limit>30</cpu_usage_limit>\n\
+         <suspend_cpu_usage>0</suspend_cpu_usage>\n<run_if_user_active>1</run_if_user_active>\n\
+         <leave_apps_in_memory>1</leave_apps_in_memory>\n</global_preferences>\n",
+    )
+    .expect("prefs");
+    d
+}
+
+#[test]
+fn a_throttled_boinc_api_app_suspended_by_the_user_uses_no_cpu_until_resumed() {
+    let d = api_data_dir();
+    let port = free_port();
+    let mut p = start(d.path(), port);
+    p.wait_for("CPU throttling at 30%", Duration::from_secs(30));
+    let pid = the_app(d.path());
+    let cgroup = p.output().contains("with cgroup v2");
+    thread::sleep(Duration::from_secs(1));
+    let (cpu, runnable, _) = measure(pid, WINDOW);
+    eprintln!(
+        "API app, limit 30%: CPU {:.0}% of the wall time, runnable {:.0}%",
+        cpu * 100.0,
+        runnable * 100.0
+    );
+    assert!(cpu < 0.6, "CPU share {cpu:.2} with a 30% limit");
+    if !cgroup {
+        assert!(
+            (0.15..=0.5).contains(&runnable),
+            "runnable share {runnable:.2} with a 30% duty cycle"
+        );
+    }
+    // Suspended by the user while the throttle holds it (the app cannot read its
+    // `<suspend/>` then), the app does not compute: the throttle does not continue it.
+    let t0 = Instant::now();
+    while !cgroup && state_letter(pid) != Some('T') && t0.elapsed() < Duration::from_secs(3) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    result_op_at(
+        port,
+        "http://127.0.0.1:1/throttle/",
+        "suspend_result",
+        "spin_0",
+    );
+    thread::sleep(Duration::from_secs(2));
+    let (cpu, _, _) = measure(pid, Duration::from_secs(4));
+    assert!(cpu < 0.03, "a suspended app computes: CPU share {cpu:.3}");
+    // Resumed, it computes again (the throttle continues what it stopped), throttled.
+    result_op_at(
+        port,
+        "http://127.0.0.1:1/throttle/",
+        "resume_result",
+        "spin_0",
+    );
+    thread::sleep(Duration::from_secs(2));
+    let (cpu, runnable, _) = measure(pid, Duration::from_secs(4));
+    eprintln!(
+        "API app resumed: CPU {:.0}% of the wall time, runnable {:.0}%",
+        cpu * 100.0,
+        runnable * 100.0
+    );
+    assert!(cpu > 0.0, "the resumed app computes");
+    if !cgroup {
+        assert!(
+            (0.1..=0.6).contains(&runnable),
+            "the resumed app is throttled: {runnable:.2}"
+        );
+    }
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
+    assert!(
+        slot_processes(d.path()).is_empty(),
+        "no app outlives the daemon"
+    );
 }
