@@ -606,6 +606,7 @@ impl Daemon {
             user_active,
             app_configs: &self.config.app_configs,
             exclude_gpus: &self.config.cc.options.exclude_gpus,
+            no_rsc_prefs: &self.config.no_rsc_prefs,
         };
         let report = self.tasks.tick(&mut self.state, &inputs, t);
         if report.changed {
@@ -627,7 +628,6 @@ impl Daemon {
         &mut self,
         t: f64,
     ) -> (Option<SuspendReason>, Option<SuspendReason>, bool) {
-            no_rsc_prefs: &self.config.no_rsc_prefs,
         use ferrite_proto::client_state::RunMode;
         use ferrite_sched::suspend::{self, Mode, Observed, SuspendPrefs};
         let mode = |kind| match rpc::current_mode(&self.state, &self.rpc, kind, t) {
