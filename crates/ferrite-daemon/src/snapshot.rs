@@ -499,7 +499,7 @@ mod tests {
         assert_eq!(w.app_versions[0].avg_ncpus, 2.0);
         // The server's no_rsc_apps and the web preferences' "use CPU: no" stop CPU fetch.
         let mut s2 = s.clone();
-        s2.projects[0].no_rsc_apps = vec!["NVIDIA".to_owned()];
+        s2.projects[0].project.no_rsc_apps = vec!["NVIDIA".to_owned()];
         let w = build_world(&s2, &mut ids, &inp, &|_, _| None);
         assert!(!w.projects[0].fetch_only_known_resources);
         assert!(!w.projects[0].no_work_for.contains(ResourceId(0)));
