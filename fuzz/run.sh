@@ -37,7 +37,9 @@ for t in "${TARGETS[@]}"; do
     echo "== fuzz: $t for ${SECONDS_PER_TARGET}s"
     mkdir -p "work/$t" "artifacts/$t"
     log="/tmp/ferrite-fuzz-$t.log"
-    if cargo +nightly fuzz run "${FLAGS[@]}" "$t" "work/$t" "corpus/$t" -- \
+    dict=()
+    if [ -f "dict/$t.dict" ]; then dict=(-dict="dict/$t.dict"); fi
+    if cargo +nightly fuzz run "${FLAGS[@]}" "$t" "work/$t" "corpus/$t" -- "${dict[@]}" \
         -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 >"$log" 2>&1; then
         grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|^#[0-9]+ +DONE' "$log" || true
