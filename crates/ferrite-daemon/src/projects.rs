@@ -447,7 +447,7 @@ pub(crate) struct DiskFigures {
 const DISK_FULL_FREE_BYTES: f64 = 1024.0 * 1024.0;
 
 /// Total and free bytes of the file system holding `path`.
-fn volume_space(path: &Path) -> Option<(f64, f64)> {
+pub(crate) fn volume_space(path: &Path) -> Option<(f64, f64)> {
     let s = nix::sys::statvfs::statvfs(path).ok()?;
     let frag = s.fragment_size() as f64;
     Some((s.blocks() as f64 * frag, s.blocks_available() as f64 * frag))

@@ -57,13 +57,6 @@ fn dir_size(path: &Path) -> f64 {
     total
 }
 
-/// Total and free bytes of the file system holding `path`.
-fn fs_space(path: &Path) -> Option<(f64, f64)> {
-    let s = nix::sys::statvfs::statvfs(path).ok()?;
-    let frag = s.fragment_size() as f64;
-    Some((s.blocks() as f64 * frag, s.blocks_available() as f64 * frag))
-}
-
 /// `%.3g`: three significant digits, trailing zeros dropped.
 fn g3(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
@@ -505,7 +498,7 @@ impl Daemon {
                 .f64("disk_usage", used)
                 .close("project");
         }
-        let (d_total, d_free) = fs_space(&self.dir)
+        let (d_total, d_free) = crate::projects::volume_space(&self.dir)
             .unwrap_or((self.state.host_info.d_total, self.state.host_info.d_free));
         let d_boinc = (dir_size(&self.dir) - projects_total).max(0.0);
         let allowed =
