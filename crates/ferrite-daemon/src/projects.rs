@@ -385,7 +385,22 @@ fn http_client(
     if cc.http_transfer_timeout > 0 {
         cfg.read_timeout = std::time::Duration::from_secs(cc.http_transfer_timeout as u64);
     }
-    if let Some(p) = &cc.proxy_info {
+    // cc_config.xml's proxy wins; else the one a GUI set (`set_proxy_settings`), as in the
+    // official client.
+    let gui_proxy = state.proxy_info.as_deref().and_then(|text| {
+        ferrite_proto::xml::parse_document(text, "client_state.xml", "proxy_info", |r, t| {
+            ferrite_proto::cc_config::ProxyInfo::read(r, t)
+        })
+        .map_err(|e| warn!("the proxy set through the GUI is unusable: {e}"))
+        .ok()
+        .map(|p| p.value)
+    });
+    let proxy = cc
+        .proxy_info
+        .as_ref()
+        .filter(|p| p.present())
+        .or(gui_proxy.as_ref());
+    if let Some(p) = proxy {
         let server = |host: &str, port: i32, user: &str, pw: &str| ProxyServer {
             host: host.to_owned(),
             port: u16::try_from(port).unwrap_or(80),

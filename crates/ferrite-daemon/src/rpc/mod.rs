@@ -357,6 +357,7 @@ impl Daemon {
             Request::SetProxySettings { raw } => {
                 self.state.proxy_info =
                     Some(format!("<proxy_info>\n{}\n</proxy_info>", raw.trim()));
+                self.projects.reset_http();
                 self.save.mark_dirty(t);
                 reply::SUCCESS.to_owned()
             }
