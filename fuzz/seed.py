@@ -77,5 +77,9 @@ fi = (b"<file_info>\n<name>in_1</name>\n<nbytes>12</nbytes>\n<max_nbytes>0</max_
 put("transfer_response", b"\x01" + fi + b"\x00" + body)
 put("transfer_response", b"\x01" + fi.replace(b"</name>", b"</name>\n<signature_required/>\n<file_signature>\n"
                                                 + md5 + b"\n.\n</file_signature>") + b"\x00" + body)
-put("transfer_response", b"\x02" + bytes(range(256)))
+put("transfer_response", b"\x03" + bytes(range(256)))
+key = (ROOT / "crates/ferrite-project/tests/fixtures/code_sign_public").read_bytes()
+signed = (ROOT / "crates/ferrite-proto/tests/fixtures/crypt/sched_reply_04_work_signed_app_3_jobs.xml").read_bytes()
+sig = signed.split(b"<file_signature>")[1].split(b"</file_signature>")[0]
+put("transfer_response", b"\x02" + key + b"\x00" + sig)
 print({d.name: len(list(d.iterdir())) for d in OUT.iterdir()})

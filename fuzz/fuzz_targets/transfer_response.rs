@@ -2,8 +2,12 @@
 //! for resuming) and the checks on a downloaded file (size, MD5, signature) against a
 //! `<file_info>` taken from the input, with the fast MD5 compared to the reference one.
 //!
-//! Input: byte 0 picks the part; the rest is the reply text, or a `<file_info>` document
-//! and the downloaded bytes split at the first NUL.
+//! A project's code-signing key and signatures (from a reply, checked against each signed
+//! download) go through BOINC's RSA check.
+//!
+//! Input: byte 0 picks the part; the rest is the reply text, a `<file_info>` document and
+//! the downloaded bytes split at the first NUL, or a key text and a signature text split at
+//! the first NUL.
 #![no_main]
 
 use ferrite_net::fast_md5::Md5;
@@ -11,7 +15,9 @@ use ferrite_net::ExpectedFile;
 use ferrite_project::files::{
     parse_upload_reply, record_verification, resume_offset, verify_download, UploadStatus,
 };
+use ferrite_project::verify::{BoincCrypt, SignatureVerifier as _};
 use ferrite_proto::client_state::{ClientState, FileInfo};
+use ferrite_proto::crypt::PublicKey;
 use libfuzzer_sys::fuzz_target;
 use md5::Digest as _;
 
@@ -44,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else {
         return;
     };
-    match sel % 3 {
+    match sel % 4 {
         0 => {
             let text = String::from_utf8_lossy(rest);
             let reply = parse_upload_reply(&text);
@@ -93,6 +99,20 @@ fuzz_target!(|data: &[u8]| {
                     .then_some(file.gzipped_nbytes as u64),
             };
             let _ = expected.wire_limit();
+        }
+        2 => {
+            let text = String::from_utf8_lossy(rest);
+            let (key, sig) = text.split_once('\0').unwrap_or((&text, ""));
+            let md5 = reference_md5(sig.as_bytes());
+            let _ = BoincCrypt.verify_md5(key, &md5, sig);
+            let _ = BoincCrypt.verify_string(key, sig, key);
+            if let Ok(k) = PublicKey::parse(key) {
+                let written = k.to_text();
+                match PublicKey::parse(&written) {
+                    Ok(again) => assert_eq!(k, again, "a written key reads back differently"),
+                    Err(e) => panic!("a written key does not parse again: {e}\n{written}"),
+                }
+            }
         }
         _ => {
             let fast = fast_md5(rest, usize::from(sel));
