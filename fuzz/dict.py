@@ -41,7 +41,10 @@ for t, rs in [("sched_reply", ["ferrite-proto/src/sched_reply.rs", "ferrite-prot
               ("prefs_config", ["ferrite-proto/src/prefs.rs", "ferrite-proto/src/cc_config.rs",
                                 "ferrite-proto/src/app_config.rs"]),
               ("gui_rpc_request", ["ferrite-gui-rpc/src/ops.rs", "ferrite-gui-rpc/src/request.rs"]),
-              ("transfer_response", ["ferrite-project/src/files.rs", "ferrite-proto/src/client_state/objects.rs"])]:
+              ("transfer_response", ["ferrite-project/src/files.rs", "ferrite-proto/src/client_state/objects.rs"]),
+              ("project_pages", ["ferrite-project/src/master.rs", "ferrite-project/src/attach.rs",
+                                 "ferrite-proto/src/account.rs", "ferrite-proto/src/statistics.rs",
+                                 "ferrite-proto/src/job_log.rs"])]:
     names = names_in((ROOT / "fuzz/corpus" / t).iterdir()) | quoted_in(src / r for r in rs)
     extra = ['"\\x03"', '"&amp;"', '"&lt;"', '"<![CDATA["', '"]]>"', '"<!--"', '"-->"', '"<?xml version=\\"1.0\\"?>"',
              '"1e308"', '"-1"', '"nan"', '"inf"', '"18446744073709551616"']

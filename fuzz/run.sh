@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_PER_TARGET="${1:-60}"
-TARGETS=(sched_reply client_state prefs_config gui_rpc_request transfer_response)
+TARGETS=(sched_reply client_state prefs_config gui_rpc_request transfer_response project_pages)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/../target/fuzz}"
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then

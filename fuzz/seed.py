@@ -82,4 +82,16 @@ key = (ROOT / "crates/ferrite-project/tests/fixtures/code_sign_public").read_byt
 signed = (ROOT / "crates/ferrite-proto/tests/fixtures/crypt/sched_reply_04_work_signed_app_3_jobs.xml").read_bytes()
 sig = signed.split(b"<file_signature>")[1].split(b"</file_signature>")[0]
 put("transfer_response", b"\x02" + key + b"\x00" + sig)
+for sel, globs in [(0, ["crates/*/tests/fixtures/master_page.html", "tests/fixtures/data_dir/*/master_*.xml"]),
+                  (1, ["crates/*/tests/fixtures/lookup_account_reply_*.xml", "tests/fixtures/data_dir/*/lookup_account.xml",
+                       "tests/fixtures/data_dir/*/create_account.xml"]),
+                  (2, ["crates/*/tests/fixtures/get_project_config_reply.xml", "tests/fixtures/data_dir/*/get_project_config.xml"]),
+                  (3, ["crates/ferrite-proto/tests/fixtures/config/account_*.xml"]),
+                  (4, ["crates/ferrite-proto/tests/fixtures/config/statistics_*.xml"]),
+                  (5, ["crates/ferrite-proto/tests/fixtures/config/job_log_*.txt"]),
+                  (6, ["crates/ferrite-proto/tests/fixtures/config/daily_xfer_history.xml"])]:
+    for d in files(*globs):
+        put("project_pages", bytes([sel]) + d)
+        if sel == 0:
+            put("project_pages", bytes([0x80]) + d)
 print({d.name: len(list(d.iterdir())) for d in OUT.iterdir()})
