@@ -762,3 +762,87 @@ fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
         assert_eq!(tag(&r, "state"), Some("4"), "{r}");
     }
 }
+
+/// The fake `libnvidia-ml.so` of `ferrite-hostinfo`'s tests (two GPUs), compiled here.
+fn fake_nvml(dir: &Path) -> PathBuf {
+    let src =
+        ferrite_e2e::workspace_root().join("crates/ferrite-hostinfo/tests/fake_nvml/fake_nvml.c");
+    let out = dir.join("libnvidia-ml-fake.so");
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run the C compiler");
+    assert!(status.success(), "compiling the fake NVML library failed");
+    out
+}
+
+#[test]
+fn gpu_tasks_run_on_the_devices_the_scheduler_assigned_them() {
+    let libdir = tempfile::tempdir().expect("tmp");
+    let nvml = fake_nvml(libdir.path());
+    let jobs = [
+        Job::new("wu_gpu_a", 200, "--step-ms 200"),
+        Job::new("wu_gpu_b", 200, "--step-ms 200"),
+    ];
+    let d = data_dir(&jobs, &prefs(false, ""));
+    // The app version becomes a CUDA one: a tenth of a CPU and one NVIDIA GPU per task.
+    let path = d.path().join("client_state.xml");
+    let s = fs::read_to_string(&path).expect("state");
+    let s = s.replacen(
+        "<avg_ncpus>1</avg_ncpus>",
+        "<avg_ncpus>0.1</avg_ncpus>\n<plan_class>cuda</plan_class>\n\
+         <coproc>\n<type>NVIDIA</type>\n<count>1</count>\n</coproc>",
+        1,
+    );
+    let s = s.replace(
+        "<version_num>100</version_num>\n<wu_name>",
+        "<version_num>100</version_num>\n<plan_class>cuda</plan_class>\n<wu_name>",
+    );
+    fs::write(&path, s).expect("state");
+    // The fake's two GPUs are different models: use both.
+    fs::write(
+        d.path().join("cc_config.xml"),
+        "<cc_config>\n<log_flags>\n<task>1</task>\n</log_flags>\n\
+         <options>\n<use_all_gpus>1</use_all_gpus>\n</options>\n</cc_config>\n",
+    )
+    .expect("cc_config");
+    let port = free_port();
+    let mut cmd = Command::new(bin("ferrited"));
+    cmd.args(["--dir", d.path().to_str().expect("utf-8")])
+        .args(["--gui_rpc_port", &port.to_string(), "--skip_cpu_benchmarks"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env("FERRITE_NVML_LIBRARY", &nvml);
+    let mut p = Proc::spawn(cmd);
+    p.wait_for("GUI RPC listening on TCP", Duration::from_secs(30));
+    p.wait_for("starting task wu_gpu_a_0", Duration::from_secs(30));
+    p.wait_for("starting task wu_gpu_b_0", Duration::from_secs(30));
+    // Each slot's init_data.xml names its own device.
+    let mut devices = Vec::new();
+    for slot in fs::read_dir(d.path().join("slots"))
+        .expect("slots")
+        .flatten()
+    {
+        let Ok(init) = fs::read_to_string(slot.path().join("init_data.xml")) else {
+            continue;
+        };
+        assert_eq!(tag(&init, "gpu_type"), Some("NVIDIA"), "{init}");
+        assert_eq!(num(&init, "gpu_usage"), 1.0, "{init}");
+        devices.push(num(&init, "gpu_device_num") as i32);
+    }
+    devices.sort_unstable();
+    assert_eq!(
+        devices,
+        vec![0, 1],
+        "{}\n{}\n{}",
+        p.output(),
+        gui(port, "<ferrite_explain/>\n"),
+        gui(port, "<get_host_info/>\n")
+    );
+    // Both run at once, one task per GPU; a third would have to wait for a free GPU.
+    assert!(app_pid(port, "wu_gpu_a_0").is_some() && app_pid(port, "wu_gpu_b_0").is_some());
+    assert!(p.output().contains("2 NVIDIA GPUs"), "{}", p.output());
+    stop(&mut p, d.path());
+}

@@ -248,7 +248,7 @@ pub fn build_world(
                 );
                 match gpu {
                     Some(_) if has_gpu => {
-                        AppVersion::coproc(app, p, ResourceId(1), ncpus, ngpus, flops)
+                        AppVersion::coproc(app, p, ResourceId(1), ngpus, ncpus, flops)
                     }
                     _ => AppVersion::cpu(app, p, ncpus.max(0.001), flops),
                 }

@@ -366,7 +366,7 @@ impl TaskTable {
             if self.live.contains_key(&key) {
                 continue;
             }
-            match self.start(state, inputs, &key, now, inst) {
+            match self.start(state, inputs, &key, e.instances, now, inst) {
                 Ok(()) => report.changed = true,
                 Err(msg) => {
                     warn!("cannot start task {}: {msg}; retrying later", key.1);
@@ -611,6 +611,7 @@ impl TaskTable {
         state: &mut ClientState,
         inputs: &TickInputs<'_>,
         key: &Key,
+        instances: u64,
         now: f64,
         inst: Instant,
     ) -> Result<(), String> {
@@ -642,6 +643,10 @@ impl TaskTable {
             .unwrap_or_default();
         let p = &ps.project;
         let gpu_usage = av.usage.coprocs.iter().map(|c| c.count).fold(0.0, f64::max);
+        // The device the core assigned (its lowest instance), as the app must be told.
+        let gpu_device = (gpu_usage > 0.0)
+            .then(|| gpu_device_num(instances))
+            .flatten();
         let init = AppInitData {
             major_version: state.core_client_version.major,
             minor_version: state.core_client_version.minor,
@@ -670,6 +675,13 @@ impl TaskTable {
             resource_share_fraction: resource_share_fraction(state, &key.0),
             checkpoint_period: prefs.disk_interval,
             gpu_usage,
+            gpu_type: if gpu_device.is_some() {
+                "NVIDIA".to_owned()
+            } else {
+                String::new()
+            },
+            gpu_device_num: gpu_device.unwrap_or(-1),
+            gpu_opencl_dev_index: gpu_device.unwrap_or(-1),
             ncpus: av.usage.avg_ncpus,
             rsc_fpops_est: wu.rsc_fpops_est,
             rsc_fpops_bound: wu.rsc_fpops_bound,
@@ -941,8 +953,20 @@ fn read_records(dir: &Path) -> Vec<TaskRecord> {
     }
 }
 
+/// The device number for a GPU task: the lowest instance in the core's assignment mask.
+fn gpu_device_num(instances: u64) -> Option<i32> {
+    (instances != 0).then(|| i32::try_from(instances.trailing_zeros()).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_lowest_assigned_instance_is_the_device() {
+        assert_eq!(super::gpu_device_num(0), None);
+        assert_eq!(super::gpu_device_num(0b1), Some(0));
+        assert_eq!(super::gpu_device_num(0b110), Some(1));
+    }
+
     use super::*;
 
     #[test]
