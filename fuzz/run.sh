@@ -3,12 +3,12 @@
 # then fuzzes each target for SECONDS (default 60), one after another, one job each.
 # Needs the nightly toolchain and cargo-fuzz (installed here when missing).
 # New corpus entries go to fuzz/work/<target>/ (not committed); crashes to
-# fuzz/artifacts/<target>/. Exits non-zero when a target fails.
+# fuzz/artifacts/<target>/; builds go to fuzz/target/ unless CARGO_TARGET_DIR is set.
+# Exits non-zero when a target fails.
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_PER_TARGET="${1:-60}"
 TARGETS=(sched_reply client_state prefs_config gui_rpc_request transfer_response project_pages)
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/../target/fuzz}"
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     echo "fuzz/run.sh: the nightly toolchain is needed (rustup toolchain install nightly)" >&2

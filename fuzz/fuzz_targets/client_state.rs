@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let prefs = GlobalPrefs::default();
     let app_configs = BTreeMap::new();
     let not_before = HashMap::new();
+    let no_rsc_prefs = BTreeMap::new();
     // The daemon passes the wall clock, never a value from the file.
     let now = 1.7e9;
     let inputs = SnapshotInputs {
@@ -38,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
         gpu_suspended: false,
         app_configs: &app_configs,
         exclude_gpus: &[],
+        no_rsc_prefs: &no_rsc_prefs,
         not_before: &not_before,
         now,
     };
