@@ -28,8 +28,15 @@ fn exercise(p: &GlobalPrefs) {
         }
     }
     let xml = p.to_xml();
-    if let Err(e) = GlobalPrefs::parse(&xml, "global_prefs.xml") {
-        panic!("written prefs do not parse again: {e}\n{xml}");
+    match GlobalPrefs::parse(&xml, "global_prefs.xml") {
+        Ok(again) => {
+            let rewritten = again.value.to_xml();
+            assert_eq!(
+                xml, rewritten,
+                "prefs change when written, read and written again"
+            );
+        }
+        Err(e) => panic!("written prefs do not parse again: {e}\n{xml}"),
     }
 }
 
