@@ -15,7 +15,7 @@
 //! [`ApplyOutcome::refusals`] (a refused file makes its workunit, hence its results, refused
 //! too).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ferrite_proto::client_state::{
     App, AppVersion, ClientState, FileInfo, FileRef, Project, ProjectState, ResultState,
@@ -399,8 +399,9 @@ pub fn apply_reply(
     sort_results(&mut ps.results);
 
     // Step 11: acks, aborts, flags.
+    let at = positions(&ps.results, |r| &r.name);
     for name in &reply.result_acks {
-        if let Some(r) = ps.result_mut(name) {
+        if let Some(r) = at.get(name).and_then(|&i| ps.results.get_mut(i)) {
             r.got_server_ack = true;
             out.events.push(Event::Acked(name.clone()));
         }
@@ -685,6 +686,16 @@ fn new_file(f: &FileInfo, now: f64) -> FileInfo {
     n
 }
 
+/// Index by name of `items` (the first of equal names, as the linear lookups of
+/// `ProjectState` find), so that a reply with many objects is merged in linear time.
+fn positions<T>(items: &[T], name: impl Fn(&T) -> &str) -> HashMap<String, usize> {
+    let mut at = HashMap::with_capacity(items.len());
+    for (i, x) in items.iter().enumerate() {
+        at.entry(name(x).to_owned()).or_insert(i);
+    }
+    at
+}
+
 fn clean(v: f64) -> f64 {
     if v.is_finite() && v >= 0.0 {
         v
@@ -702,6 +713,8 @@ fn merge_files(
     out: &mut ApplyOutcome,
 ) -> Vec<String> {
     let mut touched = Vec::new();
+    let mut seen = HashSet::new();
+    let mut at = positions(&ps.files, |f| &f.name);
     for f in &reply.file_infos {
         if let Err(e) = check_file_name(&f.name) {
             out.refusals.push(Refusal {
@@ -712,7 +725,7 @@ fn merge_files(
             continue;
         }
         let incoming = new_file(f, ctx.now);
-        match ps.file_mut(&f.name) {
+        match at.get(&f.name).copied().and_then(|i| ps.files.get_mut(i)) {
             Some(x) => {
                 if !incoming.download_urls.is_empty() {
                     x.download_urls = incoming.download_urls;
@@ -743,9 +756,12 @@ fn merge_files(
                     x.error_msg = None;
                 }
             }
-            None => ps.files.push(incoming),
+            None => {
+                at.insert(f.name.clone(), ps.files.len());
+                ps.files.push(incoming);
+            }
         }
-        if !touched.contains(&f.name) {
+        if seen.insert(f.name.as_str()) {
             touched.push(f.name.clone());
         }
     }
@@ -766,10 +782,10 @@ fn check_ref(fr: &FileRef) -> Result<(), RefusalReason> {
     Ok(())
 }
 
-fn check_refs(ps: &ProjectState, refs: &[FileRef]) -> Result<(), RefusalReason> {
+fn check_refs(files: &HashMap<String, usize>, refs: &[FileRef]) -> Result<(), RefusalReason> {
     for fr in refs {
         check_ref(fr)?;
-        if ps.file(&fr.file_name).is_none() {
+        if !files.contains_key(&fr.file_name) {
             return Err(RefusalReason::UnknownFile(fr.file_name.clone()));
         }
     }
@@ -782,6 +798,7 @@ fn merge_app_versions(
     ctx: &Ctx<'_>,
     out: &mut ApplyOutcome,
 ) {
+    let files = positions(&ps.files, |f| &f.name);
     for av in &reply.app_versions {
         let refuse = |reason| Refusal {
             kind: ObjectKind::AppVersion,
@@ -807,7 +824,7 @@ fn merge_app_versions(
                 .push(refuse(RefusalReason::UnsupportedPlatform(platform)));
             continue;
         }
-        if let Err(reason) = check_refs(ps, &av.file_refs) {
+        if let Err(reason) = check_refs(&files, &av.file_refs) {
             out.refusals.push(refuse(reason));
             continue;
         }
@@ -850,7 +867,7 @@ fn merge_app_versions(
             .flat_map(|v| v.file_refs.iter().map(|r| r.file_name.clone()))
             .collect();
         for n in names {
-            if let Some(f) = ps.file_mut(&n) {
+            if let Some(f) = files.get(&n).and_then(|&i| ps.files.get_mut(i)) {
                 f.signature_required = true;
             }
         }
@@ -871,8 +888,9 @@ fn check_signatures(
         .code_sign_key
         .clone()
         .filter(|k| !k.trim().is_empty());
+    let at = positions(&ps.files, |f| &f.name);
     for name in touched {
-        let Some(f) = ps.file_mut(name) else {
+        let Some(f) = at.get(name).and_then(|&i| ps.files.get_mut(i)) else {
             continue;
         };
         if f.status != 0 || f.download_urls.is_empty() {
@@ -909,6 +927,9 @@ fn check_signatures(
 }
 
 fn merge_workunits(ps: &mut ProjectState, reply: &SchedulerReply, out: &mut ApplyOutcome) {
+    let files = positions(&ps.files, |f| &f.name);
+    let apps = positions(&ps.apps, |a| &a.name);
+    let mut wus = positions(&ps.workunits, |w| &w.name);
     for wu in &reply.workunits {
         let refuse = |reason| Refusal {
             kind: ObjectKind::Workunit,
@@ -919,19 +940,20 @@ fn merge_workunits(ps: &mut ProjectState, reply: &SchedulerReply, out: &mut Appl
             out.refusals.push(refuse(RefusalReason::BadName(e)));
             continue;
         }
-        if ps.workunit(&wu.name).is_some() {
+        if wus.contains_key(&wu.name) {
             continue;
         }
-        if ps.app(&wu.app_name).is_none() {
+        if !apps.contains_key(&wu.app_name) {
             out.refusals
                 .push(refuse(RefusalReason::UnknownApp(wu.app_name.clone())));
             continue;
         }
-        if let Err(reason) = check_refs(ps, &wu.input_files) {
+        if let Err(reason) = check_refs(&files, &wu.input_files) {
             out.refusals.push(refuse(reason));
             continue;
         }
         let pos = |v: f64, d: f64| if v.is_finite() && v > 0.0 { v } else { d };
+        wus.insert(wu.name.clone(), ps.workunits.len());
         ps.workunits.push(Workunit {
             command_line: wu.command_line.trim().to_owned(),
             rsc_fpops_est: pos(wu.rsc_fpops_est, 6.048e14),
@@ -959,6 +981,9 @@ fn merge_results(
     ctx: &Ctx<'_>,
     out: &mut ApplyOutcome,
 ) {
+    let files = positions(&ps.files, |f| &f.name);
+    let wus = positions(&ps.workunits, |w| &w.name);
+    let mut results = positions(&ps.results, |r| &r.name);
     for r in &reply.results {
         let refuse = |reason| Refusal {
             kind: ObjectKind::Result,
@@ -974,17 +999,17 @@ fn merge_results(
         } else {
             0.0
         };
-        if let Some(x) = ps.result_mut(&r.name) {
+        if let Some(x) = results.get(&r.name).and_then(|&i| ps.results.get_mut(i)) {
             x.report_deadline = deadline;
             continue;
         }
-        let Some(wu) = ps.workunit(&r.wu_name) else {
+        let Some(wu) = wus.get(&r.wu_name).and_then(|&i| ps.workunits.get(i)) else {
             out.refusals
                 .push(refuse(RefusalReason::UnknownWorkunit(r.wu_name.clone())));
             continue;
         };
         let app = wu.app_name.clone();
-        if let Err(reason) = check_refs(ps, &r.output_files) {
+        if let Err(reason) = check_refs(&files, &r.output_files) {
             out.refusals.push(refuse(reason));
             continue;
         }
@@ -1030,6 +1055,7 @@ fn merge_results(
                 resource,
             });
         }
+        results.insert(r.name.clone(), ps.results.len());
         ps.results.push(n);
     }
 }

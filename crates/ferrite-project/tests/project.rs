@@ -766,3 +766,57 @@ fn attach_web_rpcs_match_the_official_clients_requests_and_fixture_replies() {
         "http://127.0.0.1:18080/"
     );
 }
+
+/// A reply with thousands of jobs (a broken or hostile server: the HTTP layer accepts
+/// replies of up to 64 MiB) is merged in linear time. Name lookups were linear scans, so
+/// 16,000 jobs took seven seconds of a release build and a 64 MiB reply minutes.
+#[test]
+fn a_reply_with_thousands_of_jobs_is_merged_in_linear_time() {
+    use ferrite_project::reply::{apply_reply, check_invariants, ApplyOptions};
+    use ferrite_proto::client_state::ClientState;
+    use ferrite_proto::sched_reply::SchedulerReply;
+
+    let one = fixture("sched_reply_one_job_unsigned.xml");
+    let start = one
+        .find("<file_info>\n    <name>wu_unsigned_in</name>")
+        .unwrap();
+    let end = one.find("</scheduler_reply>").unwrap();
+    let (head, job) = (&one[..start], &one[start..end]);
+    let n = 12000;
+    let mut text = String::from(head);
+    for i in 0..n {
+        text.push_str(&job.replace("wu_unsigned", &format!("wu{i}")));
+    }
+    text.push_str("</scheduler_reply>\n");
+    let reply = SchedulerReply::parse(&text, "sched_reply.xml")
+        .unwrap()
+        .value;
+    assert_eq!(reply.results.len(), n);
+
+    let mut state = ClientState::parse(&fixture("state_02_tasks_running.xml"), "state")
+        .unwrap()
+        .value;
+    let before = state.projects[0].results.len();
+    let verifier = |_: &str, _: &str, _: &str| true;
+    let t = std::time::Instant::now();
+    let out = apply_reply(
+        &mut state,
+        "http://127.0.0.1:18080/",
+        &reply,
+        1.7e9,
+        &ApplyOptions::default(),
+        &verifier,
+    )
+    .unwrap();
+    let took = t.elapsed();
+    assert!(out.refusals.is_empty(), "{:?}", out.refusals.first());
+    let ps = &state.projects[0];
+    assert_eq!(ps.results.len(), before + n);
+    assert_eq!(out.tasks_added.get("CPU"), Some(&(n as u32)));
+    check_invariants(ps).unwrap();
+    // In a debug build: quadratic merging took about 24 s, linear about half a second.
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "merging took {took:?}"
+    );
+}
