@@ -1302,4 +1302,54 @@ mod tests {
             assert_eq!(r.info().name, r.op_name());
         }
     }
+
+    /// A request of stray end tags under many open elements (any peer can send one before
+    /// authenticating) is read in linear time: each stray end tag searched the whole stack
+    /// of open elements, 1.3 s of a release build for one 100 kB request.
+    #[test]
+    fn stray_end_tags_under_deep_nesting_are_read_in_linear_time() {
+        let n = 14_000;
+        let text = format!(
+            "<boinc_gui_rpc_request><get_state>{}{}",
+            "<a>".repeat(n),
+            "</b>".repeat(n)
+        );
+        assert!(text.len() < crate::framing::MAX_REQUEST_BYTES);
+        let t = std::time::Instant::now();
+        let r = parse_request(&text);
+        let took = t.elapsed();
+        assert_eq!(r, Ok(Request::GetState));
+        assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
+    }
+
+    /// A request nested as deep as the size cap allows is read, and dropped, on a small
+    /// thread stack: the tree stops nesting at a fixed depth (it overflowed the stack).
+    /// Documents passed on verbatim keep their text whatever their depth.
+    #[test]
+    fn deep_nesting_is_read_on_a_small_stack_and_raw_documents_keep_it() {
+        let deep = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(|| {
+                let text = format!("<boinc_gui_rpc_request><get_state>{}", "<a>".repeat(33_000));
+                assert!(text.len() < crate::framing::MAX_REQUEST_BYTES);
+                parse_request(&text)
+            })
+            .expect("spawn")
+            .join()
+            .expect("no stack overflow");
+        assert_eq!(deep, Ok(Request::GetState));
+
+        let inner = format!(
+            "<cc_config>{}x{}</cc_config>",
+            "<a>".repeat(300),
+            "</a>".repeat(300)
+        );
+        let text = format!(
+            "<boinc_gui_rpc_request><set_cc_config>{inner}</set_cc_config></boinc_gui_rpc_request>"
+        );
+        assert_eq!(
+            parse_request(&text),
+            Ok(Request::SetCcConfig { raw: inner })
+        );
+    }
 }

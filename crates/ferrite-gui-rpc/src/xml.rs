@@ -8,6 +8,7 @@
 //! (`set_cc_config`, `set_global_prefs_override`, `set_app_config`) can pass them on verbatim.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// One lexical item of the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +122,11 @@ impl<'a> Element<'a> {
     }
 }
 
+/// Elements nested deeper than this are not opened (their tags are skipped, their text goes
+/// to the deepest open element). Requests nest a few levels; a tree as deep as a 100 kB
+/// request allows (33,000 levels) would overflow a 2 MiB thread stack when dropped.
+const MAX_DEPTH: usize = 256;
+
 /// A node produced while building the tree: `open` holds the element and the offset where its
 /// content begins.
 struct Open<'a> {
@@ -133,8 +139,18 @@ struct Open<'a> {
 pub(crate) fn parse_forest<'a>(input: &'a str, tokens: &[Token<'a>]) -> Vec<TopItem<'a>> {
     let mut top = Vec::new();
     let mut stack: Vec<Open<'a>> = Vec::new();
-    let finish = |stack: &mut Vec<Open<'a>>, top: &mut Vec<TopItem<'a>>, end: usize| {
+    // How many elements of each name are open: an end tag matching none is skipped without
+    // searching the stack (a request of stray end tags under many open elements would
+    // otherwise cost depth × end tags).
+    let mut open_names: HashMap<&'a str, usize> = HashMap::new();
+    let finish = |stack: &mut Vec<Open<'a>>,
+                  open_names: &mut HashMap<&'a str, usize>,
+                  top: &mut Vec<TopItem<'a>>,
+                  end: usize| {
         if let Some(mut open) = stack.pop() {
+            if let Some(n) = open_names.get_mut(open.element.name) {
+                *n = n.saturating_sub(1);
+            }
             open.element.raw = input.get(open.content_start..end).unwrap_or("");
             match stack.last_mut() {
                 Some(parent) => parent.element.children.push(open.element),
@@ -144,13 +160,17 @@ pub(crate) fn parse_forest<'a>(input: &'a str, tokens: &[Token<'a>]) -> Vec<TopI
     };
     for token in tokens {
         match *token {
-            Token::Start { name, end } => stack.push(Open {
-                element: Element {
-                    name,
-                    ..Element::default()
-                },
-                content_start: end,
-            }),
+            Token::Start { .. } if stack.len() >= MAX_DEPTH => {}
+            Token::Start { name, end } => {
+                *open_names.entry(name).or_insert(0) += 1;
+                stack.push(Open {
+                    element: Element {
+                        name,
+                        ..Element::default()
+                    },
+                    content_start: end,
+                });
+            }
             Token::Empty { name } => {
                 let element = Element {
                     name,
@@ -163,9 +183,13 @@ pub(crate) fn parse_forest<'a>(input: &'a str, tokens: &[Token<'a>]) -> Vec<TopI
                 }
             }
             Token::End { name, start } => {
-                if let Some(depth) = stack.iter().rposition(|o| o.element.name == name) {
+                let is_open = open_names.get(name).is_some_and(|n| *n > 0);
+                if let Some(depth) = is_open
+                    .then(|| stack.iter().rposition(|o| o.element.name == name))
+                    .flatten()
+                {
                     while stack.len() > depth {
-                        finish(&mut stack, &mut top, start);
+                        finish(&mut stack, &mut open_names, &mut top, start);
                     }
                 } else if stack.is_empty() {
                     top.push(TopItem::StrayEnd(name));
@@ -184,7 +208,7 @@ pub(crate) fn parse_forest<'a>(input: &'a str, tokens: &[Token<'a>]) -> Vec<TopI
         }
     }
     while !stack.is_empty() {
-        finish(&mut stack, &mut top, input.len());
+        finish(&mut stack, &mut open_names, &mut top, input.len());
     }
     top
 }
