@@ -261,11 +261,18 @@ pub fn build_world(
     for ps in &state.projects {
         let url = &ps.project.master_url;
         let p = pid(url);
+        // Looked up once per result: an index keeps a pass linear in the number of tasks.
+        let mut workunits: HashMap<&str, &ferrite_proto::client_state::Workunit> =
+            HashMap::with_capacity(ps.workunits.len());
+        for w in &ps.workunits {
+            workunits.entry(w.name.as_str()).or_insert(w);
+        }
         for r in &ps.results {
-            let Some(wu) = ps.workunit(&r.wu_name) else {
+            let Some(wu) = workunits.get(r.wu_name.as_str()).copied() else {
                 continue;
             };
-            let Some(v) = ps.app_version_of(r) else {
+            let Some(v) = ps.app_version(&wu.app_name, &r.platform, r.version_num, &r.plan_class)
+            else {
                 continue;
             };
             let vid = AppVersionId(index_of(&ids.versions, &version_key(url, v)));
