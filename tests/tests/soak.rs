@@ -341,3 +341,65 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
         failures.join("\n")
     );
 }
+
+/// A daemon killed between starting an app and recording it leaves the app running with no
+/// record of it. The next daemon must end it before it hands the slot to another task: here a
+/// stray app keeps writing the other app's text into `slots/0/out`, and the job that gets
+/// slot 0 must still upload its own output (the 200-kill soak once uploaded an `alpha` job
+/// with `beta`'s output this way).
+#[test]
+fn an_app_left_running_without_a_record_is_ended_before_its_slot_is_reused() {
+    use std::os::unix::process::CommandExt as _;
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start_apps(
+        tmp.path(),
+        &[ShellApp {
+            name: "alpha",
+            word: "hello",
+            prelude: "sleep 0.5\n",
+        }],
+        &["--jobs", "1"],
+    );
+    let dir = client_dir(tmp.path(), "");
+    let slot = dir.join("slots").join("0");
+    fs::create_dir_all(&slot).expect("slot");
+    let mut stray = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "while :; do echo 'goodbye world' > out 2>/dev/null; sleep 0.05; done",
+        ])
+        .current_dir(&slot)
+        .process_group(0)
+        .spawn()
+        .expect("the stray app");
+
+    let client = start_client(&dir, free_port(), Some(&server.url));
+    let s = server.wait_until(&client, Duration::from_secs(60), "the job reported", |s| {
+        s["results_reported"].as_u64() == Some(1)
+    });
+    let gone = stray.try_wait().expect("wait");
+    if gone.is_none() {
+        let _ = stray.kill();
+    }
+    let _ = stray.wait();
+    let name = s["results"][0]["name"]
+        .as_str()
+        .expect("a result")
+        .to_owned();
+    let out = fs::read_to_string(
+        server
+            .data
+            .join("results")
+            .join(&name)
+            .join(format!("{name}_out")),
+    )
+    .unwrap_or_default();
+    let log = client.output();
+    assert_eq!(out, "hello world\n", "{name}'s uploaded output\n{log}");
+    assert!(gone.is_some(), "the stray app still ran\n{log}");
+    assert!(
+        log.contains("an unrecorded app in slot 0"),
+        "the log says which app was ended\n{log}"
+    );
+}

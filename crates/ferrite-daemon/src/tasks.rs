@@ -24,8 +24,9 @@ use ferrite_sched::{
     JobId, PassOutput, PreemptAction, PreemptReason, Scheduler, SkipReason, World,
 };
 use ferrite_supervise::{
-    end_orphans, find_orphans, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode, Priority, Slot,
-    SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit, TaskRecord, TaskState, Timing,
+    end_orphans, find_orphans, find_strays, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode,
+    Priority, Slot, SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit, TaskRecord,
+    TaskState, Timing,
 };
 use tracing::{info, warn};
 
@@ -159,7 +160,11 @@ impl TaskTable {
     /// claims the slots of the state's active tasks, which resume from their checkpoints.
     pub fn recover(&mut self, state: &mut ClientState) {
         let records = read_records(&self.dir);
-        let orphans = find_orphans(&records);
+        let mut orphans = find_orphans(&records);
+        // Apps started just before a kill, before their record was written, are found by
+        // where they work.
+        let strays = find_strays(&self.slots.slots_dir(), &orphans);
+        orphans.extend(strays);
         if !orphans.is_empty() {
             info!(
                 "ending {} app(s) left running by a previous client: {}",

@@ -37,7 +37,7 @@ pub mod task;
 pub use exit::{ExitOutcome, FinishFile, TemporaryExitFile};
 pub use limits::{LimitExceeded, Limits};
 pub use process::Priority;
-pub use record::{end_orphans, find_orphans, Orphan, TaskRecord, TaskStateFile};
+pub use record::{end_orphans, find_orphans, find_strays, Orphan, TaskRecord, TaskStateFile};
 pub use slot::{FileRole, LinkMode, Slot, SlotError, SlotFile, SlotManager};
 pub use task::{
     Checkpoint, StartError, Task, TaskConfig, TaskEvent, TaskExit, TaskState, TaskUsage, Timing,

@@ -176,6 +176,46 @@ pub fn find_orphans(records: &[TaskRecord]) -> Vec<Orphan> {
     records.iter().filter_map(orphan_of).collect()
 }
 
+/// Processes of this user working in a slot under `slots_dir` that are not in `known`: apps a
+/// previous daemon started but was killed before it could record them. Nothing but a client's
+/// app works in a slot, so each one is ended like a recorded orphan; otherwise it would go on
+/// writing into a slot that a new task gets (an app killed this way once wrote its output
+/// into another task's slot). Members of a known orphan's group are left to that orphan.
+pub fn find_strays(slots_dir: &Path, known: &[Orphan]) -> Vec<Orphan> {
+    let Ok(slots) = fs::canonicalize(slots_dir) else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    scan_all()
+        .into_iter()
+        .filter(|s| !s.is_dead() && u32::try_from(s.pid).is_ok_and(|p| p != me))
+        .filter(|s| {
+            !known
+                .iter()
+                .any(|o| o.pid == s.pid || (o.whole_group && o.pgid == s.pgrp))
+        })
+        .filter(|s| {
+            use std::os::unix::fs::MetadataExt as _;
+            fs::metadata(format!("/proc/{}", s.pid)).is_ok_and(|m| m.uid() == uid)
+        })
+        .filter_map(|s| {
+            let cwd = fs::canonicalize(proc_cwd(s.pid).ok()?).ok()?;
+            let slot = cwd.strip_prefix(&slots).ok()?.components().next()?;
+            Some(Orphan {
+                result_name: format!(
+                    "an unrecorded app in slot {}",
+                    slot.as_os_str().to_string_lossy()
+                ),
+                pid: s.pid,
+                pgid: s.pgrp,
+                whole_group: s.pgrp == s.pid,
+            })
+        })
+        .collect()
+}
+
 fn orphan_of(rec: &TaskRecord) -> Option<Orphan> {
     let pid = rec.pid.filter(|p| *p > 1)?;
     match ProcStat::read(pid).filter(|s| !s.is_dead()) {
@@ -250,6 +290,53 @@ fn is_running(o: &Orphan) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unrecorded_apps_working_in_a_slot_are_found_and_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let slot = dir.path().join("slots").join("3");
+        let elsewhere = dir.path().join("projects");
+        fs::create_dir_all(&slot).unwrap();
+        fs::create_dir_all(&elsewhere).unwrap();
+        let spawn = |cwd: &Path| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .current_dir(cwd)
+                .spawn()
+                .unwrap()
+        };
+        let mut stray = spawn(&slot);
+        let mut bystander = spawn(&elsewhere);
+        let stray_pid = i32::try_from(stray.id()).unwrap();
+        let by_pid = i32::try_from(bystander.id()).unwrap();
+        // /proc shows the new cwd once the child has run its chdir.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let found = loop {
+            let found = find_strays(&dir.path().join("slots"), &[]);
+            if found.iter().any(|o| o.pid == stray_pid) || Instant::now() > deadline {
+                break found;
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        let mine: Vec<_> = found.iter().filter(|o| o.pid == stray_pid).collect();
+        assert_eq!(mine.len(), 1, "{found:?}");
+        assert_eq!(mine[0].result_name, "an unrecorded app in slot 3");
+        assert!(!found.iter().any(|o| o.pid == by_pid), "{found:?}");
+        // A stray already known as a recorded orphan is not listed twice.
+        assert!(find_strays(&dir.path().join("slots"), &[mine[0].clone()])
+            .iter()
+            .all(|o| o.pid != stray_pid));
+
+        end_orphans(&found, Duration::from_secs(2)).unwrap();
+        let status = stray.wait().unwrap();
+        assert!(!status.success(), "the stray was ended: {status}");
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "the bystander runs on"
+        );
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
+    }
 
     #[test]
     fn task_state_file_round_trip_and_merge() {
