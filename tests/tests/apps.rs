@@ -14,6 +14,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
+use ferrite_e2e::inspect::{slot_processes, wait_until};
 use ferrite_e2e::{bin, boinc_test_app, free_port, gui_rpc, Proc};
 
 /// The project's master URL; nothing listens there and the network is off anyway.
@@ -273,40 +274,6 @@ fn proc_stat(pid: i32) -> Option<(char, f64)> {
 
 fn cpu_secs(pid: i32) -> f64 {
     proc_stat(pid).map_or(0.0, |(_, c)| c)
-}
-
-/// Processes whose working directory is inside `dir/slots`: (pid, state letter, cwd).
-fn slot_processes(dir: &Path) -> Vec<(i32, char, PathBuf)> {
-    let Ok(slots) = fs::canonicalize(dir.join("slots")) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cwd) = fs::read_link(e.path().join("cwd")) else {
-            continue;
-        };
-        if !cwd.starts_with(&slots) {
-            continue;
-        }
-        if let Some((st, _)) = proc_stat(pid) {
-            out.push((pid, st, cwd));
-        }
-    }
-    out
-}
-
-fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if cond() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out after {timeout:?} waiting until {what}");
 }
 
 /// Waits until the app's CPU time grew by `by` seconds from `from`; returns the new figure.

@@ -6,25 +6,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use ferrite_e2e::inspect::{load_state as load, result_names};
 use ferrite_e2e::{fixture_data_dir, Proc};
-use ferrite_proto::client_state::ClientState;
 
 const T: Duration = Duration::from_secs(30);
-
-fn load(dir: &Path, name: &str) -> ClientState {
-    let text = fs::read_to_string(dir.join(name)).expect("read state");
-    ClientState::parse(&text, name).expect("parse state").value
-}
-
-fn result_names(state: &ClientState) -> Vec<String> {
-    let mut v: Vec<String> = state
-        .projects
-        .iter()
-        .flat_map(|p| p.results.iter().map(|r| r.name.clone()))
-        .collect();
-    v.sort();
-    v
-}
 
 #[test]
 fn starts_on_reference_data_dir_logs_what_it_loaded_and_saves_on_sigterm() {

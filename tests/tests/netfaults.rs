@@ -4,14 +4,14 @@
 //! transfers back off after each failure as the official client's rules say), and once the
 //! faults stop every job completes and is reported exactly once.
 
-mod faults_common;
-
 use std::collections::HashMap;
 use std::fs;
 use std::time::{Duration, Instant};
 
-use faults_common::{arm, client_dir, nudge_until_reported, start_client, status, Server};
 use ferrite_e2e::free_port;
+use ferrite_e2e::testproject::{
+    arm, client_dir, nudge_until_reported, start_client, status, Server,
+};
 
 /// One request from the server's traffic log.
 #[derive(Debug, Clone)]
@@ -74,14 +74,14 @@ fn a_storm_of_faults_is_not_answered_with_a_storm_and_every_job_is_reported_once
     const JOBS: i64 = 8;
     const STORM: Duration = Duration::from_secs(15);
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = Server::start(tmp.path(), &["--jobs", &JOBS.to_string()], "");
+    let server = Server::start(tmp.path(), &["--jobs", &JOBS.to_string()]);
     arm(&server.url, "storm:0.35:20261123");
     let dir = client_dir(
         tmp.path(),
         "<http_transfer_timeout>10</http_transfer_timeout>",
     );
     let port = free_port();
-    let client = start_client(&dir, port, &[&server.url]);
+    let client = start_client(&dir, port, Some(&server.url));
     let t_start = Instant::now();
     std::thread::sleep(STORM.saturating_sub(t_start.elapsed()));
     let during = status(&server.url);
@@ -144,9 +144,9 @@ fn a_storm_of_faults_is_not_answered_with_a_storm_and_every_job_is_reported_once
         &server,
         &client,
         port,
-        JOBS,
-        Duration::from_secs(60),
+        (JOBS, Duration::from_secs(60)),
         "after the storm",
+        true,
     );
     assert_eq!(s["duplicate_reports"], 0, "{s}");
     assert_eq!(s["uploads_received"], JOBS, "{s}");
@@ -179,14 +179,14 @@ fn a_storm_of_faults_is_not_answered_with_a_storm_and_every_job_is_reported_once
 #[test]
 fn a_server_failing_every_request_is_not_hammered() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = Server::start(tmp.path(), &["--jobs", "2"], "");
+    let server = Server::start(tmp.path(), &["--jobs", "2"]);
     arm(&server.url, "storm:1:7");
     let dir = client_dir(
         tmp.path(),
         "<http_transfer_timeout>10</http_transfer_timeout>",
     );
     let port = free_port();
-    let client = start_client(&dir, port, &[&server.url]);
+    let client = start_client(&dir, port, Some(&server.url));
     std::thread::sleep(Duration::from_secs(20));
     let s = status(&server.url);
     let log = traffic(&s);
@@ -208,9 +208,9 @@ fn a_server_failing_every_request_is_not_hammered() {
         &server,
         &client,
         port,
-        2,
-        Duration::from_secs(60),
+        (2, Duration::from_secs(60)),
         "after the server came back",
+        true,
     );
     assert_eq!(s["duplicate_reports"], 0);
 }

@@ -8,7 +8,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::testproject::{
-    client_dir, http, set_executable, start_client, status, Server, KEY,
+    all_reported, client_dir, http, nudge_until_reported, reported, set_executable, start_client,
+    status, Server, KEY,
 };
 use ferrite_e2e::{bin, boinccmd, free_port, gui_rpc, Proc};
 
@@ -91,26 +92,6 @@ fn wait_log(client: &mut Proc, needle: &str) {
     client.wait_for(needle, Duration::from_secs(60));
 }
 
-/// The results the server has, by name: (exit status, reports).
-fn reported(s: &serde_json::Value) -> Vec<(String, i64)> {
-    s["results"]
-        .as_array()
-        .expect("results")
-        .iter()
-        .filter(|r| r["reports"].as_i64().unwrap_or(0) > 0)
-        .map(|r| {
-            (
-                r["name"].as_str().unwrap_or_default().to_owned(),
-                r["exit_status"].as_i64().unwrap_or(i64::MIN),
-            )
-        })
-        .collect()
-}
-
-fn all_reported(n: i64) -> impl Fn(&serde_json::Value) -> bool {
-    move |s| s["results_reported"].as_i64() == Some(n)
-}
-
 /// `boinccmd` with the test password; must succeed.
 fn cmd(port: u16, args: &[&str]) {
     let out = boinccmd(port, Some("pw"), args);
@@ -184,31 +165,6 @@ fn a_failed_master_fetch_is_retried() {
     );
 }
 
-/// The volunteer's "Retry pending transfers" (`network_available`) every two seconds until
-/// `n` results are reported; returns the server's status then.
-fn retry_until_reported(
-    server: &Server,
-    client: &Proc,
-    port: u16,
-    n: i64,
-    what: &str,
-) -> serde_json::Value {
-    let t0 = Instant::now();
-    loop {
-        let s = status(&server.url);
-        if s["results_reported"].as_i64() == Some(n) {
-            return s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(90),
-            "{what}: {s}\n{}",
-            client.output()
-        );
-        let _ = boinccmd(port, Some("pw"), &["--network_available"]);
-        std::thread::sleep(Duration::from_secs(2));
-    }
-}
-
 #[test]
 fn failed_and_stalled_downloads_resume_and_the_jobs_complete() {
     for fault in ["download-500:2", "download-stall:1"] {
@@ -220,7 +176,14 @@ fn failed_and_stalled_downloads_resume_and_the_jobs_complete() {
             "<http_transfer_timeout>3</http_transfer_timeout>",
         );
         wait_log(&mut client, "download");
-        let s = retry_until_reported(&server, &client, port, 2, fault);
+        let s = nudge_until_reported(
+            &server,
+            &client,
+            port,
+            (2, Duration::from_secs(90)),
+            fault,
+            false,
+        );
         for (name, exit) in reported(&s) {
             assert_eq!(exit, 0, "{fault}: {name} succeeded after the retry");
         }
@@ -236,7 +199,14 @@ fn upload_errors_are_retried_or_reported_as_the_server_says() {
     ] {
         let tmp = tempfile::tempdir().expect("tmp");
         let (server, client, port) = faulty(tmp.path(), fault, 2, "");
-        let s = retry_until_reported(&server, &client, port, 2, fault);
+        let s = nudge_until_reported(
+            &server,
+            &client,
+            port,
+            (2, Duration::from_secs(90)),
+            fault,
+            false,
+        );
         let failed = reported(&s).iter().filter(|(_, e)| *e != 0).count();
         if permanent {
             assert_eq!(

@@ -7,15 +7,14 @@
 //! password are tested in `project.rs`, `gui_rpc.rs` and the crates' own tests (see
 //! docs/reliability.md for the list).
 
-mod faults_common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use faults_common::{
+use ferrite_e2e::testproject;
+use ferrite_e2e::testproject::{
     all_reported, client_dir, find_named, reported, set_executable, start_client, status, walk,
     Server, KEY,
 };
@@ -56,14 +55,14 @@ fn an_output_symlinked_out_of_the_slot_is_never_uploaded() {
     );
     let dir = client_dir(tmp.path(), "");
     let port = free_port();
-    let client = start_client(&dir, port, &[&server.url]);
-    let s = faults_common::nudge_until_reported(
+    let client = start_client(&dir, port, Some(&server.url));
+    let s = testproject::nudge_until_reported(
         &server,
         &client,
         port,
-        2,
-        Duration::from_secs(60),
+        (2, Duration::from_secs(60)),
         "the thief's jobs",
+        true,
     );
     let got = uploaded_bytes(&server);
     assert!(
@@ -94,7 +93,7 @@ fn an_output_symlinked_out_of_the_slot_is_never_uploaded() {
 #[test]
 fn links_planted_at_download_names_are_not_written_through() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = Server::start(tmp.path(), &["--jobs", "2"], "");
+    let server = Server::start(tmp.path(), &["--jobs", "2"]);
     let dir = client_dir(tmp.path(), "");
     // Links where the next downloads will land (whoever could write the project directory
     // put them there), pointing at files of the host.
@@ -110,7 +109,7 @@ fn links_planted_at_download_names_are_not_written_through() {
     std::os::unix::fs::symlink(&victims[0], project.join("alpha_wu_0_in")).expect("link");
     std::os::unix::fs::symlink(&victims[1], project.join("beta_wu_1_in.part")).expect("link");
     let port = free_port();
-    let client = start_client(&dir, port, &[&server.url]);
+    let client = start_client(&dir, port, Some(&server.url));
     server.wait_until(
         &client,
         Duration::from_secs(60),
@@ -133,9 +132,9 @@ fn links_planted_at_download_names_are_not_written_through() {
 fn an_app_whose_bytes_were_altered_in_transit_never_runs() {
     // A man in the middle changes the executable and the MD5 in the reply, but cannot sign.
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = Server::start(tmp.path(), &["--jobs", "2", "--fault", "tampered-app"], "");
+    let server = Server::start(tmp.path(), &["--jobs", "2", "--fault", "tampered-app"]);
     let dir = client_dir(tmp.path(), "");
-    let client = start_client(&dir, free_port(), &[&server.url]);
+    let client = start_client(&dir, free_port(), Some(&server.url));
     let s = server.wait_until(&client, Duration::from_secs(60), "errors", all_reported(2));
     for (name, exit) in reported(&s) {
         assert_ne!(exit, 0, "{name} must not have run: {s}");
@@ -171,7 +170,7 @@ fn stored_key(dir: &Path) -> String {
 fn a_key_change_not_signed_by_the_old_key_is_refused_and_apps_signed_with_it_never_run() {
     let tmp = tempfile::tempdir().expect("tmp");
     // The genuine project: one job, its key trusted on first use.
-    let alpha = faults_common::app_script(tmp.path(), "alpha", "hello", "");
+    let alpha = testproject::app_script(tmp.path(), "alpha", "hello", "");
     let genuine = Server::start_raw(
         tmp.path(),
         &tmp.path().join("genuine"),
@@ -186,14 +185,14 @@ fn a_key_change_not_signed_by_the_old_key_is_refused_and_apps_signed_with_it_nev
     let port = genuine.port().to_string();
     let dir = client_dir(tmp.path(), "");
     let gui = free_port();
-    let mut client = start_client(&dir, gui, &[&url]);
+    let mut client = start_client(&dir, gui, Some(&url));
     genuine.wait_until(&client, T, "the genuine job", all_reported(1));
     let old_key = fs::read_to_string(genuine.data.join("code_sign_public")).expect("key");
     drop(genuine);
 
     // An impostor at the same URL with a key of its own, announcing it unsigned, then signed
     // by itself; its app is signed with its key.
-    let gamma = faults_common::app_script(tmp.path(), "gamma", "pwned", "touch gamma_ran\n");
+    let gamma = testproject::app_script(tmp.path(), "gamma", "pwned", "touch gamma_ran\n");
     let impostor = Server::start_raw(
         tmp.path(),
         &tmp.path().join("impostor"),
@@ -211,13 +210,13 @@ fn a_key_change_not_signed_by_the_old_key_is_refused_and_apps_signed_with_it_nev
         ],
     );
     assert_eq!(impostor.url, url);
-    let s = faults_common::nudge_until_reported(
+    let s = testproject::nudge_until_reported(
         &impostor,
         &client,
         gui,
-        2,
-        Duration::from_secs(60),
+        (2, Duration::from_secs(60)),
         "the impostor's jobs",
+        true,
     );
     for (name, exit) in reported(&s) {
         assert_ne!(exit, 0, "{name} must not have run: {s}");
@@ -505,11 +504,11 @@ fn a_slot_links_only_into_its_own_project() {
     fs::create_dir_all(&a_dir).expect("a");
     fs::create_dir_all(&b_dir).expect("b");
     // Apps that run long enough to be looked at.
-    let a = Server::start(&a_dir, &["--jobs", "2", "--name", "A"], "sleep 6\n");
-    let b = Server::start(&b_dir, &["--jobs", "2", "--name", "B"], "sleep 6\n");
+    let a = Server::start_with(&a_dir, &["--jobs", "2", "--name", "A"], "sleep 6\n");
+    let b = Server::start_with(&b_dir, &["--jobs", "2", "--name", "B"], "sleep 6\n");
     let dir = client_dir(tmp.path(), "");
     let gui = free_port();
-    let client = start_client(&dir, gui, &[&a.url]);
+    let client = start_client(&dir, gui, Some(&a.url));
     let out = boinccmd(gui, Some("pw"), &["--project_attach", &b.url, KEY]);
     assert_eq!(out.code, 0, "{out:?}");
     let names = [escape_project_url(&a.url), escape_project_url(&b.url)];

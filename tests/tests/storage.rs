@@ -6,18 +6,16 @@
 //! The small disks are tmpfs mounts (the tests run as root in CI); a test that cannot mount
 //! one says so and does nothing else.
 
-mod faults_common;
-
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use faults_common::{
+use ferrite_e2e::inspect::{load_state as load, result_names};
+use ferrite_e2e::testproject::{
     all_reported, client_dir_in, reported, set_executable, start_client, status, Server, Tmpfs,
 };
 use ferrite_e2e::{boinccmd, fixture_data_dir, free_port, Proc};
-use ferrite_proto::client_state::ClientState;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -63,18 +61,13 @@ fn messages(port: u16) -> String {
     boinccmd(port, Some("pw"), &["--get_messages"]).stdout
 }
 
-fn load(dir: &Path, name: &str) -> ClientState {
-    let text = fs::read_to_string(dir.join(name)).expect("state file");
-    ClientState::parse(&text, name).expect("parses").value
-}
-
 #[test]
 fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself() {
     let base = tempfile::tempdir().expect("tmp");
     let Some((_mount, data)) = small_disk(base.path(), "16m") else {
         return;
     };
-    let server = Server::start(base.path(), &["--jobs", "3"], "");
+    let server = Server::start(base.path(), &["--jobs", "3"]);
     let dir = client_dir_in(&data, "", SMALL_DISK_PREFS);
     let port = free_port();
     // Attached, but with the network off until the disk is full.
@@ -83,7 +76,7 @@ fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself
         "<cc_config>\n<options>\n<ncpus>4</ncpus>\n</options>\n</cc_config>\n",
     )
     .expect("cc_config");
-    let client = start_client(&dir, port, &[&server.url]);
+    let client = start_client(&dir, port, Some(&server.url));
     let out = boinccmd(port, Some("pw"), &["--set_network_mode", "never"]);
     assert_eq!(out.code, 0, "{out:?}");
     std::thread::sleep(Duration::from_millis(1500));
@@ -167,7 +160,7 @@ fn a_download_that_fills_the_disk_resumes_by_itself_when_space_returns() {
         &format!("{SMALL_DISK_PREFS}\n<max_bytes_sec_down>1000000</max_bytes_sec_down>"),
     );
     let port = free_port();
-    let mut client = start_client(&dir, port, &[&server.url]);
+    let mut client = start_client(&dir, port, Some(&server.url));
     client.wait_for("Started download of wc_wu_0_in", T);
     std::thread::sleep(Duration::from_millis(500));
     let filler = fill(&data);
@@ -280,16 +273,6 @@ fn start_and_stop(dir: &Path) -> String {
     p.signal(libc::SIGTERM);
     assert!(p.wait(T).success(), "{}", p.output());
     out
-}
-
-fn result_names(s: &ClientState) -> Vec<String> {
-    let mut v: Vec<String> = s
-        .projects
-        .iter()
-        .flat_map(|p| p.results.iter().map(|r| r.name.clone()))
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

@@ -4,28 +4,15 @@
 //! recovered after the daemon is killed.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::{fixture_data_dir, free_port, gui_rpc, Proc};
+use ferrite_e2e::inspect::{make_writable, slot_processes, wait_until};
+use ferrite_e2e::{ferrited_with_gui_rpc as start, fixture_data_dir, free_port, gui_rpc, Proc};
 
 const URL: &str = "http://127.0.0.1:18080/";
 const PROJECT: &str = "projects/127.0.0.1_18080";
-
-/// Makes everything in the copied fixture writable (the fixture files are read-only).
-fn make_writable(dir: &Path) {
-    for e in fs::read_dir(dir).expect("read dir") {
-        let p = e.expect("entry").path();
-        let mut perm = fs::metadata(&p).expect("stat").permissions();
-        perm.set_mode(perm.mode() | 0o200);
-        fs::set_permissions(&p, perm).expect("chmod");
-        if p.is_dir() {
-            make_writable(&p);
-        }
-    }
-}
 
 /// Sets how many seconds the app of `wu` (`long` or `abort`) sleeps, in the project input and
 /// in the copy already in its slot.
@@ -48,21 +35,6 @@ fn data_dir(long_secs: u32, abort_secs: u32) -> tempfile::TempDir {
     d
 }
 
-fn start(dir: &Path, port: u16) -> Proc {
-    let d = dir.to_str().expect("utf-8");
-    let port = port.to_string();
-    let mut p = Proc::ferrited(&[
-        "--dir",
-        d,
-        "--gui_rpc_port",
-        &port,
-        "--skip_cpu_benchmarks",
-        "--no_gpus",
-    ]);
-    p.wait_for("GUI RPC listening on TCP", Duration::from_secs(30));
-    p
-}
-
 /// The `<result>` block of `name` in a state file.
 fn result_block(state: &str, name: &str) -> String {
     let start = state
@@ -74,46 +46,6 @@ fn result_block(state: &str, name: &str) -> String {
 
 fn state(dir: &Path) -> String {
     fs::read_to_string(dir.join("client_state.xml")).expect("state file")
-}
-
-/// Processes whose working directory is inside `dir/slots`, with their /proc state letter.
-fn slot_processes(dir: &Path) -> Vec<(i32, char, PathBuf)> {
-    let slots = fs::canonicalize(dir.join("slots")).expect("slots dir");
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cwd) = fs::read_link(e.path().join("cwd")) else {
-            continue;
-        };
-        if !cwd.starts_with(&slots) {
-            continue;
-        }
-        let Ok(stat) = fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // The state letter follows the command name in parentheses.
-        let st = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].trim_start().chars().next())
-            .unwrap_or('?');
-        if st != 'Z' {
-            out.push((pid, st, cwd));
-        }
-    }
-    out
-}
-
-fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if cond() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting until {what}");
 }
 
 fn assert_uploading(dir: &Path, result: &str, out_file: &str) {

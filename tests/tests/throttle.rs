@@ -11,27 +11,16 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ferrite_e2e::inspect::{make_writable, slot_processes, stat_fields, state_letter};
 use ferrite_e2e::{boinc_test_app, fixture_data_dir, free_port, gui_rpc, Proc};
 
 const URL: &str = "http://127.0.0.1:18080/";
 const PROJECT: &str = "projects/127.0.0.1_18080";
 const WINDOW: Duration = Duration::from_secs(6);
-
-fn make_writable(dir: &Path) {
-    for e in fs::read_dir(dir).expect("read dir") {
-        let p = e.expect("entry").path();
-        let mut perm = fs::metadata(&p).expect("stat").permissions();
-        perm.set_mode(perm.mode() | 0o200);
-        fs::set_permissions(&p, perm).expect("chmod");
-        if p.is_dir() {
-            make_writable(&p);
-        }
-    }
-}
 
 /// The fixture with its app replaced by an endless busy loop (the daemon has not verified the
 /// file yet, so it takes it as it finds it), only `wu_long_0` runnable (`wu_abort_0` is
@@ -85,38 +74,6 @@ fn start(dir: &Path, port: u16) -> Proc {
     p
 }
 
-/// The app processes (working directory in `dir/slots`): (pid, slot dir).
-fn slot_processes(dir: &Path) -> Vec<(i32, PathBuf)> {
-    let mut out = Vec::new();
-    // No slot yet before the first task starts.
-    let Ok(slots) = fs::canonicalize(dir.join("slots")) else {
-        return out;
-    };
-    for e in fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cwd) = fs::read_link(e.path().join("cwd")) else {
-            continue;
-        };
-        if cwd.starts_with(&slots) && state_letter(pid) != Some('Z') {
-            out.push((pid, cwd));
-        }
-    }
-    out
-}
-
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    Some(rest.split_whitespace().map(str::to_owned).collect())
-}
-
-/// The /proc state letter of `pid`.
-fn state_letter(pid: i32) -> Option<char> {
-    stat_fields(pid)?.first()?.chars().next()
-}
-
 /// (CPU seconds, runnable seconds: on a CPU or waiting for one) of `pid` so far.
 fn usage(pid: i32) -> (f64, f64) {
     let f = stat_fields(pid).expect("app alive");
@@ -136,7 +93,7 @@ fn usage(pid: i32) -> (f64, f64) {
 fn the_app(dir: &Path) -> i32 {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(30) {
-        if let [(pid, _)] = slot_processes(dir)[..] {
+        if let [(pid, _, _)] = slot_processes(dir)[..] {
             return pid;
         }
         thread::sleep(Duration::from_millis(100));
