@@ -42,11 +42,17 @@ impl XorShift {
     }
 }
 
+/// A number from the environment, decimal or `0x` hexadecimal (as the seed is printed).
 fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
+    let Ok(v) = std::env::var(name) else {
+        return default;
+    };
+    let v = v.trim();
+    let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    parsed.unwrap_or_else(|e| panic!("{name}={v:?} is not a number: {e}"))
 }
 
 /// Processes (other than ours) whose working directory is under `dir/slots` or whose command
