@@ -78,12 +78,20 @@ fn processes_in(dir: &Path) -> Vec<String> {
     found
 }
 
-/// The results `dir/client_state.xml` holds ready to report (none if it does not load).
+/// The results held ready to report by the state file the next run loads: the first that
+/// parses of `client_state_next.xml` (a save killed before its renames), `client_state.xml`
+/// and `client_state_prev.xml`, the daemon's own order.
 fn ready_to_report(dir: &Path) -> Vec<String> {
-    let Ok(text) = fs::read_to_string(dir.join("client_state.xml")) else {
-        return Vec::new();
-    };
-    let Ok(state) = ClientState::parse(&text, "client_state.xml") else {
+    let Some(state) = [
+        "client_state_next.xml",
+        "client_state.xml",
+        "client_state_prev.xml",
+    ]
+    .iter()
+    .find_map(|name| {
+        let text = fs::read_to_string(dir.join(name)).ok()?;
+        ClientState::parse(&text, name).ok()
+    }) else {
         return Vec::new();
     };
     state
