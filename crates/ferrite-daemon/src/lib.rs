@@ -70,6 +70,9 @@ pub enum Event {
     Transfer(transfers::TransferDone),
     /// A web RPC of the attach wizard ended (reply text, or a BOINC error code).
     WebRpc(projects::WebRpcKind, Result<String, i32>),
+    /// A child process ended (SIGCHLD): an app exited, so its CPU can be given to the next
+    /// task now rather than at the next tick.
+    ChildExited,
 }
 
 /// The running client.
@@ -501,6 +504,7 @@ impl Daemon {
                         self.project_op_done(done, now());
                     }
                     Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
+                    Some(Event::ChildExited) => self.tick_soon = true,
                     Some(Event::Transfer(done)) => {
                         self.state_epoch += 1;
                         let t = now();
@@ -867,12 +871,14 @@ fn spawn_signal_listeners(tx: mpsc::Sender<Event>) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    let mut chld = signal(SignalKind::child()).context("cannot listen for SIGCHLD")?;
     tokio::spawn(async move {
         loop {
             let ev = tokio::select! {
                 _ = term.recv() => Event::Shutdown("SIGTERM"),
                 _ = int.recv() => Event::Shutdown("SIGINT"),
                 _ = hup.recv() => Event::Reload,
+                _ = chld.recv() => Event::ChildExited,
             };
             if tx.send(ev).await.is_err() {
                 break;
