@@ -659,32 +659,121 @@ fn ram_mb() -> u64 {
         .map_or(8192, |kb| kb / 1024)
 }
 
+/// Preferences with RAM limits of `busy` % (someone uses the computer) and `idle` %.
+fn ram_prefs(busy: u32, idle: u32) -> String {
+    prefs(
+        false,
+        &format!(
+            "<ram_max_used_busy_pct>{busy}</ram_max_used_busy_pct>\n\
+             <ram_max_used_idle_pct>{idle}</ram_max_used_idle_pct>\n\
+             <idle_time_to_run>30</idle_time_to_run>\n"
+        ),
+    )
+}
+
+/// A host where someone uses the computer (a terminal touched just now), for
+/// `FERRITE_DEV_ROOT`: the in-use RAM limit applies.
+fn busy_host() -> tempfile::TempDir {
+    let host = tempfile::tempdir().expect("tmp");
+    fs::write(host.path().join("tty1"), "").expect("tty");
+    host
+}
+
+#[test]
+fn over_the_ram_limit_a_task_without_a_checkpoint_is_kept_in_memory_not_restarted() {
+    // As above, but the big task never checkpoints: quitting it would throw its work away,
+    // so it is suspended in memory and continues, same process, when RAM is allowed again.
+    let host = busy_host();
+    let big_mb = ram_mb() / 50 + 50;
+    let big = Job::new(
+        "wu_big",
+        15,
+        &format!("--alloc {big_mb} --step-ms 200 --no-checkpoint"),
+    );
+    let d = data_dir(&[big], &ram_prefs(1, 90));
+    let port = free_port();
+    let mut p = start_with(d.path(), port, &[("FERRITE_DEV_ROOT", host.path())]);
+    p.wait_for("starting task wu_big_0", Duration::from_secs(30));
+    p.wait_for(
+        "suspending task wu_big_0 (its working set exceeds the RAM limit; it has no checkpoint",
+        Duration::from_secs(30),
+    );
+    let pid = app_pid(port, "wu_big_0").expect("the task keeps its process");
+    thread::sleep(Duration::from_secs(3));
+    assert_eq!(app_pid(port, "wu_big_0"), Some(pid), "{}", p.output());
+    assert!(alive(pid), "the app is still in memory");
+    assert_eq!(count(&p, "preempting task wu_big_0"), 0, "{}", p.output());
+
+    fs::write(
+        d.path().join("global_prefs_override.xml"),
+        ram_prefs(90, 90),
+    )
+    .expect("prefs");
+    let r = gui(port, "<read_global_prefs_override/>\n");
+    assert!(r.contains("<success/>"), "{r}");
+    p.wait_for("resuming task wu_big_0", Duration::from_secs(30));
+    p.wait_for("task wu_big_0 finished", Duration::from_secs(60));
+    assert_eq!(count(&p, "starting task wu_big_0"), 1, "{}", p.output());
+    stop(&mut p, d.path());
+    let r = result_block(&state(d.path()), "wu_big_0");
+    assert_eq!(tag(&r, "state"), Some("4"), "{r}");
+    // One episode from the first step: the app never started again.
+    assert!(r.contains("starting fresh"), "{r}");
+    assert!(!r.contains("resuming from checkpoint"), "{r}");
+}
+
+#[test]
+fn a_task_too_large_for_any_ram_limit_is_aborted_with_198() {
+    // Both RAM limits are 1 % and the task needs 2 %: it could never run.
+    let host = busy_host();
+    let big_mb = ram_mb() / 50 + 50;
+    let big = Job::new("wu_big", 40, &format!("--alloc {big_mb} --step-ms 200"));
+    let d = data_dir(&[big], &ram_prefs(1, 1));
+    let port = free_port();
+    let mut p = start_with(d.path(), port, &[("FERRITE_DEV_ROOT", host.path())]);
+    p.wait_for("starting task wu_big_0", Duration::from_secs(30));
+    p.wait_for(
+        "task wu_big_0: resident set size > client RAM limit",
+        Duration::from_secs(30),
+    );
+    p.wait_for("task wu_big_0 aborted", Duration::from_secs(30));
+    wait_until("the app has ended", Duration::from_secs(20), || {
+        app_pid(port, "wu_big_0").is_none()
+    });
+    stop(&mut p, d.path());
+    let r = result_block(&state(d.path()), "wu_big_0");
+    assert_eq!(tag(&r, "state"), Some("6"), "aborted: {r}");
+    assert_eq!(tag(&r, "exit_status"), Some("198"), "{r}");
+    assert_eq!(count(&p, "starting task wu_big_0"), 1, "{}", p.output());
+}
+
 #[test]
 fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
-    // Someone uses the computer (a terminal touched just now): the busy limit, 1 % of RAM,
-    // applies. The big task allocates 2 % of RAM (more than the busy limit, far less than
-    // the idle one, so it is preempted rather than aborted).
-    let host = tempfile::tempdir().expect("tmp");
-    let tty = host.path().join("tty1");
-    fs::write(&tty, "").expect("tty");
+    // Someone uses the computer (a terminal touched just now): the busy limit applies. The
+    // big task allocates 2 % of RAM. Once it has checkpointed, the busy limit drops to 1 %
+    // (more than the task's working set, far less than the idle limit, so it is preempted
+    // rather than aborted; with a checkpoint to restart from, it leaves memory).
+    let host = busy_host();
     let big_mb = ram_mb() / 50 + 50;
     let small = Job::new("wu_small", 40, "--step-ms 200");
-    let big = Job::new("wu_big", 15, &format!("--alloc {big_mb} --step-ms 200"));
-    let mem_prefs = |busy: u32| {
-        prefs(
-            false,
-            &format!(
-                "<ram_max_used_busy_pct>{busy}</ram_max_used_busy_pct>\n\
-                 <ram_max_used_idle_pct>90</ram_max_used_idle_pct>\n\
-                 <idle_time_to_run>30</idle_time_to_run>\n"
-            ),
-        )
-    };
-    let d = data_dir(&[small, big], &mem_prefs(1));
+    let big = Job::new("wu_big", 30, &format!("--alloc {big_mb} --step-ms 200"));
+    let d = data_dir(&[small, big], &ram_prefs(90, 90));
     let port = free_port();
     let mut p = start_with(d.path(), port, &[("FERRITE_DEV_ROOT", host.path())]);
     p.wait_for("starting task wu_small_0", Duration::from_secs(30));
     p.wait_for("starting task wu_big_0", Duration::from_secs(30));
+    wait_until(
+        "the big task has checkpointed",
+        Duration::from_secs(30),
+        || {
+            tag(&gui_result(port, "wu_big_0"), "checkpoint_cpu_time")
+                .and_then(|v| v.parse::<f64>().ok())
+                .is_some_and(|c| c > 0.0)
+        },
+    );
+    fs::write(d.path().join("global_prefs_override.xml"), ram_prefs(1, 90)).expect("prefs");
+    let r = gui(port, "<read_global_prefs_override/>\n");
+    assert!(r.contains("<success/>"), "{r}");
     p.wait_for(
         "preempting task wu_big_0 (its working set exceeds the RAM limit",
         Duration::from_secs(30),
@@ -718,7 +807,11 @@ fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
     p.wait_for("task wu_small_0 finished", Duration::from_secs(60));
 
     // More RAM allowed: the big task comes back and completes.
-    fs::write(d.path().join("global_prefs_override.xml"), mem_prefs(90)).expect("prefs");
+    fs::write(
+        d.path().join("global_prefs_override.xml"),
+        ram_prefs(90, 90),
+    )
+    .expect("prefs");
     let r = gui(port, "<read_global_prefs_override/>\n");
     assert!(r.contains("<success/>"), "{r}");
     p.wait_for("task wu_big_0 finished", Duration::from_secs(60));

@@ -264,6 +264,12 @@ impl TaskTable {
             .is_some_and(|r| !r.keeps_tasks_in_memory() && !prefs.leave_apps_in_memory);
         let mut report = TickReport::default();
         let inst = Instant::now();
+        // The RAM limits follow the preferences and the user's activity.
+        let max_wss = prefs.available_ram(state.host_info.m_nbytes, inputs.user_active);
+        let ram_bound = max_ram(prefs, state.host_info.m_nbytes);
+        for l in self.live.values_mut() {
+            l.task.set_ram_limits(max_wss, ram_bound);
+        }
         self.poll_all(state, inst, now, &mut report);
 
         let world = self.snapshot(state, inputs, now);
@@ -332,7 +338,21 @@ impl TaskTable {
                     l.run_started_at = now;
                 }
             } else if quit.contains(&id) && run_allowed {
-                if matches!(st, TaskState::Running | TaskState::Suspended) {
+                let checkpointed = state
+                    .active_task(&key.0, &key.1)
+                    .is_some_and(|a| a.checkpoint_cpu_time > 0.0);
+                if over_ram.contains(&id) && !checkpointed {
+                    // Quitting would lose all its work: suspended in memory instead, as the
+                    // official client does with every task over the RAM limit.
+                    if st == TaskState::Running {
+                        info!(
+                            "suspending task {} (its working set exceeds the RAM limit; it has \
+                             no checkpoint yet, so it stays in memory)",
+                            key.1
+                        );
+                        l.task.suspend(inst);
+                    }
+                } else if matches!(st, TaskState::Running | TaskState::Suspended) {
                     let why = if over_ram.contains(&id) {
                         "its working set exceeds the RAM limit; "
                     } else {
@@ -747,6 +767,7 @@ impl TaskTable {
                     ferrite_supervise::limits::max_elapsed_time(wu.rsc_fpops_bound, flops)
                 }),
                 disk_bound: (wu.rsc_disk_bound > 0.0).then_some(wu.rsc_disk_bound as u64),
+                max_ram: max_ram(prefs, state.host_info.m_nbytes),
                 ..Limits::default()
             },
             timing: Timing::default(),
@@ -882,6 +903,15 @@ fn resource_share_fraction(state: &ClientState, url: &str) -> f64 {
     } else {
         1.0
     }
+}
+
+/// The largest RAM apps may ever use (the larger of the in-use and not-in-use limits): a task
+/// whose smoothed working set goes beyond it could never run and is aborted (198).
+fn max_ram(prefs: &GlobalPrefs, m_nbytes: f64) -> Option<u64> {
+    let most = prefs
+        .available_ram(m_nbytes, true)
+        .max(prefs.available_ram(m_nbytes, false));
+    (most.is_finite() && most >= 1.0).then_some(most as u64)
 }
 
 /// The slot's file mapping: app-version files and workunit inputs, then the result's outputs.

@@ -1,8 +1,10 @@
 //! Resource limits of a task: pure checks and the slot-size measurement.
 //!
 //! Elapsed time is bounded by `rsc_fpops_bound / flops` (12 h when that is under 120 s), the
-//! slot's disk usage by `rsc_disk_bound`. Memory is only measured and reported; deciding about
-//! it belongs to the scheduler. Exit codes are the official ones (lib/error_numbers.h).
+//! slot's disk usage by `rsc_disk_bound`, the smoothed working set by the largest RAM the
+//! volunteer allows apps at any time (a task beyond it could never run). Whether a task fits
+//! the RAM limit of the moment is the scheduler's decision. Exit codes are the official ones
+//! (lib/error_numbers.h).
 
 use std::fs;
 use std::io;
@@ -63,6 +65,13 @@ pub enum LimitExceeded {
         /// The bound in bytes.
         bound: u64,
     },
+    /// Smoothed working set beyond the largest RAM limit (in use or not).
+    Memory {
+        /// The smoothed working set, bytes.
+        working_set: u64,
+        /// The limit, bytes.
+        limit: u64,
+    },
 }
 
 impl LimitExceeded {
@@ -71,6 +80,7 @@ impl LimitExceeded {
         match self {
             LimitExceeded::ElapsedTime { .. } => EXIT_TIME_LIMIT_EXCEEDED,
             LimitExceeded::Disk { .. } => EXIT_DISK_LIMIT_EXCEEDED,
+            LimitExceeded::Memory { .. } => EXIT_MEM_LIMIT_EXCEEDED,
         }
     }
 
@@ -81,6 +91,11 @@ impl LimitExceeded {
                 format!("exceeded elapsed time limit {max:.2}")
             }
             LimitExceeded::Disk { .. } => "Disk usage limit exceeded".to_owned(),
+            LimitExceeded::Memory { working_set, limit } => format!(
+                "resident set size > client RAM limit: {:.2}MB > {:.2}MB",
+                *working_set as f64 / 1e6,
+                *limit as f64 / 1e6
+            ),
         }
     }
 }
@@ -95,6 +110,10 @@ pub struct Limits {
     pub disk_bound: Option<u64>,
     /// How often the slot size is sampled (besides after each checkpoint).
     pub disk_check_interval: Duration,
+    /// The largest RAM apps may use at any time, bytes (the larger of the in-use and
+    /// not-in-use limits); `None` = unbounded. Changed while the task runs by
+    /// `Task::set_ram_limits`.
+    pub max_ram: Option<u64>,
 }
 
 impl Default for Limits {
@@ -103,6 +122,7 @@ impl Default for Limits {
             max_elapsed: None,
             disk_bound: None,
             disk_check_interval: MIN_DISK_CHECK_PERIOD,
+            max_ram: None,
         }
     }
 }
@@ -111,6 +131,15 @@ impl Default for Limits {
 pub fn check_elapsed(elapsed: f64, max: Option<f64>) -> Option<LimitExceeded> {
     let max = max?;
     (elapsed > max).then_some(LimitExceeded::ElapsedTime { elapsed, max })
+}
+
+/// Memory check: the smoothed working set against the largest RAM limit.
+pub fn check_memory(working_set_smoothed: u64, max_ram: Option<u64>) -> Option<LimitExceeded> {
+    let limit = max_ram.filter(|m| *m > 0)?;
+    (working_set_smoothed > limit).then_some(LimitExceeded::Memory {
+        working_set: working_set_smoothed,
+        limit,
+    })
 }
 
 /// Disk check.
@@ -161,6 +190,15 @@ mod tests {
         let d = check_disk(101, Some(100)).unwrap();
         assert_eq!(d.exit_code(), 196);
         assert_eq!(d.message(), "Disk usage limit exceeded");
+        assert_eq!(check_memory(5_000_000, None), None);
+        assert_eq!(check_memory(5_000_000, Some(0)), None);
+        assert_eq!(check_memory(5_000_000, Some(5_000_000)), None);
+        let m = check_memory(300_000_000, Some(250_000_000)).unwrap();
+        assert_eq!(m.exit_code(), 198);
+        assert_eq!(
+            m.message(),
+            "resident set size > client RAM limit: 300.00MB > 250.00MB"
+        );
     }
 
     #[test]

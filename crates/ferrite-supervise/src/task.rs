@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::exit::{classify_in_slot, ExitOutcome, Requested};
-use crate::limits::{check_disk, check_elapsed, dir_size, LimitExceeded, Limits};
+use crate::limits::{check_disk, check_elapsed, check_memory, dir_size, LimitExceeded, Limits};
 use crate::msg::{
     AppStatus, ControlMsg, GraphicsReply, Heartbeat, TrickleDownNotice, TrickleUpNotice,
 };
@@ -150,6 +150,9 @@ pub struct TaskUsage {
     pub elapsed_time: f64,
     /// Current working set of the tree, bytes.
     pub working_set: u64,
+    /// The working set smoothed over samples (each sample halves the distance, as the
+    /// official client's `rss_smoothed`), bytes.
+    pub working_set_smoothed: u64,
     /// Peak working set of this episode, bytes.
     pub peak_working_set: u64,
     /// Last fraction done the app reported (or the resumed one).
@@ -403,6 +406,13 @@ impl Task {
         }
     }
 
+    /// New RAM limits from the preferences: what heartbeats tell the app (`max_wss`) and the
+    /// largest RAM it may ever use ([`Limits::max_ram`]).
+    pub fn set_ram_limits(&mut self, max_wss: f64, max_ram: Option<u64>) {
+        self.cfg.max_wss = max_wss;
+        self.cfg.limits.max_ram = max_ram;
+    }
+
     /// Asks the app to exit so it can be restarted later from its checkpoint.
     pub fn quit(&mut self, now: Instant) {
         self.request_exit(ControlMsg::Quit, Requested::Quit, now);
@@ -625,6 +635,11 @@ impl Task {
             Some(w) if w > 0.0 => w as u64,
             _ => tree.working_set,
         };
+        self.usage.working_set_smoothed = if self.usage.working_set_smoothed == 0 {
+            self.usage.working_set
+        } else {
+            (self.usage.working_set_smoothed + self.usage.working_set) / 2
+        };
         self.usage.peak_working_set = self.usage.peak_working_set.max(tree.working_set);
         self.members.extend(tree.members);
     }
@@ -682,10 +697,18 @@ impl Task {
     }
 
     fn check_limits(&mut self, now: Instant, events: &mut Vec<TaskEvent>) {
-        if self.state != TaskState::Running {
-            return;
-        }
-        let mut exceeded = check_elapsed(self.usage.elapsed_time, self.cfg.limits.max_elapsed);
+        // A task too large for any RAM limit can never run: suspended in memory or running,
+        // it ends here.
+        let memory = matches!(self.state, TaskState::Running | TaskState::Suspended)
+            .then(|| check_memory(self.usage.working_set_smoothed, self.cfg.limits.max_ram))
+            .flatten();
+        let mut exceeded = match (memory, self.state) {
+            (Some(m), _) => Some(m),
+            (None, TaskState::Running) => {
+                check_elapsed(self.usage.elapsed_time, self.cfg.limits.max_elapsed)
+            }
+            (None, _) => return,
+        };
         if exceeded.is_none() && now >= self.next_disk_check {
             self.next_disk_check = now + self.cfg.limits.disk_check_interval;
             if let Ok(size) = dir_size(&self.cfg.slot_dir) {

@@ -14,6 +14,7 @@
 //   --fork             fork a child that spins forever (same process group)
 //   --trickle          send one trickle-up message after the first step
 //   --step-ms N        length of a step (default 100)
+//   --no-checkpoint    never checkpoint (a restart begins again at step 0)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,7 +56,7 @@ static int read_int_file(const char* logical, int dflt) {
 
 int main(int argc, char** argv) {
     bool crash = false, temp_exit = false, forever = false, spin = false, do_fork = false;
-    bool trickle = false, temp_exit_once = false;
+    bool trickle = false, temp_exit_once = false, no_checkpoint = false;
     int alloc_mb = 0, fill_mb = 0, step_ms = 100, temp_exit_secs = 77;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
         else if (a == "--spin") spin = true;
         else if (a == "--fork") do_fork = true;
         else if (a == "--trickle") trickle = true;
+        else if (a == "--no-checkpoint") no_checkpoint = true;
         else if (a == "--alloc" && i + 1 < argc) alloc_mb = atoi(argv[++i]);
         else if (a == "--fill" && i + 1 < argc) fill_mb = atoi(argv[++i]);
         else if (a == "--step-ms" && i + 1 < argc) step_ms = atoi(argv[++i]);
@@ -122,15 +124,15 @@ int main(int argc, char** argv) {
     for (int i = start; forever || i < steps; i++) {
         if (spin) spin_for(step_ms / 1000.0);
         else sleep_for(step_ms / 1000.0);
-        if (!forever) {
+        if (!forever && !no_checkpoint) {
             FILE* f = fopen("ckpt", "w");
             if (f) {
                 fprintf(f, "%d\n", i + 1);
                 fclose(f);
             }
             boinc_checkpoint_completed();
-            boinc_fraction_done((double)(i + 1) / steps);
         }
+        if (!forever) boinc_fraction_done((double)(i + 1) / steps);
         if (i == start) {
             if (crash) {
                 fprintf(stderr, "about to crash\n");
