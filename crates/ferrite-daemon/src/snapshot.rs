@@ -188,7 +188,7 @@ pub fn build_world(
                         .filter(|n| *n > 0);
                     x.report_immediately = ac.report_results_immediately;
                 }
-                x.excluded_instances = excluded_nvidia(inputs.exclude_gpus, &p.master_url);
+                x.excluded_instances = excluded_nvidia(inputs.exclude_gpus, &p.master_url, None);
                 // The server says which resources it has no apps for; the volunteer's web
                 // preferences may turn others off.
                 x.fetch_only_known_resources = false;
@@ -213,6 +213,7 @@ pub fn build_world(
     let pid = |url: &str| -> ProjectId { ProjectId(index_of(&projects, &url.to_owned())) };
     for (url, name) in &ids.apps {
         let mut app = App::new(pid(url), name.clone());
+        app.excluded_instances = excluded_nvidia(inputs.exclude_gpus, url, Some(name));
         if let Some(a) = state.project(url).and_then(|p| p.app(name)) {
             app.fraction_done_exact = a.fraction_done_exact;
         }
@@ -401,14 +402,15 @@ fn usage_override(
     (ncpus, ngpus)
 }
 
-/// The NVIDIA devices `cc_config.xml` excludes for a project, as the core's per-resource
-/// masks (index 0, the CPU, unused). Entries for the whole project (no app) only.
-fn excluded_nvidia(excludes: &[ExcludeGpu], url: &str) -> Vec<u64> {
+/// The NVIDIA devices `cc_config.xml` excludes, as the core's per-resource masks (index 0,
+/// the CPU, unused): with `app` `None`, the entries for the whole project (no `<app>`); with
+/// an app name, the entries naming that app.
+fn excluded_nvidia(excludes: &[ExcludeGpu], url: &str, app: Option<&str>) -> Vec<u64> {
     let mut mask = 0u64;
     for e in excludes.iter().filter(|e| {
         ferrite_proto::account::canonicalize_master_url(&e.url)
             == ferrite_proto::account::canonicalize_master_url(url)
-            && e.app.is_none()
+            && e.app.as_deref() == app
             && e.rsc_type
                 .as_deref()
                 .is_none_or(|t| t.eq_ignore_ascii_case("nvidia"))
@@ -487,12 +489,27 @@ mod tests {
         .expect("app_config")
         .value;
         let configs = BTreeMap::from([(url.to_owned(), ac)]);
-        let excludes = [ExcludeGpu {
-            url: "http://127.0.0.1:18080".to_owned(),
-            device_num: Some(1),
-            rsc_type: None,
-            app: None,
-        }];
+        let app_name = s.projects[0].apps[0].name.clone();
+        let excludes = [
+            ExcludeGpu {
+                url: "http://127.0.0.1:18080".to_owned(),
+                device_num: Some(1),
+                rsc_type: None,
+                app: None,
+            },
+            ExcludeGpu {
+                url: "http://127.0.0.1:18080/".to_owned(),
+                device_num: Some(0),
+                rsc_type: Some("NVIDIA".to_owned()),
+                app: Some(app_name),
+            },
+            ExcludeGpu {
+                url: "http://127.0.0.1:18080/".to_owned(),
+                device_num: Some(2),
+                rsc_type: None,
+                app: Some("another_app".to_owned()),
+            },
+        ];
         let mut inp = inputs(&prefs, &nb);
         inp.app_configs = &configs;
         inp.exclude_gpus = &excludes;
@@ -500,7 +517,9 @@ mod tests {
         let w = build_world(&s, &mut ids, &inp, &|_, _| None);
         w.validate().expect("fixture");
         assert_eq!(w.projects[0].max_concurrent, Some(3));
+        // The project's entry for every app, the app's own entry for its jobs only.
         assert_eq!(w.projects[0].excluded_instances, vec![0, 0b10]);
+        assert_eq!(w.apps[0].excluded_instances, vec![0, 0b1]);
         assert_eq!(w.apps[0].max_concurrent, Some(1));
         assert!(w.apps[0].report_immediately);
         assert_eq!(w.app_versions[0].avg_ncpus, 2.0);
@@ -519,6 +538,7 @@ mod tests {
         assert_eq!(w.projects[0].max_concurrent, None);
         assert_eq!(w.apps[0].max_concurrent, None);
         assert!(w.projects[0].excluded_instances.is_empty());
+        assert!(w.apps[0].excluded_instances.is_empty());
     }
 
     #[test]

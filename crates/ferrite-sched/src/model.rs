@@ -421,6 +421,10 @@ pub struct App {
     pub report_immediately: bool,
     /// `app_config.xml` `fraction_done_exact`: trust fraction done for estimates.
     pub fraction_done_exact: bool,
+    /// GPU instances this app's jobs must not use (`cc_config <exclude_gpu>` naming the app),
+    /// one bit mask per resource index like [`Project::excluded_instances`]. Unlike the
+    /// project's, these do not change work fetch: other apps of the project may use them.
+    pub excluded_instances: Vec<u64>,
 }
 
 impl App {
@@ -432,7 +436,13 @@ impl App {
             max_concurrent: None,
             report_immediately: false,
             fraction_done_exact: false,
+            excluded_instances: Vec::new(),
         }
+    }
+
+    /// Bit mask of the instances of `r` excluded for this app's jobs.
+    pub fn excluded_mask(&self, r: ResourceId) -> u64 {
+        self.excluded_instances.get(r.index()).copied().unwrap_or(0)
     }
 }
 

@@ -170,7 +170,8 @@ impl Admit {
         let mut mask = 0u64;
         if !v.resource.is_cpu() {
             let r = v.resource.index();
-            let excluded = world.projects[p].excluded_mask(v.resource);
+            let excluded = world.projects[p].excluded_mask(v.resource)
+                | world.apps[v.app.index()].excluded_mask(v.resource);
             let inst = &self.inst[r];
             let usable = |k: usize| k < 64 && excluded & (1u64 << k) == 0;
             let u = v.coproc_usage;

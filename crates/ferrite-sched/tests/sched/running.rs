@@ -173,6 +173,46 @@ fn gpu_jobs_commit_their_cpu_before_cpu_jobs() {
 }
 
 #[test]
+fn a_gpu_excluded_for_one_app_is_used_by_the_other_apps_only() {
+    // Two GPUs; app `a` must not use GPU 0 (`<exclude_gpu>` naming it), app `b` may use both.
+    let mut host = Host::cpu_only(4, 1e9, 16e9);
+    host.coprocs.push(Coproc {
+        kind: CoprocKind::Nvidia,
+        count: 2,
+        peak_flops: 1e12,
+    });
+    let mut w = World::new(host);
+    let p = w.add_project(Project::new("P", 1.0));
+    let mut app_a = App::new(p, "a");
+    app_a.excluded_instances = vec![0, 0b01];
+    let a = w.add_app(app_a);
+    let b = w.add_app(App::new(p, "b"));
+    let va = w.add_app_version(AppVersion::coproc(a, p, ResourceId(1), 1.0, 0.1, 1e11));
+    let vb = w.add_app_version(AppVersion::coproc(b, p, ResourceId(1), 1.0, 0.1, 1e11));
+    for (id, v) in [(1, va), (2, va), (3, vb)] {
+        w.add_job(Job::new(
+            JobId(id),
+            p,
+            v,
+            H * 1e11,
+            T0 + f64::from(id),
+            T0 + 9.0 * DAY,
+        ));
+    }
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let placed: Vec<(JobId, u64)> = out.run.run.iter().map(|e| (e.job, e.instances)).collect();
+    // Job 1 gets GPU 1, the only one `a` may use; job 2 of `a` waits; job 3 of `b` takes GPU 0.
+    assert!(placed.contains(&(JobId(1), 0b10)), "{placed:?}");
+    assert!(placed.contains(&(JobId(3), 0b01)), "{placed:?}");
+    assert!(!placed.iter().any(|(j, _)| *j == JobId(2)), "{placed:?}");
+    assert!(out
+        .run
+        .skipped
+        .contains(&(JobId(2), SkipReason::NoCoprocInstance)));
+}
+
+#[test]
 fn job_too_big_for_ram_is_skipped_and_others_run() {
     let (mut w, va, vb) = two_projects();
     w.user_active = true; // 50 % of 8 GB
