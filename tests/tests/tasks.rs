@@ -407,3 +407,53 @@ fn battery_user_input_other_programs_load_and_exclusive_apps_suspend_computing()
         "no app outlives the daemon"
     );
 }
+
+/// The nice value and scheduling policy of `pid` (fields 19 and 41 of its stat line).
+fn nice_and_policy(pid: i32) -> (i64, u32) {
+    let f = ferrite_e2e::inspect::stat_fields(pid).expect("stat");
+    // After the command name: state is field 3, nice 19, policy 41.
+    (
+        f[19 - 3].parse().expect("nice"),
+        f[41 - 3].parse().expect("policy"),
+    )
+}
+
+#[test]
+fn apps_run_at_idle_priority_unless_cc_config_sets_process_priority() {
+    for (option, want) in [
+        ("", (19, libc::SCHED_IDLE as u32)),
+        (
+            "<process_priority>1</process_priority>",
+            (10, libc::SCHED_OTHER as u32),
+        ),
+        (
+            "<process_priority>2</process_priority>",
+            (0, libc::SCHED_OTHER as u32),
+        ),
+    ] {
+        let d = data_dir(30, 30);
+        let cc = fs::read_to_string(d.path().join("cc_config.xml")).expect("cc_config");
+        fs::write(
+            d.path().join("cc_config.xml"),
+            cc.replacen("<options>", &format!("<options>\n{option}"), 1),
+        )
+        .expect("cc_config");
+        let mut p = start(d.path(), free_port());
+        p.wait_for("starting task wu_long_0", Duration::from_secs(30));
+        let mut seen = Vec::new();
+        wait_until("the apps run", Duration::from_secs(20), || {
+            seen = slot_processes(d.path())
+                .iter()
+                .map(|(pid, _, _)| nice_and_policy(*pid))
+                .collect();
+            !seen.is_empty()
+        });
+        assert!(
+            seen.iter().all(|s| *s == want),
+            "{option:?}: (nice, policy) of the apps {seen:?}, want {want:?}\n{}",
+            p.output()
+        );
+        p.signal(libc::SIGTERM);
+        assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
+    }
+}

@@ -600,8 +600,12 @@ impl Daemon {
             .prefs
             .effective_cpu_usage_limit(user_active);
         self.throttle.set_limit(limit, t);
-        self.tasks.no_priority_change =
-            self.opts.no_priority_change || self.config.cc.options.no_priority_change;
+        let o = &self.config.cc.options;
+        self.tasks.priority = ferrite_supervise::PriorityConfig {
+            no_priority_change: self.opts.no_priority_change || o.no_priority_change,
+            process_priority: o.process_priority,
+            process_priority_special: o.process_priority_special,
+        };
         let inputs = tasks::TickInputs {
             prefs: &self.config.prefs.prefs,
             cc_ncpus: self.config.cc.options.ncpus,

@@ -25,8 +25,8 @@ use ferrite_sched::{
 };
 use ferrite_supervise::{
     end_orphans, find_orphans, find_strays, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode,
-    Priority, Slot, SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit, TaskRecord,
-    TaskState, Timing,
+    Priority, PriorityConfig, Slot, SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit,
+    TaskRecord, TaskState, Timing,
 };
 use tracing::{info, warn};
 
@@ -128,8 +128,9 @@ pub struct TaskTable {
     last_world: Option<World>,
     /// When the core wants the next pass at the latest.
     pub next_wakeup: f64,
-    /// Run apps at normal priority (`--no_priority_change`, cc_config `no_priority_change`).
-    pub no_priority_change: bool,
+    /// Apps' priorities: `--no_priority_change` and cc_config `no_priority_change`,
+    /// `process_priority`, `process_priority_special`.
+    pub priority: PriorityConfig,
     /// The core's decisions of the last tick (run list, fetch, reports, with reasons), for
     /// the project loop and for `explain`.
     last_pass: Option<(PassOutput, World)>,
@@ -151,7 +152,7 @@ impl TaskTable {
             sched: Scheduler::new(ferrite_sched::Policy::default()),
             last_world: None,
             next_wakeup: 0.0,
-            no_priority_change: false,
+            priority: PriorityConfig::default(),
             last_pass: None,
         }
     }
@@ -716,7 +717,9 @@ impl TaskTable {
             host_info: state.host_info.clone(),
             global_prefs: prefs.clone(),
             app_files: av.file_refs.iter().map(|f| f.file_name.clone()).collect(),
-            no_priority_change: self.no_priority_change,
+            no_priority_change: self.priority.no_priority_change,
+            process_priority: self.priority.process_priority,
+            process_priority_special: self.priority.process_priority_special,
             ..AppInitData::default()
         };
         let setup = slot
@@ -756,11 +759,7 @@ impl TaskTable {
                 OsString::from(slot.number().to_string()),
             )],
             uses_api: uses_api(&av.api_version, &program),
-            priority: Priority::for_job(
-                gpu_usage > 0.0,
-                av.usage.avg_ncpus,
-                self.no_priority_change,
-            ),
+            priority: Priority::for_job(gpu_usage > 0.0, av.usage.avg_ncpus, self.priority),
             project_master_url: Some(key.0.clone()),
             limits: Limits {
                 max_elapsed: (!non_cpu).then(|| {

@@ -15,7 +15,7 @@
 //! 2. New task: `let slot = slots.allocate()?; slot.setup(&files, &init_data_xml)?;`
 //!    Restart: `slot.write_init_data(&xml)?` (the setup is kept; `boinc_setup_complete`).
 //! 3. `Task::start(TaskConfig { slot_dir, program, uses_api, priority, limits, resume_from, .. },
-//!    now)`; `Priority::for_job(uses_gpu, avg_ncpus, no_priority_change)`;
+//!    now)`; `Priority::for_job(uses_gpu, avg_ncpus, PriorityConfig)`;
 //!    `limits::max_elapsed_time(rsc_fpops_bound, flops)` for `Limits::max_elapsed`.
 //! 4. `task.suspend(now)` / `resume` / `quit` / `abort(code)` / `set_network_suspended`;
 //!    persist `task.record()` on [`TaskEvent::Checkpoint`].
@@ -36,7 +36,7 @@ pub mod task;
 
 pub use exit::{ExitOutcome, FinishFile, TemporaryExitFile};
 pub use limits::{LimitExceeded, Limits};
-pub use process::Priority;
+pub use process::{Priority, PriorityConfig};
 pub use record::{end_orphans, find_orphans, find_strays, Orphan, TaskRecord, TaskStateFile};
 pub use slot::{FileRole, LinkMode, Slot, SlotError, SlotFile, SlotManager};
 pub use task::{

@@ -21,16 +21,66 @@ pub enum Priority {
     CpuJob,
     /// GPU job, job using less than one CPU, or wrapper: nice 10, normal policy.
     HighPriorityJob,
+    /// A nice value the volunteer chose (`cc_config` `process_priority` or
+    /// `process_priority_special`); nice 19 also takes the idle scheduling class.
+    Nice(i32),
     /// Leave the daemon's priority (cc_config `no_priority_change`).
     Unchanged,
 }
 
+/// The `cc_config.xml` settings that choose apps' priorities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PriorityConfig {
+    /// `no_priority_change` (or `--no_priority_change`): apps keep the daemon's priority.
+    pub no_priority_change: bool,
+    /// `process_priority`, for CPU jobs: 0 lowest … 5 realtime, -1 unspecified.
+    pub process_priority: i32,
+    /// `process_priority_special`, for GPU jobs and jobs using less than one CPU.
+    pub process_priority_special: i32,
+}
+
+impl Default for PriorityConfig {
+    fn default() -> PriorityConfig {
+        PriorityConfig {
+            no_priority_change: false,
+            process_priority: -1,
+            process_priority_special: -1,
+        }
+    }
+}
+
+/// The nice value of a `process_priority` level, as the official client maps them on Unix
+/// (0 lowest: 19, 1 low: 10, 2 normal: 0, 3 high: -10, 4 highest: -15, 5 realtime: -20);
+/// `None` for -1 (unspecified) and unknown levels. Negative values need privileges; without
+/// them the app keeps the daemon's priority.
+pub fn nice_of_level(level: i32) -> Option<i32> {
+    match level {
+        0 => Some(19),
+        1 => Some(10),
+        2 => Some(0),
+        3 => Some(-10),
+        4 => Some(-15),
+        5 => Some(-20),
+        _ => None,
+    }
+}
+
 impl Priority {
-    /// The priority for a job: `no_priority_change` wins, then GPU or < 1 CPU gives nice 10.
-    pub fn for_job(uses_gpu: bool, avg_ncpus: f64, no_priority_change: bool) -> Priority {
-        if no_priority_change {
+    /// The priority for a job: `no_priority_change` wins; then the configured level for its
+    /// kind (GPU or < 1 CPU: `process_priority_special`, else `process_priority`); else GPU or
+    /// < 1 CPU gives nice 10 and CPU jobs nice 19 in the idle class.
+    pub fn for_job(uses_gpu: bool, avg_ncpus: f64, cfg: PriorityConfig) -> Priority {
+        let special = uses_gpu || avg_ncpus < 1.0;
+        let level = if special {
+            cfg.process_priority_special
+        } else {
+            cfg.process_priority
+        };
+        if cfg.no_priority_change {
             Priority::Unchanged
-        } else if uses_gpu || avg_ncpus < 1.0 {
+        } else if let Some(nice) = nice_of_level(level) {
+            Priority::Nice(nice)
+        } else if special {
             Priority::HighPriorityJob
         } else {
             Priority::CpuJob
@@ -135,6 +185,14 @@ fn child_setup(priority: Priority) -> io::Result<()> {
                 libc::setpriority(libc::PRIO_PROCESS, 0, 19);
                 let param = libc::sched_param { sched_priority: 0 };
                 libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+            }
+            Priority::Nice(nice) => {
+                // Failing (a negative value without CAP_SYS_NICE) leaves the priority as is.
+                libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+                if nice >= 19 {
+                    let param = libc::sched_param { sched_priority: 0 };
+                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+                }
             }
         }
     }
@@ -257,16 +315,56 @@ mod tests {
 
     #[test]
     fn priority_choice() {
-        assert_eq!(Priority::for_job(false, 1.0, false), Priority::CpuJob);
+        let dflt = PriorityConfig::default();
+        assert_eq!(Priority::for_job(false, 1.0, dflt), Priority::CpuJob);
         assert_eq!(
-            Priority::for_job(true, 1.0, false),
+            Priority::for_job(true, 1.0, dflt),
             Priority::HighPriorityJob
         );
         assert_eq!(
-            Priority::for_job(false, 0.5, false),
+            Priority::for_job(false, 0.5, dflt),
             Priority::HighPriorityJob
         );
-        assert_eq!(Priority::for_job(false, 1.0, true), Priority::Unchanged);
+        let unchanged = PriorityConfig {
+            no_priority_change: true,
+            process_priority: 2,
+            process_priority_special: 2,
+        };
+        assert_eq!(
+            Priority::for_job(false, 1.0, unchanged),
+            Priority::Unchanged
+        );
+        // Configured levels, each for its kind of job.
+        let cfg = PriorityConfig {
+            no_priority_change: false,
+            process_priority: 1,
+            process_priority_special: 2,
+        };
+        assert_eq!(Priority::for_job(false, 1.0, cfg), Priority::Nice(10));
+        assert_eq!(Priority::for_job(true, 1.0, cfg), Priority::Nice(0));
+        assert_eq!(Priority::for_job(false, 0.5, cfg), Priority::Nice(0));
+        let only_cpu = PriorityConfig {
+            process_priority: 0,
+            ..PriorityConfig::default()
+        };
+        assert_eq!(Priority::for_job(false, 1.0, only_cpu), Priority::Nice(19));
+        assert_eq!(
+            Priority::for_job(true, 1.0, only_cpu),
+            Priority::HighPriorityJob
+        );
+        assert_eq!(
+            (0..=6).map(nice_of_level).collect::<Vec<_>>(),
+            [
+                Some(19),
+                Some(10),
+                Some(0),
+                Some(-10),
+                Some(-15),
+                Some(-20),
+                None
+            ]
+        );
+        assert_eq!(nice_of_level(-1), None);
     }
 
     #[test]

@@ -745,6 +745,9 @@ fn apps_get_own_session_idle_priority_and_clean_signal_state() {
     for (priority, nice, policy) in [
         (Priority::CpuJob, 19, libc::SCHED_IDLE as u32),
         (Priority::HighPriorityJob, 10, 0),
+        // cc_config process_priority levels 1 (low) and 0 (lowest).
+        (Priority::Nice(10), 10, 0),
+        (Priority::Nice(19), 19, libc::SCHED_IDLE as u32),
     ] {
         let slot = dd.slots.allocate().unwrap();
         slot.setup(&[], "<app_init_data/>").unwrap();
