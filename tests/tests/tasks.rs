@@ -457,3 +457,75 @@ fn apps_run_at_idle_priority_unless_cc_config_sets_process_priority() {
         assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
     }
 }
+
+/// Moves `result`'s report deadline to `days` before now in the state file of `dir`.
+fn set_overdue(dir: &Path, result: &str, days: f64) {
+    let path = dir.join("client_state.xml");
+    let s = fs::read_to_string(&path).expect("state");
+    let at = s
+        .find(&format!("<name>{result}</name>"))
+        .expect("the result");
+    let start = at + s[at..].find("<report_deadline>").expect("deadline");
+    let end = start + s[start..].find("</report_deadline>").expect("end");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    let new = format!(
+        "{}<report_deadline>{:.6}{}",
+        &s[..start],
+        now - days * 86400.0,
+        &s[end..]
+    );
+    fs::write(&path, new).expect("state");
+}
+
+#[test]
+fn an_overdue_task_is_named_and_aborted_past_max_overdue_days() {
+    // Without max_overdue_days: named in the log, left to run.
+    let d = data_dir(2, 30);
+    set_overdue(d.path(), "wu_long_0", 3.0);
+    let mut p = start(d.path(), free_port());
+    p.wait_for(
+        "Task wu_long_0 is 3.00 days overdue; you may not get credit for it.",
+        Duration::from_secs(30),
+    );
+    p.wait_for("task wu_long_0 finished", Duration::from_secs(60));
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
+
+    // With max_overdue_days 1: aborted with 209; the task within its deadline runs on.
+    let d = data_dir(30, 2);
+    set_overdue(d.path(), "wu_long_0", 3.0);
+    let cc = fs::read_to_string(d.path().join("cc_config.xml")).expect("cc_config");
+    fs::write(
+        d.path().join("cc_config.xml"),
+        cc.replacen(
+            "<options>",
+            "<options>\n<max_overdue_days>1</max_overdue_days>",
+            1,
+        ),
+    )
+    .expect("cc_config");
+    let mut p = start(d.path(), free_port());
+    p.wait_for(
+        "Task wu_long_0 is 3.00 days overdue; aborting it.",
+        Duration::from_secs(30),
+    );
+    p.wait_for("task wu_abort_0 finished", Duration::from_secs(60));
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
+    let s = state(d.path());
+    let r = result_block(&s, "wu_long_0");
+    assert!(r.contains("<state>6</state>"), "aborted: {r}");
+    assert!(r.contains("<exit_status>209</exit_status>"), "{r}");
+    assert!(
+        !s.contains("<result_name>wu_long_0</result_name>"),
+        "no active task left for it: {s}"
+    );
+    assert!(
+        slot_processes(d.path()).is_empty(),
+        "{:?}",
+        slot_processes(d.path())
+    );
+}

@@ -88,6 +88,8 @@ pub struct Daemon {
     log: LogHandle,
     /// When to look for GPUs again (no driver answered yet).
     gpu_retry_at: Option<f64>,
+    /// When to look at overdue tasks again (at start-up, then daily).
+    next_overdue_check: f64,
     /// The CPU benchmarks are running on a blocking thread.
     benchmarks_running: bool,
     /// User input, battery, exclusive apps and other programs' CPU load.
@@ -148,6 +150,7 @@ impl Daemon {
             save: SavePolicy::new(1.0),
             warned: HashSet::new(),
             gpu_retry_at: None,
+            next_overdue_check: 0.0,
             benchmarks_running: false,
             activity: activity::ActivityMonitor::from_env(),
             started_at: now(),
@@ -616,6 +619,13 @@ impl Daemon {
             exclude_gpus: &self.config.cc.options.exclude_gpus,
             no_rsc_prefs: &self.config.no_rsc_prefs,
         };
+        if t >= self.next_overdue_check {
+            self.next_overdue_check = t + 86400.0;
+            let max_days = self.config.cc.options.max_overdue_days;
+            if self.tasks.check_overdue(&mut self.state, t, max_days) {
+                self.save.mark_dirty(t);
+            }
+        }
         let report = self.tasks.tick(&mut self.state, &inputs, t);
         if report.changed {
             self.save.mark_dirty(t);

@@ -42,6 +42,8 @@ const ERR_FILE_MISSING: i32 = -161;
 /// `ERR_FILE_TOO_BIG`: an output file is larger than its `max_nbytes`.
 const ERR_FILE_TOO_BIG: i32 = -141;
 
+use ferrite_supervise::limits::EXIT_OVERDUE_EXCEEDED;
+
 /// `EXIT_UNSTARTED_LATE`: a job that was never started can no longer meet its deadline.
 pub const EXIT_UNSTARTED_LATE: i32 = 200;
 
@@ -822,6 +824,40 @@ impl TaskTable {
         Ok(())
     }
 
+    /// The daily look at started tasks past their deadline (at start-up, then once a day):
+    /// each is named in the log, and with `max_overdue_days` ≥ 0 (cc_config) a task overdue by
+    /// more than that is aborted with 209, as the official client does. Returns whether the
+    /// state changed.
+    pub fn check_overdue(&mut self, state: &mut ClientState, now: f64, max_days: f64) -> bool {
+        let mut changed = false;
+        for (url, name, days) in overdue_tasks(state, now) {
+            if max_days >= 0.0 && days > max_days {
+                warn!("Task {name} is {days:.2} days overdue; aborting it.");
+                if let Some(r) = state.project_mut(&url).and_then(|p| p.result_mut(&name)) {
+                    if r.state < ResultState::ComputeError {
+                        r.state = ResultState::Aborted;
+                        r.exit_status = EXIT_OVERDUE_EXCEEDED;
+                        r.ready_to_report = true;
+                        r.completed_time = now;
+                    }
+                }
+                self.abort(&url, &name, EXIT_OVERDUE_EXCEEDED);
+                if !self.live.contains_key(&(url.clone(), name.clone())) {
+                    state
+                        .active_tasks
+                        .retain(|a| !(a.project_master_url == url && a.result_name == name));
+                }
+                changed = true;
+            } else {
+                info!(
+                    "Task {name} is {days:.2} days overdue; you may not get credit for it. \
+                     Consider aborting it."
+                );
+            }
+        }
+        changed
+    }
+
     /// A user abort: the process (if any) is aborted with `code`; a held slot is freed.
     pub fn abort(&mut self, url: &str, result: &str, code: i32) {
         let key = (url.to_owned(), result.to_owned());
@@ -902,6 +938,23 @@ fn resource_share_fraction(state: &ClientState, url: &str) -> f64 {
     } else {
         1.0
     }
+}
+
+/// Started tasks (those with an active task) past their report deadline: (project, result,
+/// days overdue).
+fn overdue_tasks(state: &ClientState, now: f64) -> Vec<(String, String, f64)> {
+    state
+        .active_tasks
+        .iter()
+        .filter_map(|a| {
+            let r = state
+                .project(&a.project_master_url)?
+                .result(&a.result_name)?;
+            let days = (now - r.report_deadline) / 86400.0;
+            (r.report_deadline > 0.0 && days > 0.0 && r.state < ResultState::ComputeError)
+                .then(|| (a.project_master_url.clone(), a.result_name.clone(), days))
+        })
+        .collect()
 }
 
 /// The largest RAM apps may ever use (the larger of the in-use and not-in-use limits): a task

@@ -24,6 +24,8 @@ pub const EXIT_TIME_LIMIT_EXCEEDED: i32 = 197;
 pub const EXIT_MEM_LIMIT_EXCEEDED: i32 = 198;
 /// `abort_jobs_on_exit`.
 pub const EXIT_CLIENT_EXITING: i32 = 199;
+/// A started task overdue by more than `max_overdue_days` (cc_config).
+pub const EXIT_OVERDUE_EXCEEDED: i32 = 209;
 /// Status with no other classification.
 pub const EXIT_UNKNOWN: i32 = 204;
 
