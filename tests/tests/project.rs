@@ -627,3 +627,77 @@ fn an_app_file_changed_on_disk_is_fetched_and_verified_again_before_it_runs() {
         "fetched again:\n{log}"
     );
 }
+
+#[test]
+fn outside_the_network_hours_nothing_is_sent_and_the_gui_says_why() {
+    // The preferences allow the network from two hours from now for one hour (UTC, the
+    // machine's zone here): attaching waits, no request reaches the server.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start(tmp.path(), &["--jobs", "1"]);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let offset = local_utc_offset();
+    let hour = ((secs as i64 + offset).rem_euclid(86400) / 3600) as u32;
+    let window = |start: u32, end: u32| {
+        format!("<net_start_hour>{start}</net_start_hour>\n<net_end_hour>{end}</net_end_hour>")
+    };
+    let dir = ferrite_e2e::testproject::client_dir_in(
+        &tmp.path().join("client"),
+        "",
+        &window((hour + 2) % 24, (hour + 3) % 24),
+    );
+    let port = free_port();
+    let client = start_client(&dir, port, Some(&server.url));
+    std::thread::sleep(Duration::from_secs(6));
+    let s = status(&server.url);
+    let requests: u64 = s["traffic"]["endpoints"]
+        .as_object()
+        .map(|e| e.values().filter_map(|v| v["requests"].as_u64()).sum())
+        .unwrap_or(0);
+    assert_eq!(
+        requests,
+        0,
+        "nothing sent outside the hours: {s}\n{}",
+        client.output()
+    );
+    let cc = gui_rpc(port, Some("pw"), "<get_cc_status/>\n");
+    assert!(
+        cc.contains("<network_suspend_reason>8</network_suspend_reason>"),
+        "the GUI sees 'time of day': {cc}"
+    );
+
+    // Hours that include now (start = end: always): the job is fetched and reported.
+    let prefs = dir.join("global_prefs_override.xml");
+    let text = fs::read_to_string(&prefs).expect("prefs");
+    fs::write(
+        &prefs,
+        text.replace(&window((hour + 2) % 24, (hour + 3) % 24), &window(0, 0)),
+    )
+    .expect("prefs");
+    let r = gui_rpc(port, Some("pw"), "<read_global_prefs_override/>\n");
+    assert!(r.contains("<success/>"), "{r}");
+    server.wait_until(
+        &client,
+        Duration::from_secs(90),
+        "the job reported",
+        all_reported(1),
+    );
+    let cc = gui_rpc(port, Some("pw"), "<get_cc_status/>\n");
+    assert!(
+        cc.contains("<network_suspend_reason>0</network_suspend_reason>"),
+        "{cc}"
+    );
+}
+
+/// The local time zone's offset from UTC in seconds, as `date +%z` says.
+fn local_utc_offset() -> i64 {
+    let out = Command::new("date").arg("+%z").output().expect("date");
+    let z = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let sign = if z.starts_with('-') { -1 } else { 1 };
+    let digits = z.trim_start_matches(['+', '-']);
+    let h: i64 = digits.get(0..2).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let m: i64 = digits.get(2..4).and_then(|v| v.parse().ok()).unwrap_or(0);
+    sign * (h * 3600 + m * 60)
+}

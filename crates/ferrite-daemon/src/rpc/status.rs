@@ -430,8 +430,8 @@ impl Daemon {
     }
 
     /// The suspend reason the GUI shows for a kind of activity: the last decision for
-    /// computing (0 while merely throttled, as the official client shows it), the run mode for
-    /// the network.
+    /// computing (0 while merely throttled, as the official client shows it), the run mode and
+    /// the preferences' network hours for the network.
     fn shown_suspend_reason(&self, kind: ModeKind, t: f64) -> i32 {
         use ferrite_sched::suspend::SuspendReason;
         // A mode just changed through the GUI shows at once, before the next tick decides.
@@ -447,6 +447,8 @@ impl Daemon {
             _ if never(kind) || (kind == ModeKind::Gpu && never(ModeKind::Cpu)) => SUSPEND_USER_REQ,
             ModeKind::Cpu => shown(self.suspended.0),
             ModeKind::Gpu => shown(self.suspended.0.or(self.suspended.1)),
+            // Outside the preferences' network hours (auto mode).
+            ModeKind::Network if !self.network_allowed(t) => SuspendReason::TimeOfDay.code(),
             ModeKind::Network => 0,
         }
     }
