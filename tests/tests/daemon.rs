@@ -411,3 +411,59 @@ fn cpu_benchmarks_run_on_request_and_are_saved() {
         "{host:?}"
     );
 }
+
+#[test]
+fn cc_config_switches_work_like_their_command_line_flags() {
+    let port = ferrite_e2e::free_port().to_string();
+    // lower_client_priority: the daemon's threads run in the idle I/O class.
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        dir.path().join("cc_config.xml"),
+        "<cc_config><options><lower_client_priority>1</lower_client_priority>\
+         </options></cc_config>\n",
+    )
+    .expect("cc_config");
+    let d = dir.path().to_str().expect("utf-8");
+    let args = [
+        "--dir",
+        d,
+        "--gui_rpc_port",
+        &port,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+    ];
+    let mut p = Proc::ferrited(&args);
+    p.wait_for("entering main loop", Duration::from_secs(30));
+    assert!(
+        p.output().contains("running at idle I/O priority"),
+        "{}",
+        p.output()
+    );
+    let out = std::process::Command::new("ionice")
+        .args(["-p", &p.pid().to_string()])
+        .output()
+        .expect("ionice (util-linux)");
+    let class = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(class, "idle", "{}", String::from_utf8_lossy(&out.stderr));
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
+
+    // exit_when_idle and skip_cpu_benchmarks from cc_config.xml, no flags: nothing to do, so
+    // it stops by itself, and it never benchmarked.
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        dir.path().join("cc_config.xml"),
+        "<cc_config><options><exit_when_idle>1</exit_when_idle>\
+         <skip_cpu_benchmarks>1</skip_cpu_benchmarks></options></cc_config>\n",
+    )
+    .expect("cc_config");
+    let d = dir.path().to_str().expect("utf-8");
+    let mut p = Proc::ferrited(&["--dir", d, "--gui_rpc_port", &port, "--no_gpus"]);
+    let status = p.wait(Duration::from_secs(60));
+    let log = p.output();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("(exit_when_idle)"), "{log}");
+    assert!(!log.to_lowercase().contains("benchmark"), "{log}");
+    let state = load(dir.path(), "client_state.xml");
+    assert_eq!(state.host_info.p_calculated, 0.0, "never benchmarked");
+}

@@ -406,7 +406,8 @@ impl Daemon {
 
     /// Whether the CPU benchmarks are due (first start, or older than five days).
     fn benchmarks_due(&self, now: f64) -> bool {
-        !self.opts.skip_cpu_benchmarks
+        let skip = self.opts.skip_cpu_benchmarks || self.config.cc.options.skip_cpu_benchmarks;
+        !skip
             && !self.benchmarks_running
             && ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now)
     }
@@ -465,6 +466,12 @@ impl Daemon {
         let mut next_tick = now();
         let ping_every = self.notifier.ping_interval();
         let mut last_ping = std::time::Instant::now();
+        if self.config.cc.options.lower_client_priority {
+            match lower_io_priority() {
+                Ok(n) => info!("running at idle I/O priority ({n} threads; lower_client_priority)"),
+                Err(e) => warn!("cannot lower the client's I/O priority: {e}"),
+            }
+        }
         info!("entering main loop");
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
@@ -618,6 +625,7 @@ impl Daemon {
             app_configs: &self.config.app_configs,
             exclude_gpus: &self.config.cc.options.exclude_gpus,
             no_rsc_prefs: &self.config.no_rsc_prefs,
+            stderr_head: self.config.cc.options.stderr_head,
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;
@@ -630,11 +638,12 @@ impl Daemon {
         if report.changed {
             self.save.mark_dirty(t);
         }
-        if self.opts.exit_after_finish && report.finished > 0 {
-            return Some("a task finished (--exit_after_finish)");
+        let o = &self.config.cc.options;
+        if (self.opts.exit_after_finish || o.exit_after_finish) && report.finished > 0 {
+            return Some("a task finished (exit_after_finish)");
         }
-        if self.opts.exit_when_idle && self.tasks.is_empty() && self.idle() {
-            return Some("no task left to run or report (--exit_when_idle)");
+        if (self.opts.exit_when_idle || o.exit_when_idle) && self.tasks.is_empty() && self.idle() {
+            return Some("no task left to run or report (exit_when_idle)");
         }
         None
     }
@@ -878,6 +887,39 @@ impl Daemon {
         );
         tx.send_replace(text);
     }
+}
+
+/// Puts every thread of this process in the idle I/O scheduling class (as `ionice -c 3`, what
+/// the official client does for cc_config `lower_client_priority`); threads started later
+/// inherit it from the thread that starts them. Returns the number of threads changed.
+fn lower_io_priority() -> std::io::Result<usize> {
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+    const IOPRIO_CLASS_SHIFT: u32 = 13;
+    let mut n = 0;
+    for entry in std::fs::read_dir("/proc/self/task")? {
+        let Some(tid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<libc::c_long>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: ioprio_set takes three integers and touches no memory of ours.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_ioprio_set,
+                IOPRIO_WHO_PROCESS,
+                tid,
+                IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        n += 1;
+    }
+    Ok(n)
 }
 
 fn spawn_signal_listeners(tx: mpsc::Sender<Event>) -> anyhow::Result<()> {

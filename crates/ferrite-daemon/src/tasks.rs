@@ -97,6 +97,8 @@ pub struct TickInputs<'a> {
     pub exclude_gpus: &'a [ExcludeGpu],
     /// Resources switched off in each project's web preferences.
     pub no_rsc_prefs: &'a BTreeMap<String, Vec<String>>,
+    /// `cc_config.xml` `<stderr_head>`: keep the start of a long stderr, not its end.
+    pub stderr_head: bool,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -774,6 +776,7 @@ impl TaskTable {
             timing: Timing::default(),
             max_wss: prefs.available_ram(state.host_info.m_nbytes, inputs.user_active),
             resume_from: resume,
+            stderr_head: inputs.stderr_head,
         };
         let version_num = av.version_num;
         let task = match Task::start(cfg, inst) {

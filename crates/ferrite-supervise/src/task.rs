@@ -110,6 +110,9 @@ pub struct TaskConfig {
     pub max_wss: f64,
     /// Where the previous episodes got to (zero for a fresh task).
     pub resume_from: Checkpoint,
+    /// Report the first 63 KiB of a long `stderr.txt` instead of the last (cc_config
+    /// `stderr_head`).
+    pub stderr_head: bool,
 }
 
 /// Errors while starting a task.
@@ -856,8 +859,8 @@ impl Task {
         }
         self.shm = None;
         let outcome = classify_in_slot(&self.cfg.slot_dir, reaped.exit, self.requested);
-        let stderr =
-            read_stderr_file(&self.cfg.slot_dir.join(STDERR_FILE), false).unwrap_or_default();
+        let stderr = read_stderr_file(&self.cfg.slot_dir.join(STDERR_FILE), self.cfg.stderr_head)
+            .unwrap_or_default();
         tracing::debug!(pid = self.pid, ?outcome, "app exited");
         events.push(TaskEvent::Exited(TaskExit {
             outcome,

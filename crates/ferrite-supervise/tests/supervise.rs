@@ -883,6 +883,36 @@ fn orphaned_group_members_are_found_after_their_leader_died() {
 }
 
 #[test]
+fn a_task_reports_the_head_or_the_tail_of_a_long_stderr_as_configured() {
+    // An app writing 90 KiB to stderr: a first line, then filler, then a last line.
+    let dd = DataDir::new();
+    dd.project_file(
+        "chatty.sh",
+        b"#!/bin/sh\necho FIRST-LINE >&2\ni=0\nwhile [ $i -lt 1500 ]; do \
+echo 'filler filler filler filler filler filler filler filler filler' >&2; \
+i=$((i+1)); done\necho LAST-LINE >&2\nexit 0\n",
+    );
+    let prog = dd.project_dir().join("chatty.sh");
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for head in [false, true] {
+        let slot = dd.slots.allocate().unwrap();
+        slot.setup(&[], &init_data(slot.number(), Checkpoint::default()))
+            .unwrap();
+        let mut cfg = config_for(&slot, "chatty", &[]);
+        cfg.program = prog.clone();
+        cfg.uses_api = false;
+        cfg.stderr_head = head;
+        let mut task = Task::start(cfg, Instant::now()).unwrap();
+        let (exit, _) = run(&mut task, secs(20.0));
+        let exit = exit.unwrap();
+        assert_eq!(exit.stderr.len(), 63 * 1024, "head {head}");
+        assert_eq!(exit.stderr.contains("FIRST-LINE"), head, "head {head}");
+        assert_eq!(exit.stderr.contains("LAST-LINE"), !head, "head {head}");
+        dd.slots.release(slot).unwrap();
+    }
+}
+
+#[test]
 fn stderr_keeps_the_last_63_kib() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stderr.txt");

@@ -173,6 +173,7 @@ pub fn config_for(slot: &Slot, name: &str, args: &[&str]) -> TaskConfig {
         timing: fast_timing(),
         max_wss: 4e9,
         resume_from: Checkpoint::default(),
+        stderr_head: false,
     }
 }
 
