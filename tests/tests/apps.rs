@@ -659,6 +659,13 @@ fn ram_mb() -> u64 {
         .map_or(8192, |kb| kb / 1024)
 }
 
+/// Writes `global_prefs_override.xml` and has the daemon read it.
+fn set_prefs(port: u16, dir: &Path, prefs: &str) {
+    fs::write(dir.join("global_prefs_override.xml"), prefs).expect("prefs");
+    let r = gui(port, "<read_global_prefs_override/>\n");
+    assert!(r.contains("<success/>"), "{r}");
+}
+
 /// Preferences with RAM limits of `busy` % (someone uses the computer) and `idle` %.
 fn ram_prefs(busy: u32, idle: u32) -> String {
     prefs(
@@ -704,13 +711,7 @@ fn over_the_ram_limit_a_task_without_a_checkpoint_is_kept_in_memory_not_restarte
     assert!(alive(pid), "the app is still in memory");
     assert_eq!(count(&p, "preempting task wu_big_0"), 0, "{}", p.output());
 
-    fs::write(
-        d.path().join("global_prefs_override.xml"),
-        ram_prefs(90, 90),
-    )
-    .expect("prefs");
-    let r = gui(port, "<read_global_prefs_override/>\n");
-    assert!(r.contains("<success/>"), "{r}");
+    set_prefs(port, d.path(), &ram_prefs(90, 90));
     p.wait_for("resuming task wu_big_0", Duration::from_secs(30));
     p.wait_for("task wu_big_0 finished", Duration::from_secs(60));
     assert_eq!(count(&p, "starting task wu_big_0"), 1, "{}", p.output());
@@ -771,9 +772,7 @@ fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
                 .is_some_and(|c| c > 0.0)
         },
     );
-    fs::write(d.path().join("global_prefs_override.xml"), ram_prefs(1, 90)).expect("prefs");
-    let r = gui(port, "<read_global_prefs_override/>\n");
-    assert!(r.contains("<success/>"), "{r}");
+    set_prefs(port, d.path(), &ram_prefs(1, 90));
     p.wait_for(
         "preempting task wu_big_0 (its working set exceeds the RAM limit",
         Duration::from_secs(30),
@@ -807,13 +806,7 @@ fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
     p.wait_for("task wu_small_0 finished", Duration::from_secs(60));
 
     // More RAM allowed: the big task comes back and completes.
-    fs::write(
-        d.path().join("global_prefs_override.xml"),
-        ram_prefs(90, 90),
-    )
-    .expect("prefs");
-    let r = gui(port, "<read_global_prefs_override/>\n");
-    assert!(r.contains("<success/>"), "{r}");
+    set_prefs(port, d.path(), &ram_prefs(90, 90));
     p.wait_for("task wu_big_0 finished", Duration::from_secs(60));
     stop(&mut p, d.path());
     let s = state(d.path());

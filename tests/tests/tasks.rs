@@ -408,6 +408,17 @@ fn battery_user_input_other_programs_load_and_exclusive_apps_suspend_computing()
     );
 }
 
+/// Adds `option` inside `<options>` of the fixture's `cc_config.xml`.
+fn add_cc_option(dir: &Path, option: &str) {
+    let path = dir.join("cc_config.xml");
+    let cc = fs::read_to_string(&path).expect("cc_config");
+    fs::write(
+        &path,
+        cc.replacen("<options>", &format!("<options>\n{option}"), 1),
+    )
+    .expect("cc_config");
+}
+
 /// The nice value and scheduling policy of `pid` (fields 19 and 41 of its stat line).
 fn nice_and_policy(pid: i32) -> (i64, u32) {
     let f = ferrite_e2e::inspect::stat_fields(pid).expect("stat");
@@ -432,12 +443,7 @@ fn apps_run_at_idle_priority_unless_cc_config_sets_process_priority() {
         ),
     ] {
         let d = data_dir(30, 30);
-        let cc = fs::read_to_string(d.path().join("cc_config.xml")).expect("cc_config");
-        fs::write(
-            d.path().join("cc_config.xml"),
-            cc.replacen("<options>", &format!("<options>\n{option}"), 1),
-        )
-        .expect("cc_config");
+        add_cc_option(d.path(), option);
         let mut p = start(d.path(), free_port());
         p.wait_for("starting task wu_long_0", Duration::from_secs(30));
         let mut seen = Vec::new();
@@ -497,16 +503,7 @@ fn an_overdue_task_is_named_and_aborted_past_max_overdue_days() {
     // With max_overdue_days 1: aborted with 209; the task within its deadline runs on.
     let d = data_dir(30, 2);
     set_overdue(d.path(), "wu_long_0", 3.0);
-    let cc = fs::read_to_string(d.path().join("cc_config.xml")).expect("cc_config");
-    fs::write(
-        d.path().join("cc_config.xml"),
-        cc.replacen(
-            "<options>",
-            "<options>\n<max_overdue_days>1</max_overdue_days>",
-            1,
-        ),
-    )
-    .expect("cc_config");
+    add_cc_option(d.path(), "<max_overdue_days>1</max_overdue_days>");
     let mut p = start(d.path(), free_port());
     p.wait_for(
         "Task wu_long_0 is 3.00 days overdue; aborting it.",
