@@ -19,6 +19,7 @@ pub mod store;
 pub mod tasks;
 pub mod throttle;
 pub mod transfers;
+pub mod writer;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -82,6 +83,11 @@ pub struct Daemon {
     dir: PathBuf,
     _lock: DirLock,
     store: StateStore,
+    /// Writes the state file on its own thread once the main loop runs.
+    writer: Option<writer::StateWriter>,
+    /// Outcomes of the writer's saves.
+    saved_tx: mpsc::UnboundedSender<writer::SaveDone>,
+    saved_rx: mpsc::UnboundedReceiver<writer::SaveDone>,
     state: ClientState,
     config: Config,
     save: SavePolicy,
@@ -143,8 +149,12 @@ impl Daemon {
         );
 
         let (events, inbox) = mpsc::channel(64);
+        let (saved_tx, saved_rx) = mpsc::unbounded_channel();
         let mut daemon = Self {
             store: StateStore::new(&dir),
+            writer: None,
+            saved_tx,
+            saved_rx,
             state: ClientState::default(),
             config: Config::empty(),
             save: SavePolicy::new(1.0),
@@ -276,12 +286,36 @@ impl Daemon {
     }
 
     /// Saves the state if it changed; on failure keeps the last good file and retries later.
+    /// Saves the state when the policy says so; `force` asks for it at once (after the save
+    /// in progress, if any). Once the main loop runs, the writer thread does the writing and
+    /// [`save_done`](Self::save_done) hears how it went; before that, and at shutdown, the
+    /// save happens here.
     fn save_if_due(&mut self, now: f64, force: bool) {
-        if !(self.save.due(now) || (force && self.save.is_dirty())) {
+        if force && self.save.is_dirty() {
+            self.save.hurry();
+        }
+        if !self.save.due(now) {
             return;
         }
         let xml = self.state.to_xml();
-        match self.store.save(&xml) {
+        let generation = self.save.begin(now);
+        if let Some(w) = &self.writer {
+            if w.submit(xml, generation) {
+                return;
+            }
+            warn!("the state writer has stopped; saving on the main loop");
+            self.writer = None;
+            let r = self.store.save(&self.state.to_xml());
+            self.save_done(generation, r);
+            return;
+        }
+        let r = self.store.save(&xml);
+        self.save_done(generation, r);
+    }
+
+    /// A save ended: the policy learns it; a failure is said, and the end of failures.
+    fn save_done(&mut self, generation: u64, result: Result<(), store::SaveError>) {
+        match result {
             Ok(()) => {
                 if self.save.failures() > 0 {
                     info!(
@@ -289,10 +323,10 @@ impl Daemon {
                         self.save.failures()
                     );
                 }
-                self.save.record(now, true);
+                self.save.finish(generation, true);
             }
             Err(e) => {
-                self.save.record(now, false);
+                self.save.finish(generation, false);
                 let hint = if e.is_disk_full() {
                     " (disk full: free some space; the last good state is kept)"
                 } else {
@@ -472,6 +506,10 @@ impl Daemon {
                 Err(e) => warn!("cannot lower the client's I/O priority: {e}"),
             }
         }
+        match writer::StateWriter::start(StateStore::new(&self.dir), self.saved_tx.clone()) {
+            Ok(w) => self.writer = Some(w),
+            Err(e) => warn!("cannot start the state writer thread ({e}); saving on the main loop"),
+        }
         info!("entering main loop");
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
@@ -490,6 +528,10 @@ impl Daemon {
             let next = if self.tick_soon { t } else { next };
             let wait = (next - t).clamp(0.0, 1.0);
             tokio::select! {
+                done = self.saved_rx.recv() => if let Some(d) = done {
+                    tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
+                    self.save_done(d.generation, d.result);
+                },
                 ev = self.inbox.recv() => match ev {
                     Some(Event::Shutdown(why)) => break why,
                     Some(Event::Reload) => {
@@ -579,6 +621,14 @@ impl Daemon {
         if let Some(code) = abort_code {
             self.abort_unfinished(code, now());
         }
+        // The last save happens here, after the writer's: wait for it and hear how it went.
+        if let Some(mut w) = self.writer.take() {
+            w.stop();
+        }
+        while let Ok(d) = self.saved_rx.try_recv() {
+            self.save_done(d.generation, d.result);
+        }
+        self.save.abandon();
         self.save.mark_dirty(now());
         self.save_if_due(now(), true);
         if let Some(server) = gui_rpc {

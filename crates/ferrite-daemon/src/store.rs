@@ -284,14 +284,22 @@ impl<F: StoreFs> StateStore<F> {
     }
 }
 
-/// When to save: after a change, at most once per `min_interval`, retrying failures with a
-/// growing delay. Pure bookkeeping over caller-supplied times (seconds).
+/// When to save: after a change, at most once per `min_interval` (at once when asked to),
+/// retrying failures with a growing delay, one save at a time. A save covers the changes noted
+/// before it began; changes noted while it is written keep the state dirty. Pure bookkeeping
+/// over caller-supplied times (seconds).
 #[derive(Debug, Clone)]
 pub struct SavePolicy {
     min_interval: f64,
     dirty_since: Option<f64>,
     last_attempt: f64,
     failures: u32,
+    /// Changes noted so far.
+    generation: u64,
+    /// The generation a save in progress covers.
+    in_flight: Option<u64>,
+    /// The next save should not wait for `min_interval`.
+    urgent: bool,
 }
 
 impl SavePolicy {
@@ -305,12 +313,27 @@ impl SavePolicy {
             dirty_since: None,
             last_attempt: f64::NEG_INFINITY,
             failures: 0,
+            generation: 0,
+            in_flight: None,
+            urgent: false,
         }
     }
 
     /// Notes that the state changed at `now`.
     pub fn mark_dirty(&mut self, now: f64) {
         self.dirty_since.get_or_insert(now);
+        self.generation += 1;
+    }
+
+    /// Asks for the next save as soon as the one in progress (if any) is done, without the
+    /// usual wait (a scheduler reply was applied; shutting down).
+    pub fn hurry(&mut self) {
+        self.urgent = true;
+    }
+
+    /// Whether a save is being written.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
     }
 
     /// Whether there are unsaved changes.
@@ -323,10 +346,16 @@ impl SavePolicy {
         self.failures
     }
 
-    /// When the next save may happen, if one is wanted.
+    /// When the next save may happen, if one is wanted (none while one is being written: its
+    /// end is the next moment to look again).
     pub fn next_due(&self) -> Option<f64> {
         self.dirty_since?;
-        let wait = if self.failures == 0 {
+        if self.in_flight.is_some() {
+            return None;
+        }
+        let wait = if self.urgent {
+            0.0
+        } else if self.failures == 0 {
             self.min_interval
         } else {
             (self.min_interval * 2f64.powi(self.failures.min(16) as i32)).min(Self::MAX_RETRY)
@@ -339,15 +368,39 @@ impl SavePolicy {
         self.next_due().is_some_and(|t| now >= t)
     }
 
-    /// Records the outcome of a save attempted at `now`.
-    pub fn record(&mut self, now: f64, ok: bool) {
+    /// A save begins at `now`; returns the generation it covers, for [`finish`](Self::finish).
+    pub fn begin(&mut self, now: f64) -> u64 {
         self.last_attempt = now;
+        self.urgent = false;
+        self.in_flight = Some(self.generation);
+        self.generation
+    }
+
+    /// The save that began with `generation` ended. Changes noted since it began keep the
+    /// state dirty.
+    pub fn finish(&mut self, generation: u64, ok: bool) {
+        if self.in_flight == Some(generation) {
+            self.in_flight = None;
+        }
         if ok {
-            self.dirty_since = None;
             self.failures = 0;
+            if self.generation == generation {
+                self.dirty_since = None;
+            }
         } else {
             self.failures = self.failures.saturating_add(1);
         }
+    }
+
+    /// Forgets a save in progress whose outcome will not be heard (its writer stopped).
+    pub fn abandon(&mut self) {
+        self.in_flight = None;
+    }
+
+    /// Records the outcome of a save attempted (begun and finished) at `now`.
+    pub fn record(&mut self, now: f64, ok: bool) {
+        let g = self.begin(now);
+        self.finish(g, ok);
     }
 }
 
@@ -510,5 +563,42 @@ mod tests {
         p.record(100.0, true);
         assert!(!p.is_dirty());
         assert_eq!(p.failures(), 0);
+    }
+
+    #[test]
+    fn a_save_in_progress_covers_only_the_changes_before_it() {
+        let mut p = SavePolicy::new(1.0);
+        p.mark_dirty(0.0);
+        let g = p.begin(0.0);
+        assert!(p.in_flight());
+        assert_eq!(p.next_due(), None, "one save at a time");
+        // A change while it is written: still dirty afterwards, due after the interval.
+        p.mark_dirty(0.1);
+        p.finish(g, true);
+        assert!(!p.in_flight());
+        assert!(p.is_dirty());
+        assert!(!p.due(0.5));
+        assert!(p.due(1.0));
+        // Nothing changed during the next one: clean.
+        let g = p.begin(1.0);
+        p.finish(g, true);
+        assert!(!p.is_dirty());
+        // Hurried: due at once after the one in progress, without the interval.
+        p.mark_dirty(1.2);
+        let g = p.begin(1.2);
+        p.mark_dirty(1.3);
+        p.hurry();
+        assert!(!p.due(1.3), "not while one is written");
+        p.finish(g, true);
+        assert!(p.due(1.31));
+        // A failure keeps it dirty and backs off; an abandoned save frees the slot.
+        let g = p.begin(1.31);
+        p.finish(g, false);
+        assert!(p.is_dirty());
+        assert_eq!(p.failures(), 1);
+        let _ = p.begin(5.0);
+        p.abandon();
+        assert!(!p.in_flight());
+        assert!(p.is_dirty());
     }
 }
