@@ -133,7 +133,7 @@ fn leftovers(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
     let kills_budget = env_num("FERRITE_SOAK_KILLS", 20);
-    let jobs = env_num("FERRITE_SOAK_JOBS", (kills_budget * 3 / 2).max(30));
+    let jobs = env_num("FERRITE_SOAK_JOBS", (kills_budget * 5 / 2).max(50));
     let seed = env_num("FERRITE_SOAK_SEED", 0x5eed_f3e1_7e00_0009).max(1);
     println!("soak: seed {seed:#x}, kill budget {kills_budget}, jobs {jobs}");
     let mut rng = XorShift(seed);
