@@ -86,7 +86,11 @@ fn main() {
         "load       {:7.1} ms (read file + parse; target < 100 ms)",
         ms(load)
     );
-    println!("serialize  {:7.1} ms", ms(serialize));
+    println!(
+        "serialize  {:7.1} ms (what a save costs the main loop: ferrited's writer thread \
+         does the rest)",
+        ms(serialize)
+    );
     println!(
         "save       {:7.1} ms (serialize + write + fsync + rotate; target < 50 ms)",
         ms(save)
