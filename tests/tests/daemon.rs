@@ -420,7 +420,7 @@ fn cc_config_switches_work_like_their_command_line_flags() {
     std::fs::write(
         dir.path().join("cc_config.xml"),
         "<cc_config><options><lower_client_priority>1</lower_client_priority>\
-         </options></cc_config>\n",
+         <device_name>volunteer-box</device_name></options></cc_config>\n",
     )
     .expect("cc_config");
     let d = dir.path().to_str().expect("utf-8");
@@ -445,6 +445,13 @@ fn cc_config_switches_work_like_their_command_line_flags() {
         .expect("ionice (util-linux)");
     let class = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert_eq!(class, "idle", "{}", String::from_utf8_lossy(&out.stderr));
+    // device_name: the name the host goes by, for projects and GUIs.
+    let port_n: u16 = port.parse().expect("port");
+    let host = ferrite_e2e::gui_rpc(port_n, None, "<get_host_info/>\n");
+    assert!(
+        host.contains("<domain_name>volunteer-box</domain_name>"),
+        "{host}"
+    );
     p.signal(libc::SIGTERM);
     assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
 

@@ -386,6 +386,11 @@ impl Daemon {
         if self.config.cc.options.ncpus > 0 {
             host.p_ncpus = u32::try_from(self.config.cc.options.ncpus).unwrap_or(host.p_ncpus);
         }
+        // cc_config <device_name>: the name projects and GUIs see instead of the host name.
+        let device = self.config.cc.options.device_name.trim();
+        if !device.is_empty() {
+            host.domain_name = device.to_owned();
+        }
         let gpus = det.probe_gpus();
         for w in &gpus.warnings {
             info!("GPU detection: {w}");
