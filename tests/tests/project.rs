@@ -70,6 +70,23 @@ fn attached_ferrited_downloads_runs_uploads_and_reports_twenty_jobs_of_two_apps(
         }
     }
     assert_eq!(per_app, [10, 10], "both apps ran");
+    // Each reply's credit totals went into today's statistics record, which GUIs draw: the
+    // last reply acknowledged all 20 jobs (10 credits each).
+    let stats = gui_rpc(port, Some("pw"), "<get_statistics/>\n");
+    assert_eq!(stats.matches("<daily_statistics>").count(), 1, "{stats}");
+    assert!(
+        stats.contains("<user_total_credit>200.000000</user_total_credit>")
+            && stats.contains("<host_total_credit>200.000000</host_total_credit>"),
+        "{stats}"
+    );
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    assert!(
+        stats.contains(&format!("<day>{}.000000</day>", secs - secs % 86_400)),
+        "today, from midnight UTC: {stats}"
+    );
     // The app files were verified against the project's key before they ran.
     let log = client.output();
     assert!(log.contains("code-signing key stored"), "{log}");

@@ -1118,6 +1118,7 @@ impl Daemon {
         }
         let request_delay = reply.request_delay.unwrap_or(0.0);
         self.apply_outcome(url, &outcome, t);
+        self.record_statistics(url, t);
         self.refuse_jobs_too_big(url, &outcome, t);
         // The core: backoffs cleared for resources that got jobs, set for those that did not.
         if let (Some(pid), Some((_, world))) = (self.pid_of(url), self.tasks.last_pass()) {
@@ -1166,6 +1167,42 @@ impl Daemon {
             }
         }
         self.tick_soon = true;
+    }
+
+    /// After a scheduler reply, as the official client: today's credit totals go into
+    /// `statistics_<project>.xml` (today's record replaced, a new day appended, records older
+    /// than cc_config `save_stats_days` dropped), which GUIs draw as graphs.
+    fn record_statistics(&self, url: &str, t: f64) {
+        use ferrite_proto::statistics::{DailyStatistics, ProjectStatistics};
+        let Some(ps) = self.state.project(url) else {
+            return;
+        };
+        let p = &ps.project;
+        let path = self
+            .dir
+            .join(format!("statistics_{}.xml", escape_project_url(url)));
+        let mut stats = fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| ProjectStatistics::parse(&text, "statistics").ok())
+            .map(|parsed| parsed.value)
+            .unwrap_or_else(|| ProjectStatistics {
+                master_url: p.master_url.clone(),
+                daily: Vec::new(),
+            });
+        stats.record(
+            DailyStatistics {
+                // The day starts at midnight UTC, as in the official client.
+                day: t - t.rem_euclid(86_400.0),
+                user_total_credit: p.user_total_credit,
+                user_expavg_credit: p.user_expavg_credit,
+                host_total_credit: p.host_total_credit,
+                host_expavg_credit: p.host_expavg_credit,
+            },
+            self.config.cc.options.save_stats_days,
+        );
+        if let Err(e) = crate::config::write_atomic(&path, &stats.to_xml()) {
+            warn!("cannot write {}: {e}", path.display());
+        }
     }
 
     fn gpu_types(&self) -> Vec<String> {

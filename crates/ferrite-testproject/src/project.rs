@@ -587,6 +587,17 @@ impl Project {
         if req.code_sign_key.is_none() {
             reply.code_sign_key = Some(self.public_text.clone());
         }
+        // Credit: 10 per job reported as a success, for the account and this host alike.
+        let credit = 10.0
+            * state
+                .jobs
+                .iter()
+                .filter(|j| j.status == ResultStatus::Reported && j.exit_status == Some(0))
+                .count() as f64;
+        reply.user_total_credit = Some(credit);
+        reply.user_expavg_credit = Some(credit);
+        reply.host_total_credit = Some(credit);
+        reply.host_expavg_credit = Some(credit);
         self.save(&state);
         drop(state);
         reply.to_xml()
