@@ -988,6 +988,7 @@ impl Daemon {
             allow_multiple_clients: cc.allow_multiple_clients,
             dont_use_docker: cc.dont_use_docker,
             include_net_info: !cc.suppress_net_info,
+            no_alt_platforms: cc.no_alt_platform,
             ..RequestInput::default()
         }
     }

@@ -88,6 +88,8 @@ pub struct RequestInput {
     pub client_brand: Option<String>,
     /// Account-manager keywords element.
     pub user_keywords: Option<String>,
+    /// cc_config `no_alt_platform`: ask for the main platform's apps only.
+    pub no_alt_platforms: bool,
 }
 
 /// Why no request could be built.
@@ -150,7 +152,12 @@ pub fn build_request(
     let (platform_name, alt_platforms) = if p.anonymous_platform {
         ("anonymous".to_owned(), Vec::new())
     } else {
-        (state.platform_name.clone(), state.alt_platforms.clone())
+        let alt = if input.no_alt_platforms {
+            Vec::new()
+        } else {
+            state.alt_platforms.clone()
+        };
+        (state.platform_name.clone(), alt)
     };
 
     let mut time_stats = state.time_stats.clone();

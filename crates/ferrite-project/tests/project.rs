@@ -91,6 +91,21 @@ fn request_from_fixture_state_has_the_official_clients_elements() {
     };
     let req = build_request(&state, &input).unwrap();
     let ours = req.to_xml();
+    // Alternate platforms go out unless cc_config no_alt_platform says not to.
+    let mut with_alt = state.clone();
+    with_alt.alt_platforms = vec!["i686-pc-linux-gnu".into()];
+    assert_eq!(
+        build_request(&with_alt, &input).unwrap().alt_platforms,
+        ["i686-pc-linux-gnu"]
+    );
+    let main_only = RequestInput {
+        no_alt_platforms: true,
+        ..input.clone()
+    };
+    assert!(build_request(&with_alt, &main_only)
+        .unwrap()
+        .alt_platforms
+        .is_empty());
     // The snapshot's request was made before wu_short_0 finished; the state now has it ready
     // to report. Everything but the reported <result> must match that request, and the
     // reported <result> must match the one a real report carried (real-server fixture).
