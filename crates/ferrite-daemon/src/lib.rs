@@ -666,6 +666,8 @@ impl Daemon {
             .effective_cpu_usage_limit(user_active);
         self.throttle.set_limit(limit, t);
         let o = &self.config.cc.options;
+        // cc_config rec_half_life_days: how fast recent credit fades (the share balance).
+        self.tasks.scheduler_mut().policy.rec_half_life = rec_half_life_secs(o.rec_half_life_days);
         self.tasks.priority = ferrite_supervise::PriorityConfig {
             no_priority_change: self.opts.no_priority_change || o.no_priority_change,
             process_priority: o.process_priority,
@@ -944,6 +946,17 @@ impl Daemon {
     }
 }
 
+/// The REC half-life in seconds for cc_config `rec_half_life_days` (the default 10 days
+/// for a value that is not a positive number).
+fn rec_half_life_secs(days: f64) -> f64 {
+    let days = if days.is_finite() && days > 0.0 {
+        days
+    } else {
+        10.0
+    };
+    days * 86_400.0
+}
+
 /// Puts every thread of this process in the idle I/O scheduling class (as `ionice -c 3`, what
 /// the official client does for cc_config `lower_client_priority`); threads started later
 /// inherit it from the thread that starts them. Returns the number of threads changed.
@@ -1007,4 +1020,33 @@ pub fn state_summary(state: &ClientState) -> Vec<String> {
 /// The `--detect_gpus` report.
 pub fn detect_report(opts: &Options) -> anyhow::Result<String> {
     config::detect_report(opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cc_config_rec_half_life_days_sets_the_cores_half_life() {
+        assert_eq!(rec_half_life_secs(10.0), 864_000.0);
+        assert_eq!(rec_half_life_secs(0.0), 864_000.0);
+        assert_eq!(rec_half_life_secs(f64::NAN), 864_000.0);
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("cc_config.xml"),
+            "<cc_config><options><rec_half_life_days>2.5</rec_half_life_days>\
+             </options></cc_config>\n",
+        )
+        .expect("cc_config");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 864_000.0);
+        let _ = d.tick_tasks(now());
+        assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
+    }
 }
