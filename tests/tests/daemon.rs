@@ -455,22 +455,43 @@ fn cc_config_switches_work_like_their_command_line_flags() {
     p.signal(libc::SIGTERM);
     assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
 
-    // exit_when_idle and skip_cpu_benchmarks from cc_config.xml, no flags: nothing to do, so
-    // it stops by itself, and it never benchmarked.
-    let dir = tempfile::tempdir().expect("tmp");
+    // exit_when_idle, fetch_minimal_work and skip_cpu_benchmarks from cc_config.xml, no
+    // flags: attached to a project with 20 jobs, it asks once for a job per CPU (1 s each),
+    // runs and reports what came, then stops by itself; it never benchmarked.
+    use ferrite_e2e::testproject::{client_dir_in, Server, KEY};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start(tmp.path(), &["--jobs", "20"]);
+    let dir = client_dir_in(&tmp.path().join("client"), "", "");
     std::fs::write(
-        dir.path().join("cc_config.xml"),
-        "<cc_config><options><exit_when_idle>1</exit_when_idle>\
+        dir.join("cc_config.xml"),
+        "<cc_config><options><ncpus>2</ncpus><exit_when_idle>1</exit_when_idle>\
+         <fetch_minimal_work>1</fetch_minimal_work>\
          <skip_cpu_benchmarks>1</skip_cpu_benchmarks></options></cc_config>\n",
     )
     .expect("cc_config");
-    let d = dir.path().to_str().expect("utf-8");
-    let mut p = Proc::ferrited(&["--dir", d, "--gui_rpc_port", &port, "--no_gpus"]);
-    let status = p.wait(Duration::from_secs(60));
+    let d = dir.to_str().expect("utf-8");
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--gui_rpc_port",
+        &port,
+        "--no_gpus",
+        "--attach_project",
+        &server.url,
+        KEY,
+    ]);
+    let status = p.wait(Duration::from_secs(120));
     let log = p.output();
     assert!(status.success(), "{log}");
     assert!(log.contains("(exit_when_idle)"), "{log}");
     assert!(!log.to_lowercase().contains("benchmark"), "{log}");
-    let state = load(dir.path(), "client_state.xml");
+    let s = ferrite_e2e::testproject::status(&server.url);
+    let sent = s["results_sent"].as_u64().unwrap_or(0);
+    assert!(
+        (1..20).contains(&sent),
+        "one request for a token amount, not a full buffer: {s}\n{log}"
+    );
+    assert_eq!(s["results_reported"].as_u64(), Some(sent), "{s}");
+    let state = load(&dir, "client_state.xml");
     assert_eq!(state.host_info.p_calculated, 0.0, "never benchmarked");
 }

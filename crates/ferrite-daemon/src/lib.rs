@@ -667,7 +667,9 @@ impl Daemon {
         self.throttle.set_limit(limit, t);
         let o = &self.config.cc.options;
         // cc_config rec_half_life_days: how fast recent credit fades (the share balance).
-        self.tasks.scheduler_mut().policy.rec_half_life = rec_half_life_secs(o.rec_half_life_days);
+        let policy = &mut self.tasks.scheduler_mut().policy;
+        policy.rec_half_life = rec_half_life_secs(o.rec_half_life_days);
+        policy.fetch_minimal_work = self.opts.fetch_minimal_work || o.fetch_minimal_work;
         self.tasks.priority = ferrite_supervise::PriorityConfig {
             no_priority_change: self.opts.no_priority_change || o.no_priority_change,
             process_priority: o.process_priority,
@@ -699,7 +701,12 @@ impl Daemon {
         if (self.opts.exit_after_finish || o.exit_after_finish) && report.finished > 0 {
             return Some("a task finished (exit_after_finish)");
         }
-        if (self.opts.exit_when_idle || o.exit_when_idle) && self.tasks.is_empty() && self.idle() {
+        // As the official client: only once there was work, not before the first jobs came.
+        if (self.opts.exit_when_idle || o.exit_when_idle)
+            && self.tasks.had_or_requested_work()
+            && self.tasks.is_empty()
+            && self.idle()
+        {
             return Some("no task left to run or report (exit_when_idle)");
         }
         None

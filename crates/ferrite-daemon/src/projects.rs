@@ -1133,6 +1133,9 @@ impl Daemon {
                     }
                 }
             }
+            if let Some(w) = &sent {
+                self.tasks.scheduler_mut().note_work_requested(w);
+            }
             let sent = sent.filter(|_| {
                 matches!(
                     reason,

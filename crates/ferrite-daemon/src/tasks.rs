@@ -227,6 +227,11 @@ impl TaskTable {
         self.live.is_empty()
     }
 
+    /// Whether this client had tasks when it started or has asked a project for work since.
+    pub fn had_or_requested_work(&self) -> bool {
+        self.sched.had_work()
+    }
+
     /// The core's decisions of the last tick, with the snapshot they were made on.
     pub fn last_pass(&self) -> Option<(&PassOutput, &World)> {
         self.last_pass.as_ref().map(|(p, w)| (p, w))

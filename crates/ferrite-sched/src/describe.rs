@@ -136,6 +136,9 @@ impl FetchRule {
             FetchRule::LowerPriority => {
                 "LowerPriority: a project with a better claim is asked first".to_owned()
             }
+            FetchRule::MinimalWorkDone => "MinimalWorkDone: fetch_minimal_work is set and this \
+                 client already had or asked for its one job per device"
+                .to_owned(),
             FetchRule::DiskFull => {
                 "DiskFull: Ferrite uses all the disk space the preferences allow".to_owned()
             }

@@ -203,6 +203,8 @@ pub enum FetchRule {
         /// buffer, safety margin and the job's run time).
         latest_start: f64,
     },
+    /// `fetch_minimal_work`: this client already had or asked for its one job per device.
+    MinimalWorkDone,
 }
 
 /// How much new work a project's deadlines allow on one resource.

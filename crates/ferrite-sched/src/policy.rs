@@ -29,6 +29,10 @@ pub struct Policy {
     /// A job whose remaining time is below this fraction of the time slice is allowed to finish
     /// instead of being preempted at its checkpoint ("finish if nearly done").
     pub finish_if_nearly_done_frac: f64,
+    /// `--fetch_minimal_work` / cc_config `fetch_minimal_work`: ask once for one job per
+    /// device (1 s per resource, every instance), and never again once work was had or
+    /// requested (for runs that end with `--exit_when_idle`).
+    pub fetch_minimal_work: bool,
 }
 
 impl Default for Policy {
@@ -40,6 +44,7 @@ impl Default for Policy {
             gpu_efficiency: 0.2,
             max_accounting_gap: 120.0,
             finish_if_nearly_done_frac: 0.1,
+            fetch_minimal_work: false,
         }
     }
 }

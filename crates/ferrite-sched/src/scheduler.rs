@@ -7,7 +7,9 @@
 use std::collections::HashSet;
 
 use crate::accounting::{Priorities, RecBook};
-use crate::fetch::{self, FetchDecision, ProjectFetchState, ReportDue, WorkRequest};
+use crate::fetch::{
+    self, FetchBlock, FetchDecision, FetchRule, ProjectFetchState, ReportDue, WorkRequest,
+};
 use crate::model::{JobId, ProjectId, ResourceId, Time, World};
 use crate::policy::Policy;
 use crate::rng::Jitter;
@@ -51,6 +53,9 @@ pub struct Scheduler {
     interrupted: HashSet<JobId>,
     /// Time of the last pass.
     last_pass: Option<Time>,
+    /// Whether work was had (jobs at the first pass) or asked for by a completed RPC; with
+    /// `fetch_minimal_work`, no work is asked for after that. `None` before the first look.
+    had_or_requested_work: Option<bool>,
 }
 
 impl Scheduler {
@@ -63,7 +68,62 @@ impl Scheduler {
             ran_edf: HashSet::new(),
             interrupted: HashSet::new(),
             last_pass: None,
+            had_or_requested_work: None,
         }
+    }
+
+    /// `fetch_minimal_work`: once work was had or asked for, no request; before that, one
+    /// job per device (every instance, 1 s each), as the official client asks.
+    fn minimal_work(&mut self, world: &World, req: Option<WorkRequest>) -> Option<WorkRequest> {
+        if !self.policy.fetch_minimal_work {
+            return req;
+        }
+        if self.had_or_requested_work(world) {
+            return None;
+        }
+        req.map(|mut w| {
+            for r in &mut w.resources {
+                if r.req_secs > 0.0 {
+                    r.req_secs = 1.0;
+                    r.req_instances = world.instances(r.resource);
+                }
+            }
+            w.work_req_seconds = w
+                .resources
+                .iter()
+                .find(|x| x.resource.is_cpu())
+                .map_or(0.0, |x| x.req_secs);
+            w
+        })
+    }
+
+    /// Whether this client had work (jobs in the first world it saw) or asked for some in a
+    /// completed scheduler RPC: `fetch_minimal_work` stops fetching then, and
+    /// `--exit_when_idle` exits only then (not before the first jobs came).
+    pub fn had_or_requested_work(&mut self, world: &World) -> bool {
+        *self
+            .had_or_requested_work
+            .get_or_insert(!world.jobs.is_empty())
+    }
+
+    /// [`had_or_requested_work`](Self::had_or_requested_work) as last decided (false before
+    /// the first pass).
+    pub fn had_work(&self) -> bool {
+        self.had_or_requested_work == Some(true)
+    }
+
+    /// The fetch decision after `fetch_minimal_work`, with the rule that stopped a request.
+    fn minimal_fetch(&mut self, world: &World, mut fetch: FetchDecision) -> FetchDecision {
+        let wanted = fetch.request.is_some();
+        fetch.request = self.minimal_work(world, fetch.request.take());
+        if wanted && fetch.request.is_none() {
+            fetch.blocks.push(FetchBlock {
+                project: None,
+                resource: None,
+                rule: FetchRule::MinimalWorkDone,
+            });
+        }
+        fetch
     }
 
     fn resize(&mut self, world: &World) {
@@ -101,6 +161,7 @@ impl Scheduler {
     /// "ran for a deadline" and "interrupted slice" memories.
     pub fn schedule(&mut self, world: &World, now: Time) -> (SimResult, RunDecision) {
         self.account(world, now);
+        let _ = self.had_or_requested_work(world);
         let prio = self.priorities(world);
         let sim = rrsim::simulate(world, now, &prio[0].value);
         let run = self.run_list(world, now, &sim, &prio);
@@ -149,7 +210,8 @@ impl Scheduler {
     pub fn decide_fetch(&mut self, world: &World, now: Time, sim: &SimResult) -> FetchDecision {
         self.observe(world);
         let prio = self.priorities(world);
-        fetch::decide(world, now, sim, &prio, &self.fetch_state, &self.policy)
+        let fetch = fetch::decide(world, now, sim, &prio, &self.fetch_state, &self.policy);
+        self.minimal_fetch(world, fetch)
     }
 
     /// Work to ask from `project` on an RPC made for another reason (reporting, update),
@@ -163,7 +225,7 @@ impl Scheduler {
     ) -> Option<WorkRequest> {
         self.observe(world);
         let prio = self.priorities(world);
-        fetch::piggyback(
+        let req = fetch::piggyback(
             world,
             now,
             sim,
@@ -171,7 +233,8 @@ impl Scheduler {
             &self.fetch_state,
             &self.policy,
             project,
-        )
+        );
+        self.minimal_work(world, req)
     }
 
     /// Projects whose finished jobs should be reported now.
@@ -187,6 +250,7 @@ impl Scheduler {
         let run = self.run_list(world, now, &sim, &prio);
         self.observe(world);
         let fetch = fetch::decide(world, now, &sim, &prio, &self.fetch_state, &self.policy);
+        let fetch = self.minimal_fetch(world, fetch);
         let reports = fetch::reports_due(world, now, &self.fetch_state);
         let next_wakeup = self.next_wakeup(world, now);
         let abort = runlist::doomed(world, now);
@@ -197,6 +261,14 @@ impl Scheduler {
             reports,
             next_wakeup,
             abort,
+        }
+    }
+
+    /// A completed scheduler RPC asked for work (whatever its reason): with
+    /// `fetch_minimal_work`, no more is asked for.
+    pub fn note_work_requested(&mut self, sent: &WorkRequest) {
+        if sent.resources.iter().any(|r| r.req_secs > 0.0) {
+            self.had_or_requested_work = Some(true);
         }
     }
 
@@ -212,6 +284,9 @@ impl Scheduler {
         request_delay: f64,
         jitter: &mut dyn Jitter,
     ) {
+        if let Some(w) = sent {
+            self.note_work_requested(w);
+        }
         let Some(s) = self.fetch_state.get_mut(project.index()) else {
             return;
         };

@@ -391,3 +391,54 @@ fn a_just_attached_project_without_app_versions_is_asked_for_every_resource() {
         .is_some_and(|r| r.req_secs > 0.0));
     assert!(!out.fetch.blocks.iter().any(|b| b.rule == FetchRule::NoApps));
 }
+
+#[test]
+fn fetch_minimal_work_asks_once_for_one_job_per_device() {
+    // A project with CPU and GPU apps and no jobs on a host of 4 CPUs and 2 GPUs.
+    let mut w = World::new(host_with_gpu());
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    w.add_app_version(AppVersion::coproc(a, p, ResourceId(1), 1.0, 0.1, 1e11));
+    let mut s = Scheduler::new(Policy {
+        fetch_minimal_work: true,
+        ..Policy::default()
+    });
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("the one request");
+    let asked: Vec<(ResourceId, f64, f64)> = req
+        .resources
+        .iter()
+        .map(|r| (r.resource, r.req_secs, r.req_instances))
+        .collect();
+    assert_eq!(
+        asked,
+        vec![(ResourceId::CPU, 1.0, 4.0), (ResourceId(1), 1.0, 2.0)],
+        "1 s and every instance per resource"
+    );
+    assert_eq!(req.work_req_seconds, 1.0);
+    // Once that request went out (whatever came back), nothing more is asked.
+    s.handle_rpc_succeeded(T0 + 1.0, p, Some(&req), &[0, 0], 0.0, &mut FixedJitter(0.0));
+    let out = s.pass(&w, T0 + 2.0 * H);
+    assert_eq!(out.fetch.request, None);
+    assert!(out
+        .fetch
+        .blocks
+        .iter()
+        .any(|b| b.rule == FetchRule::MinimalWorkDone));
+    assert!(s.piggyback(&w, T0 + 2.0 * H, &out.sim, p).is_none());
+
+    // A client that starts with jobs already had its work: it asks for nothing.
+    let mut w2 = World::new(host_with_gpu());
+    busy_project(&mut w2, "Q", 1, 0);
+    let mut s2 = Scheduler::new(Policy {
+        fetch_minimal_work: true,
+        ..Policy::default()
+    });
+    let out = s2.pass(&w2, T0);
+    assert_eq!(out.fetch.request, None);
+    // Without the option the same client asks for a full buffer.
+    let out = Scheduler::new(Policy::default()).pass(&w2, T0);
+    let req = out.fetch.request.expect("a normal request");
+    assert!(req.work_req_seconds > 1.0, "{req:?}");
+}
