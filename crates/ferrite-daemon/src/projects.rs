@@ -385,6 +385,7 @@ fn http_client(
     if cc.http_transfer_timeout > 0 {
         cfg.read_timeout = std::time::Duration::from_secs(cc.http_transfer_timeout as u64);
     }
+    cfg.low_speed_bps = f64::from(cc.http_transfer_timeout_bps.max(0));
     // cc_config.xml's proxy wins; else the one a GUI set (`set_proxy_settings`), as in the
     // official client.
     let gui_proxy = state.proxy_info.as_deref().and_then(|text| {

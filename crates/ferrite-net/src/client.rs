@@ -74,6 +74,9 @@ pub struct HttpConfig {
     /// Giving up when no byte arrives for this long, so a server that hangs is cut off
     /// (BOINC: `http_transfer_timeout`, 300 s).
     pub read_timeout: Duration,
+    /// A file transfer slower than this many bytes a second on average over a whole
+    /// `read_timeout` is given up (BOINC: `http_transfer_timeout_bps`, 10; 0 = never).
+    pub low_speed_bps: f64,
     /// Largest scheduler reply or web RPC text accepted; bigger ones are refused with
     /// [`NetError::TooLarge`] before they are read whole.
     pub max_text_bytes: u64,
@@ -89,6 +92,7 @@ impl HttpConfig {
             accept_language: None,
             connect_timeout: Duration::from_secs(120),
             read_timeout: Duration::from_secs(300),
+            low_speed_bps: 10.0,
             max_text_bytes: 64 << 20,
             proxy: ProxyConfig::default(),
         }
@@ -121,6 +125,19 @@ pub enum NetError {
     Timeout {
         /// The URL.
         url: String,
+    },
+    /// The transfer moved fewer bytes a second than `http_transfer_timeout_bps` over a whole
+    /// `http_transfer_timeout`.
+    #[error("transfer with {url} slower than {min_bps} B/s for {secs} s ({bps:.1} B/s)")]
+    TooSlow {
+        /// The URL.
+        url: String,
+        /// The limit, bytes a second.
+        min_bps: f64,
+        /// The window, seconds.
+        secs: u64,
+        /// The speed seen, bytes a second.
+        bps: f64,
     },
     /// The server answered with a non-success status.
     #[error("HTTP status {status} from {url}")]
@@ -163,7 +180,7 @@ impl NetError {
             NetError::Status { status, .. } if *status >= 500 => ERR_HTTP_TRANSIENT,
             NetError::Status { .. } => ERR_HTTP_PERMANENT,
             NetError::Connect { .. } => ERR_CONNECT,
-            NetError::Timeout { .. } => ERR_TIMEOUT,
+            NetError::Timeout { .. } | NetError::TooSlow { .. } => ERR_TIMEOUT,
             NetError::TooLarge { .. } => ERR_FILE_TOO_BIG,
             NetError::BadUrl { .. } => ERR_HTTP_PERMANENT,
             NetError::Build(_) | NetError::NotUtf8 { .. } | NetError::Transfer { .. } => {

@@ -6,6 +6,7 @@
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use futures_util::StreamExt as _;
 use reqwest::header::{HeaderValue, ACCEPT_ENCODING, CONTENT_RANGE, RANGE};
@@ -561,6 +562,8 @@ impl HttpClient {
         let mut total = start;
         let mut stream = resp.bytes_stream();
         let read_timeout = self.config.read_timeout;
+        let min_bps = self.config.low_speed_bps;
+        let mut speed = crate::speed::LowSpeed::new(min_bps, read_timeout, Instant::now());
         let failure: Option<DownloadError> = loop {
             let next = tokio::select! {
                 n = tokio::time::timeout(read_timeout, stream.next()) => n,
@@ -584,6 +587,17 @@ impl HttpClient {
             }
             let n = chunk.len() as u64;
             total += n;
+            if let Err(slow) = speed.observe(n, Instant::now()) {
+                break Some(
+                    NetError::TooSlow {
+                        url: url.to_owned(),
+                        min_bps,
+                        secs: slow.window.as_secs(),
+                        bps: slow.bps,
+                    }
+                    .into(),
+                );
+            }
             if tx.send(chunk.clone()).await.is_err() || htx.send(chunk).await.is_err() {
                 break None; // the writer or hasher failed; its error is reported below
             }

@@ -137,6 +137,7 @@ impl HttpClient {
             .header(CONTENT_LENGTH, len)
             .body(body);
         let idle = self.config.read_timeout;
+        let min_bps = self.config.low_speed_bps;
         let text = tokio::select! {
             r = async {
                 // No overall bound: the idle watchdog below ends a stalled exchange.
@@ -144,7 +145,17 @@ impl HttpClient {
                 self.read_text(url, resp, MAX_REPLY).await
             } => r?,
             () = activity.stalled(idle) => {
-                return Err(NetError::Timeout { url: url.to_owned() }.into())
+                let url = url.to_owned();
+                return Err(match activity.too_slow() {
+                    Some(s) => NetError::TooSlow {
+                        url,
+                        min_bps,
+                        secs: s.window.as_secs(),
+                        bps: s.bps,
+                    },
+                    None => NetError::Timeout { url },
+                }
+                .into());
             }
             () = cancel.cancelled() => return Err(UploadError::Cancelled),
         };
@@ -248,6 +259,11 @@ impl HttpClient {
         let body = reqwest::Body::wrap_stream(tokio_stream_from(rx));
         let up = self.up.clone();
         let activity = Activity::new();
+        let mut speed = crate::speed::LowSpeed::new(
+            self.config.low_speed_bps,
+            self.config.read_timeout,
+            Instant::now(),
+        );
         let feed = async {
             if tx.send(Ok(bytes::Bytes::from(header))).await.is_err() {
                 return;
@@ -261,10 +277,15 @@ impl HttpClient {
                     activity.throttled.store(false, Ordering::Relaxed);
                     activity.touch();
                 }
+                let n = c.as_ref().map_or(0, |b| b.len() as u64);
                 if tx.send(c).await.is_err() {
                     return;
                 }
                 activity.touch();
+                if let Err(slow) = speed.observe(n, Instant::now()) {
+                    activity.mark_too_slow(slow);
+                    return;
+                }
             }
         };
         let post = self.upload_post(url, body, header_len + data_len, &activity, cancel);
@@ -287,6 +308,8 @@ struct Activity {
     last_ms: AtomicU64,
     /// Set while the sender waits for the bandwidth limit.
     throttled: AtomicBool,
+    /// Set when the transfer fell below the low-speed limit.
+    slow: std::sync::Mutex<Option<crate::speed::TooSlow>>,
 }
 
 impl Activity {
@@ -295,7 +318,20 @@ impl Activity {
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
             throttled: AtomicBool::new(false),
+            slow: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The transfer fell below the low-speed limit: the watchdog ends it.
+    fn mark_too_slow(&self, s: crate::speed::TooSlow) {
+        if let Ok(mut slow) = self.slow.lock() {
+            *slow = Some(s);
+        }
+    }
+
+    /// The low-speed window that ended the transfer, if that is what did.
+    fn too_slow(&self) -> Option<crate::speed::TooSlow> {
+        self.slow.lock().ok().and_then(|s| *s)
     }
 
     /// Records progress now.
@@ -304,15 +340,21 @@ impl Activity {
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// Completes once nothing has progressed for `limit`.
+    /// Completes once nothing has progressed for `limit`, or the transfer was too slow.
     async fn stalled(&self, limit: Duration) {
         loop {
+            if self.too_slow().is_some() {
+                return;
+            }
             let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
             let idle = last.elapsed();
             if idle >= limit && !self.throttled.load(Ordering::Relaxed) {
                 return;
             }
-            tokio::time::sleep(limit.saturating_sub(idle).max(Duration::from_millis(50))).await;
+            let wait = limit
+                .saturating_sub(idle)
+                .clamp(Duration::from_millis(50), Duration::from_secs(1));
+            tokio::time::sleep(wait).await;
         }
     }
 }

@@ -975,3 +975,103 @@ async fn an_upload_handler_that_never_answers_is_cut_off() {
     );
     assert!(began.elapsed() < Duration::from_secs(15));
 }
+
+/// A server that answers one GET for `data` by sending `chunk` bytes every `every`.
+fn trickle_server(data: Vec<u8>, chunk: usize, every: Duration) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/trickle_in", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 4096];
+        let mut head = Vec::new();
+        while !String::from_utf8_lossy(&head).contains("\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(k) => head.extend_from_slice(&buf[..k]),
+            }
+        }
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            data.len()
+        );
+        for piece in data.chunks(chunk) {
+            if s.write_all(piece).and_then(|()| s.flush()).is_err() {
+                return; // the client gave up
+            }
+            std::thread::sleep(every);
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn a_download_trickling_below_the_low_speed_limit_is_given_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = DownloadTarget {
+        partial: dir.path().join("trickle_in.part"),
+        dest: dir.path().join("trickle_in"),
+    };
+    // 1000 B/s at least over 2 s windows (http_transfer_timeout_bps 1000, timeout 2 s); the
+    // server sends 200 bytes every 0.4 s (500 B/s): never idle for 2 s, always too slow.
+    let mut cfg = config();
+    cfg.read_timeout = Duration::from_secs(2);
+    cfg.low_speed_bps = 1000.0;
+    let c = HttpClient::new(cfg.clone()).unwrap();
+    let data = pattern(20_000);
+    let url = trickle_server(data.clone(), 200, Duration::from_millis(400));
+    let began = Instant::now();
+    let e = c
+        .download(
+            &[url],
+            &t,
+            &expected(&data),
+            &no_progress,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    let took = began.elapsed();
+    match &e {
+        DownloadError::Net(NetError::TooSlow {
+            min_bps, secs, bps, ..
+        }) => {
+            assert_eq!((*min_bps, *secs), (1000.0, 2), "{e}");
+            assert!(*bps < 1000.0, "{e}");
+        }
+        other => panic!("given up as too slow, not {other:?}"),
+    }
+    assert!(
+        e.to_string().contains("slower than 1000 B/s for 2 s"),
+        "{e}"
+    );
+    assert!(!e.is_permanent(), "retried later like a timeout");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
+        "after about one window: {took:?}"
+    );
+    // What arrived is kept for the retry to resume from.
+    assert!(std::fs::metadata(&t.partial).unwrap().len() > 0);
+
+    // 2000 bytes every 0.4 s (5000 B/s) is above the limit: it completes.
+    let c = HttpClient::new(cfg).unwrap();
+    let data = pattern(30_000);
+    let url = trickle_server(data.clone(), 2000, Duration::from_millis(400));
+    let t = DownloadTarget {
+        partial: dir.path().join("steady_in.part"),
+        dest: dir.path().join("steady_in"),
+    };
+    let o = c
+        .download(
+            &[url],
+            &t,
+            &expected(&data),
+            &no_progress,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.nbytes, 30_000);
+    assert_eq!(std::fs::read(&t.dest).unwrap(), data);
+}
