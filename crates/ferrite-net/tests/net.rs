@@ -1006,6 +1006,23 @@ fn trickle_server(data: Vec<u8>, chunk: usize, every: Duration) -> String {
     url
 }
 
+/// Downloads `url` (expected to be `data`) into `t`, without progress or cancellation.
+async fn get(
+    c: &HttpClient,
+    url: String,
+    t: &DownloadTarget,
+    data: &[u8],
+) -> Result<ferrite_net::download::DownloadOutcome, DownloadError> {
+    c.download(
+        &[url],
+        t,
+        &expected(data),
+        &no_progress,
+        &CancellationToken::new(),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_download_trickling_below_the_low_speed_limit_is_given_up() {
     let dir = tempfile::tempdir().unwrap();
@@ -1022,16 +1039,7 @@ async fn a_download_trickling_below_the_low_speed_limit_is_given_up() {
     let data = pattern(20_000);
     let url = trickle_server(data.clone(), 200, Duration::from_millis(400));
     let began = Instant::now();
-    let e = c
-        .download(
-            &[url],
-            &t,
-            &expected(&data),
-            &no_progress,
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap_err();
+    let e = get(&c, url, &t, &data).await.unwrap_err();
     let took = began.elapsed();
     match &e {
         DownloadError::Net(NetError::TooSlow {
@@ -1062,16 +1070,7 @@ async fn a_download_trickling_below_the_low_speed_limit_is_given_up() {
         partial: dir.path().join("steady_in.part"),
         dest: dir.path().join("steady_in"),
     };
-    let o = c
-        .download(
-            &[url],
-            &t,
-            &expected(&data),
-            &no_progress,
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let o = get(&c, url, &t, &data).await.unwrap();
     assert_eq!(o.nbytes, 30_000);
     assert_eq!(std::fs::read(&t.dest).unwrap(), data);
 }
