@@ -285,7 +285,6 @@ impl Daemon {
         Ok(())
     }
 
-    /// Saves the state if it changed; on failure keeps the last good file and retries later.
     /// Saves the state when the policy says so; `force` asks for it at once (after the save
     /// in progress, if any). Once the main loop runs, the writer thread does the writing and
     /// [`save_done`](Self::save_done) hears how it went; before that, and at shutdown, the
@@ -297,17 +296,17 @@ impl Daemon {
         if !self.save.due(now) {
             return;
         }
-        let xml = self.state.to_xml();
+        let mut xml = self.state.to_xml();
         let generation = self.save.begin(now);
         if let Some(w) = &self.writer {
-            if w.submit(xml, generation) {
-                return;
+            match w.submit(xml, generation) {
+                Ok(()) => return,
+                Err(back) => {
+                    warn!("the state writer has stopped; saving on the main loop");
+                    self.writer = None;
+                    xml = back;
+                }
             }
-            warn!("the state writer has stopped; saving on the main loop");
-            self.writer = None;
-            let r = self.store.save(&self.state.to_xml());
-            self.save_done(generation, r);
-            return;
         }
         let r = self.store.save(&xml);
         self.save_done(generation, r);

@@ -65,12 +65,13 @@ impl StateWriter {
         })
     }
 
-    /// Hands a serialised state to the thread. `false` if the thread is gone (the caller
-    /// then saves by itself).
-    pub fn submit(&self, xml: String, generation: u64) -> bool {
-        self.jobs
-            .as_ref()
-            .is_some_and(|j| j.send(Job { xml, generation }).is_ok())
+    /// Hands a serialised state to the thread; gives it back if the thread is gone (the
+    /// caller then saves it by itself).
+    pub fn submit(&self, xml: String, generation: u64) -> Result<(), String> {
+        match &self.jobs {
+            Some(j) => j.send(Job { xml, generation }).map_err(|e| e.0.xml),
+            None => Err(xml),
+        }
     }
 
     /// Lets the thread finish the save in hand and waits for it to end.
@@ -99,7 +100,8 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut w = StateWriter::start(StateStore::new(dir.path()), tx).unwrap();
         for g in 1..=3u64 {
-            assert!(w.submit(format!("<client_state>\n<n>{g}</n>\n</client_state>\n"), g));
+            let xml = format!("<client_state>\n<n>{g}</n>\n</client_state>\n");
+            assert_eq!(w.submit(xml, g), Ok(()));
         }
         w.stop();
         let done: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok())
@@ -113,8 +115,11 @@ mod tests {
         assert!(now.contains("<n>3</n>"), "{now}");
         let prev = std::fs::read_to_string(dir.path().join("client_state_prev.xml")).unwrap();
         assert!(prev.contains("<n>2</n>"), "{prev}");
-        // A stopped writer takes nothing more.
-        assert!(!w.submit("<client_state/>".into(), 4));
+        // A stopped writer takes nothing more and gives the text back.
+        assert_eq!(
+            w.submit("<client_state/>".into(), 4),
+            Err("<client_state/>".to_owned())
+        );
     }
 
     #[test]
@@ -123,7 +128,7 @@ mod tests {
         let missing = dir.path().join("gone");
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut w = StateWriter::start(StateStore::new(&missing), tx).unwrap();
-        assert!(w.submit("<client_state/>".into(), 7));
+        assert_eq!(w.submit("<client_state/>".into(), 7), Ok(()));
         w.stop();
         let d = rx.try_recv().unwrap();
         assert_eq!(d.generation, 7);
