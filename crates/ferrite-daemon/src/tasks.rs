@@ -315,23 +315,13 @@ impl TaskTable {
             if self.live.contains_key(&key) {
                 continue;
             }
-            if let Some(r) = state.project_mut(&key.0).and_then(|p| p.result_mut(&key.1)) {
-                if r.state < ResultState::ComputeError {
-                    warn!(
-                        "aborting task {}: not started and deadline has passed",
-                        key.1
-                    );
-                    r.state = ResultState::Aborted;
-                    r.exit_status = EXIT_UNSTARTED_LATE;
-                    r.ready_to_report = true;
-                    r.completed_time = now;
-                    report.changed = true;
-                }
+            if self.abort_result(state, &key.0, &key.1, EXIT_UNSTARTED_LATE, now) {
+                warn!(
+                    "aborting task {}: not started and deadline has passed",
+                    key.1
+                );
+                report.changed = true;
             }
-            self.abort(&key.0, &key.1, EXIT_UNSTARTED_LATE);
-            state
-                .active_tasks
-                .retain(|a| !(a.project_master_url == key.0 && a.result_name == key.1));
         }
         // Stop what must not run, resume what may.
         let keys: Vec<Key> = self.live.keys().cloned().collect();
@@ -341,6 +331,10 @@ impl TaskTable {
                 continue;
             };
             let st = l.task.state();
+            // Whether quitting keeps its work (it restarts from a checkpoint).
+            let checkpointed = state
+                .active_task(&key.0, &key.1)
+                .is_some_and(|a| a.checkpoint_cpu_time > 0.0);
             if run.contains(&id) {
                 if st == TaskState::Suspended {
                     info!("resuming task {}", key.1);
@@ -348,9 +342,6 @@ impl TaskTable {
                     l.run_started_at = now;
                 }
             } else if quit.contains(&id) && run_allowed {
-                let checkpointed = state
-                    .active_task(&key.0, &key.1)
-                    .is_some_and(|a| a.checkpoint_cpu_time > 0.0);
                 if over_ram.contains(&id) && !checkpointed {
                     // Quitting would lose all its work: suspended in memory instead, as the
                     // official client does with every task over the RAM limit.
@@ -375,9 +366,6 @@ impl TaskTable {
                     l.task.quit(inst);
                 }
             } else if st == TaskState::Running {
-                let checkpointed = state
-                    .active_task(&key.0, &key.1)
-                    .is_some_and(|a| a.checkpoint_cpu_time > 0.0);
                 if quit_when_suspended && checkpointed {
                     info!(
                         "removing task {} from memory (it restarts from its checkpoint)",
@@ -841,20 +829,7 @@ impl TaskTable {
         for (url, name, days) in overdue_tasks(state, now) {
             if max_days >= 0.0 && days > max_days {
                 warn!("Task {name} is {days:.2} days overdue; aborting it.");
-                if let Some(r) = state.project_mut(&url).and_then(|p| p.result_mut(&name)) {
-                    if r.state < ResultState::ComputeError {
-                        r.state = ResultState::Aborted;
-                        r.exit_status = EXIT_OVERDUE_EXCEEDED;
-                        r.ready_to_report = true;
-                        r.completed_time = now;
-                    }
-                }
-                self.abort(&url, &name, EXIT_OVERDUE_EXCEEDED);
-                if !self.live.contains_key(&(url.clone(), name.clone())) {
-                    state
-                        .active_tasks
-                        .retain(|a| !(a.project_master_url == url && a.result_name == name));
-                }
+                self.abort_result(state, &url, &name, EXIT_OVERDUE_EXCEEDED, now);
                 changed = true;
             } else {
                 info!(
@@ -864,6 +839,34 @@ impl TaskTable {
             }
         }
         changed
+    }
+
+    /// Aborts a result with `code` (unless its computation already ended): it is marked
+    /// aborted and ready to report, its app (if any) is aborted, a held slot freed and its
+    /// active task dropped. Returns whether the result was marked.
+    pub fn abort_result(
+        &mut self,
+        state: &mut ClientState,
+        url: &str,
+        name: &str,
+        code: i32,
+        now: f64,
+    ) -> bool {
+        let mut marked = false;
+        if let Some(r) = state.project_mut(url).and_then(|p| p.result_mut(name)) {
+            if r.state < ResultState::ComputeError {
+                r.state = ResultState::Aborted;
+                r.exit_status = code;
+                r.ready_to_report = true;
+                r.completed_time = now;
+                marked = true;
+            }
+        }
+        self.abort(url, name, code);
+        state
+            .active_tasks
+            .retain(|a| !(a.project_master_url == url && a.result_name == name));
+        marked
     }
 
     /// A user abort: the process (if any) is aborted with `code`; a held slot is freed.

@@ -20,7 +20,7 @@ use ferrite_gui_rpc::{
 };
 use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::CcConfig;
-use ferrite_proto::client_state::{ClientState, ResultState, RunMode};
+use ferrite_proto::client_state::{ClientState, RunMode};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -454,17 +454,9 @@ impl Daemon {
             }
             ResultAction::Abort => {
                 info!(project = %project, "task {name} aborted by user");
-                if r.state < ResultState::ComputeError {
-                    r.state = ResultState::Aborted;
-                    r.exit_status = EXIT_ABORTED_VIA_GUI;
-                    r.ready_to_report = true;
-                    r.completed_time = t;
-                }
                 // Its app (if any) is aborted; the saved task record goes with it.
-                self.tasks.abort(&master, name, EXIT_ABORTED_VIA_GUI);
-                self.state
-                    .active_tasks
-                    .retain(|a| !(a.result_name == name && a.project_master_url == master));
+                self.tasks
+                    .abort_result(&mut self.state, &master, name, EXIT_ABORTED_VIA_GUI, t);
             }
         }
         self.save.mark_dirty(t);
