@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod boinc_server;
 pub mod inspect;
 pub mod testproject;
 

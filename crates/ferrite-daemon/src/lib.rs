@@ -185,6 +185,7 @@ impl Daemon {
             tick_soon: true,
         };
         daemon.load_state();
+        adopt_protocol_version(&mut daemon.state);
         daemon.load_config();
         for url in config::projects_without_account(&daemon.dir, &daemon.state) {
             warn!(
@@ -954,6 +955,18 @@ impl Daemon {
 
 /// The REC half-life in seconds for cc_config `rec_half_life_days` (the default 10 days
 /// for a value that is not a positive number).
+/// Records the BOINC version Ferrite reports ([`ferrite_proto::version::PROTOCOL_VERSION`]) in
+/// the state, so every request, upload and app sees it; a data directory last used by
+/// another version is said in the log, as the official client does.
+fn adopt_protocol_version(state: &mut ClientState) {
+    let ours = ferrite_proto::version::PROTOCOL_VERSION;
+    let old = state.core_client_version;
+    if old != ours && old != ferrite_proto::client_state::ClientVersion::default() {
+        info!("Version change ({old} -> {ours})");
+    }
+    state.core_client_version = ours;
+}
+
 fn rec_half_life_secs(days: f64) -> f64 {
     let days = if days.is_finite() && days > 0.0 {
         days
@@ -1054,5 +1067,30 @@ mod tests {
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 864_000.0);
         let _ = d.tick_tasks(now());
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn gui_rpc_reports_the_same_version_as_scheduler_requests() {
+        let gui = ferrite_gui_rpc::ServerVersion::default();
+        let ours = ferrite_proto::version::PROTOCOL_VERSION;
+        assert_eq!(
+            (gui.major, gui.minor, gui.release),
+            (ours.major, ours.minor, ours.release)
+        );
+    }
+
+    #[test]
+    fn a_state_file_of_another_version_takes_the_protocol_version() {
+        let mut state = ferrite_proto::client_state::ClientState::default();
+        state.core_client_version.major = 7;
+        state.core_client_version.minor = 20;
+        super::adopt_protocol_version(&mut state);
+        assert_eq!(
+            state.core_client_version,
+            ferrite_proto::version::PROTOCOL_VERSION
+        );
     }
 }

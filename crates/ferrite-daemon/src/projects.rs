@@ -375,12 +375,24 @@ fn root_refusal(
     (refusal_code(reason), reason.to_string())
 }
 
+/// How the client names itself to projects (`<client_brand>`, the User-Agent's last part):
+/// `client_brand.txt` in the data directory when a distributor put one there, as the official
+/// client reads it, else Ferrite and its version.
+pub(crate) fn client_brand(dir: &Path) -> String {
+    fs::read_to_string(dir.join("client_brand.txt"))
+        .ok()
+        .and_then(|s| s.lines().next().map(|l| l.trim().to_owned()))
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| ferrite_proto::version::BRAND.to_owned())
+}
+
 /// Builds the HTTP client for the daemon's configuration.
 fn http_client(
     state: &ClientState,
     cc: &ferrite_proto::cc_config::CcOptions,
+    brand: &str,
 ) -> Option<HttpClient> {
-    let ua = boinc_user_agent(&state.platform_name, state.core_client_version, None);
+    let ua = boinc_user_agent(&state.platform_name, state.core_client_version, Some(brand));
     let mut cfg = HttpConfig::new(ua);
     if cc.http_transfer_timeout > 0 {
         cfg.read_timeout = std::time::Duration::from_secs(cc.http_transfer_timeout as u64);
@@ -591,7 +603,8 @@ impl Daemon {
     /// One turn of the project loop: transfers, then at most one scheduler operation.
     pub(crate) fn tick_projects(&mut self, t: f64) {
         if self.projects.http.is_none() {
-            self.projects.http = http_client(&self.state, &self.config.cc.options);
+            let brand = client_brand(&self.dir);
+            self.projects.http = http_client(&self.state, &self.config.cc.options, &brand);
         }
         let Some(http) = self.projects.http.clone() else {
             return;
@@ -990,6 +1003,7 @@ impl Daemon {
             dont_use_docker: cc.dont_use_docker,
             include_net_info: !cc.suppress_net_info,
             no_alt_platforms: cc.no_alt_platform,
+            client_brand: Some(client_brand(&self.dir)),
             ..RequestInput::default()
         }
     }

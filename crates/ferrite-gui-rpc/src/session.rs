@@ -30,12 +30,14 @@ pub struct ServerVersion {
 }
 
 impl Default for ServerVersion {
-    /// The BOINC version whose protocol Ferrite speaks (7.20.5, the captured reference).
+    /// The BOINC version whose protocol Ferrite speaks (8.2.0). This crate uses no other
+    /// workspace crate, so the daemon's tests check that it equals
+    /// `ferrite_proto::version::PROTOCOL_VERSION`.
     fn default() -> Self {
         Self {
-            major: 7,
-            minor: 20,
-            release: 5,
+            major: 8,
+            minor: 2,
+            release: 0,
         }
     }
 }
@@ -368,7 +370,7 @@ mod tests {
                 &doc("<exchange_versions>\n<major>7</major>\n<minor>20</minor>\n<release>5</release>\n<name>tui</name>\n</exchange_versions>"),
                 nonce
             ),
-            Action::reply("<server_version>\n   <major>7</major>\n   <minor>20</minor>\n   <release>5</release>\n</server_version>\n")
+            Action::reply("<server_version>\n   <major>8</major>\n   <minor>2</minor>\n   <release>0</release>\n</server_version>\n")
         );
         assert_eq!(s.client_name(), Some("tui"));
         assert_eq!(

@@ -72,9 +72,6 @@ pub enum UploadError {
         #[source]
         source: std::io::Error,
     },
-    /// The request cannot be built (no upload certificate).
-    #[error(transparent)]
-    Request(#[from] ferrite_project::files::UploadError),
     /// The handler answered status 1 or nothing readable: retry later.
     #[error("upload handler asks to retry later: {}", .message.as_deref().unwrap_or("no message"))]
     Transient {
@@ -98,7 +95,7 @@ impl UploadError {
         match self {
             UploadError::Net(e) => e.boinc_code(),
             UploadError::Io { .. } => crate::download::ERR_IO,
-            UploadError::Request(_) | UploadError::Permanent { .. } => ERR_UPLOAD_PERMANENT,
+            UploadError::Permanent { .. } => ERR_UPLOAD_PERMANENT,
             UploadError::Transient { .. } => ERR_UPLOAD_TRANSIENT,
             UploadError::Cancelled => -197,
         }
@@ -107,10 +104,7 @@ impl UploadError {
     /// Whether the file failed for good (`ERR_UPLOAD_PERMANENT`); HTTP errors are
     /// transient for uploads.
     pub fn is_permanent(&self) -> bool {
-        matches!(
-            self,
-            UploadError::Permanent { .. } | UploadError::Request(_)
-        )
+        matches!(self, UploadError::Permanent { .. })
     }
 }
 
@@ -223,7 +217,7 @@ impl HttpClient {
             }
         }
         .min(job.nbytes);
-        let header = file_upload_header(job.version, &job.file, job.nbytes, &job.md5, offset)?;
+        let header = file_upload_header(job.version, &job.file, job.nbytes, &job.md5, offset);
         // Never through a link: what is uploaded is a file of the project's own.
         let mut f = tokio::fs::OpenOptions::new()
             .read(true)

@@ -108,14 +108,6 @@ pub fn record_verification(file: &mut FileInfo, outcome: &Result<(), VerifyError
 /// (`FILE_SIZE_CHECK_THRESHOLD`).
 pub const FILE_SIZE_CHECK_THRESHOLD: u64 = 8192;
 
-/// Why an upload request cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UploadError {
-    /// The file has no upload certificate to echo.
-    #[error("file {0} has no upload certificate (xml_signature)")]
-    NoCertificate(String),
-}
-
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -140,30 +132,32 @@ pub fn get_file_size_request(version: ClientVersion, name: &str) -> String {
 
 /// The header of an upload: send it, then the file's bytes from `offset` to the end, and
 /// nothing after. Every tag is on its own line and it ends with `<data>\n`, as the handler
-/// reads it line by line.
+/// reads it line by line. The file's upload certificate is echoed inside `<xml_signature>`;
+/// a project that does not make certificates (`dont_generate_upload_certificates`, the stock
+/// setting) sends none and gets the element empty, as the official client sends it.
 pub fn file_upload_header(
     version: ClientVersion,
     file: &FileInfo,
     nbytes: u64,
     md5_hex: &str,
     offset: u64,
-) -> Result<String, UploadError> {
-    let cert = file
-        .xml_signature
-        .as_deref()
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| UploadError::NoCertificate(file.name.clone()))?;
-    Ok(format!(
+) -> String {
+    let cert = file.xml_signature.as_deref().map(str::trim).unwrap_or("");
+    let cert_lines = if cert.is_empty() {
+        String::new()
+    } else {
+        format!("{cert}\n")
+    };
+    format!(
         "{}<file_upload>\n<file_info>\n<name>{}</name>\n<xml_signature>\n{}</xml_signature>\n<max_nbytes>{:.0}</max_nbytes>\n</file_info>\n<nbytes>{}</nbytes>\n<md5_cksum>{}</md5_cksum>\n<offset>{}</offset>\n<data>\n",
         version_lines(version),
         escape(&file.name),
-        cert,
+        cert_lines,
         file.max_nbytes,
         nbytes,
         md5_hex.trim(),
         offset
-    ))
+    )
 }
 
 /// How the upload handler answered.
@@ -342,10 +336,12 @@ mod tests {
     }
 
     #[test]
-    fn upload_needs_a_certificate() {
-        assert_eq!(
-            file_upload_header(ClientVersion::default(), &fi(), 4, "x", 0),
-            Err(UploadError::NoCertificate("f".into()))
+    fn a_file_without_certificate_is_uploaded_with_an_empty_signature() {
+        let h = file_upload_header(ClientVersion::default(), &fi(), 4, "x", 0);
+        assert!(
+            h.contains("<name>f</name>\n<xml_signature>\n</xml_signature>\n<max_nbytes>"),
+            "{h}"
         );
+        assert!(h.ends_with("<offset>0</offset>\n<data>\n"), "{h}");
     }
 }

@@ -22,3 +22,4 @@ pub mod init_data;
 pub mod job_log;
 pub mod prefs;
 pub mod statistics;
+pub mod version;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
-use ferrite_gui_rpc::{reply, Request, ServerVersion};
+use ferrite_gui_rpc::{reply, Request};
 use ferrite_proto::client_state::gui::{self, ActiveTaskGui, ProjectGuiExtra, ResultGuiExtra};
 use ferrite_proto::client_state::{
     ActiveTask, Form, ProjectState, ResourceUsage, TaskResult, Workunit,
@@ -245,7 +245,7 @@ impl Daemon {
                 }
             },
             Request::ExchangeVersions { .. } => {
-                let v = ServerVersion::default();
+                let v = ferrite_proto::version::PROTOCOL_VERSION;
                 format!(
                     "<server_version>\n   <major>{}</major>\n   <minor>{}</minor>\n   <release>{}</release>\n</server_version>\n",
                     v.major, v.minor, v.release
@@ -413,7 +413,7 @@ impl Daemon {
                 self.write_result(p, &wus, r, &mut w);
             }
         }
-        let v = ServerVersion::default();
+        let v = ferrite_proto::version::PROTOCOL_VERSION;
         w.text("platform_name", &s.platform_name)
             .num("core_client_major_version", v.major)
             .num("core_client_minor_version", v.minor)

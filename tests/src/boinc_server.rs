@@ -1,0 +1,278 @@
+//! A real BOINC project server (BOINC server 8.3 built from the public sources) as a test peer.
+//!
+//! The server comes as a kit outside this repository: a folder with `up.sh DIR`, `down.sh DIR`
+//! and `mkjobs.sh DIR N` (see its README). Tests find it through the environment variable
+//! `BOINC_SERVER_KIT`; when that is unset, `../shared/boinc-server` beside the workspace is
+//! used if it exists. Without a kit the real-server tests say so and pass without running,
+//! except under CI (`CI=true`), where a missing kit fails them: CI must run them.
+//!
+//! Each [`BoincServer`] is its own instance (its own MariaDB, Apache and project `test` on free
+//! loopback ports, in a temporary folder); dropping it stops everything the kit started and
+//! deletes the folder.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Where the kit is, if anywhere.
+pub fn kit_dir() -> Option<PathBuf> {
+    if let Some(v) = std::env::var_os("BOINC_SERVER_KIT").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(v));
+    }
+    let default = crate::workspace_root().join("../shared/boinc-server");
+    default.join("up.sh").exists().then_some(default)
+}
+
+/// The kit, or `None` after saying why the test does not run. Under CI a missing kit is a
+/// failure.
+pub fn kit_or_skip(test: &str) -> Option<PathBuf> {
+    match kit_dir() {
+        Some(k) if k.join("up.sh").exists() => Some(k),
+        other => {
+            let why = match other {
+                Some(k) => format!("BOINC_SERVER_KIT={} has no up.sh", k.display()),
+                None => "no BOINC server kit (set BOINC_SERVER_KIT)".to_owned(),
+            };
+            assert!(
+                std::env::var("CI").map(|v| v != "true").unwrap_or(true),
+                "{test}: {why}; CI must run the real-server tests"
+            );
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
+/// One running instance of the kit's project `test`.
+#[derive(Debug)]
+pub struct BoincServer {
+    kit: PathBuf,
+    dir: tempfile::TempDir,
+    env: HashMap<String, String>,
+}
+
+/// How to bring an instance up.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Jobs made at start.
+    pub jobs: u32,
+    /// CPU seconds each job burns.
+    pub cpu_time: u32,
+    /// Upload certificates on (the stock project has them off).
+    pub upload_certs: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            jobs: 20,
+            cpu_time: 2,
+            upload_certs: false,
+        }
+    }
+}
+
+/// `result.server_state` OVER.
+pub const SERVER_STATE_OVER: &str = "5";
+/// `result.outcome` SUCCESS.
+pub const OUTCOME_SUCCESS: &str = "1";
+/// `result.validate_state` VALID.
+pub const VALIDATE_VALID: &str = "1";
+
+impl BoincServer {
+    /// Brings an instance up (about 10–20 s), or `None` when the test must be skipped (see
+    /// [`kit_or_skip`]). Panics, with the kit's log, when the kit fails.
+    pub fn up(test: &str, opts: &ServerOptions) -> Option<BoincServer> {
+        let kit = kit_or_skip(test)?;
+        // The kit runs the server as its own user, which must reach the folder.
+        let dir = tempfile::Builder::new()
+            .prefix("ferrite-boinc-server-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        // The kit's user must be able to pass through it (a temporary folder is 0700).
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+        let certs = if opts.upload_certs {
+            "--upload-certs"
+        } else {
+            "--no-upload-certs"
+        };
+        let out = Command::new("bash")
+            .arg(kit.join("up.sh"))
+            .args([certs, "--jobs", &opts.jobs.to_string()])
+            .args(["--cpu-time", &opts.cpu_time.to_string()])
+            .arg(dir.path().join("kit"))
+            .output()
+            .expect("run up.sh");
+        let mut server = BoincServer {
+            kit,
+            env: HashMap::new(),
+            dir,
+        };
+        assert!(
+            out.status.success(),
+            "{test}: the BOINC server kit did not come up:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env_text = fs::read_to_string(server.root().join("env")).expect("kit env file");
+        server.env = parse_env(&env_text);
+        Some(server)
+    }
+
+    /// The instance folder.
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("kit")
+    }
+
+    /// A variable of the instance's `env` file (`BOINC_URL`, `BOINC_ACCOUNT_KEY`, …).
+    pub fn var(&self, name: &str) -> &str {
+        self.env
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("the kit's env has no {name}"))
+    }
+
+    /// The master URL.
+    pub fn url(&self) -> &str {
+        self.var("BOINC_URL")
+    }
+
+    /// The test account's key.
+    pub fn account_key(&self) -> &str {
+        self.var("BOINC_ACCOUNT_KEY")
+    }
+
+    /// The project directory on the server.
+    pub fn project_dir(&self) -> PathBuf {
+        PathBuf::from(self.var("BOINC_PROJECT_DIR"))
+    }
+
+    /// The scheduler's log so far.
+    pub fn scheduler_log(&self) -> String {
+        self.log("scheduler.log")
+    }
+
+    /// One of the project's logs (`scheduler.log`, `file_upload_handler.log`, …).
+    pub fn log(&self, name: &str) -> String {
+        fs::read_to_string(Path::new(self.var("BOINC_LOG_DIR")).join(name)).unwrap_or_default()
+    }
+
+    /// Runs an SQL statement on the project database; rows of tab-separated columns.
+    pub fn query(&self, sql: &str) -> Vec<Vec<String>> {
+        let out = Command::new("mariadb")
+            .args(["--no-defaults", "-S", self.var("BOINC_DB_SOCKET")])
+            .arg(format!("-u{}", self.var("BOINC_DB_USER")))
+            .arg(format!("-p{}", self.var("BOINC_DB_PASSWORD")))
+            .args(["-N", "-B", "-e", sql, self.var("BOINC_DB_NAME")])
+            .output()
+            .expect("run mariadb");
+        assert!(
+            out.status.success(),
+            "query {sql:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split('\t').map(str::to_owned).collect())
+            .collect()
+    }
+
+    /// `(server_state, outcome, validate_state, count)` of every result, grouped.
+    pub fn result_states(&self) -> Vec<(String, String, String, u32)> {
+        self.query(
+            "select server_state, outcome, validate_state, count(*) from result \
+             group by 1, 2, 3 order by 1, 2, 3",
+        )
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].clone(),
+                r[1].clone(),
+                r[2].clone(),
+                r[3].parse().unwrap_or(0),
+            )
+        })
+        .collect()
+    }
+
+    /// Results that are over, successful and valid.
+    pub fn valid_results(&self) -> u32 {
+        self.result_states()
+            .iter()
+            .filter(|(s, o, v, _)| {
+                s == SERVER_STATE_OVER && o == OUTCOME_SUCCESS && v == VALIDATE_VALID
+            })
+            .map(|r| r.3)
+            .sum()
+    }
+
+    /// Workunits whose assimilation is done (`assimilate_state` 2).
+    pub fn assimilated_workunits(&self) -> u32 {
+        self.query("select count(*) from workunit where assimilate_state = 2")
+            .first()
+            .and_then(|r| r.first())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Adds `n` jobs.
+    pub fn add_jobs(&self, n: u32) {
+        let out = Command::new("bash")
+            .arg(self.kit.join("mkjobs.sh"))
+            .arg(self.root())
+            .arg(n.to_string())
+            .output()
+            .expect("run mkjobs.sh");
+        assert!(
+            out.status.success(),
+            "mkjobs.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Waits until `cond` holds, polling every half second; panics with the result table and
+    /// `context()` after `timeout`.
+    pub fn wait_until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut cond: impl FnMut(&BoincServer) -> bool,
+        context: impl Fn() -> String,
+    ) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if cond(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!(
+            "timed out after {timeout:?} waiting for {what}; results on the server: {:?}\n{}",
+            self.result_states(),
+            context()
+        );
+    }
+}
+
+impl Drop for BoincServer {
+    /// Stops everything the kit started and deletes the instance.
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(self.kit.join("down.sh"))
+            .arg(self.root())
+            .arg("--purge")
+            .output();
+    }
+}
+
+/// Reads `NAME=value` lines (values may carry shell escapes of spaces).
+fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.replace("\\ ", " ")))
+        .collect()
+}
