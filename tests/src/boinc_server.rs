@@ -218,6 +218,34 @@ impl BoincServer {
             .unwrap_or(0)
     }
 
+    /// Sets `<tag>value</tag>` in the project's `config.xml` (replacing an existing one);
+    /// the scheduler reads the file at each request.
+    pub fn set_config(&self, tag: &str, value: &str) {
+        let path = self.project_dir().join("config.xml");
+        let text = fs::read_to_string(&path).expect("config.xml");
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        let element = format!("{open}{value}{close}");
+        let text = match (text.find(&open), text.find(&close)) {
+            (Some(a), Some(b)) if a < b => {
+                format!("{}{element}{}", &text[..a], &text[b + close.len()..])
+            }
+            _ => text.replacen("<config>", &format!("<config>\n    {element}"), 1),
+        };
+        fs::write(&path, text).expect("write config.xml");
+    }
+
+    /// Makes the scheduler keep every request it gets (and its reply) in a folder, returned
+    /// (`<debug_req_reply_dir>`): files `PID_N_sched_request.xml`.
+    pub fn keep_scheduler_requests(&self) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.root().join("kept_requests");
+        fs::create_dir_all(&dir).expect("mkdir");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+        self.set_config("debug_req_reply_dir", &dir.to_string_lossy());
+        dir
+    }
+
     /// Adds `n` jobs.
     pub fn add_jobs(&self, n: u32) {
         let out = Command::new("bash")

@@ -128,6 +128,8 @@ pub struct Daemon {
     metrics: Option<tokio::sync::watch::Sender<String>>,
     /// Bytes received and sent by finished transfer attempts since start-up.
     xfer_bytes: (u64, u64),
+    /// This run's part of the time statistics that scheduler requests report.
+    time_session: ferrite_project::stats::TimeSession,
     /// Bumped whenever the state may have changed (any event but a read-only GUI query,
     /// every tick): replies cached for one epoch stay exact.
     pub(crate) state_epoch: u64,
@@ -174,6 +176,10 @@ impl Daemon {
             notifier: sdnotify::Notifier::from_env(),
             metrics: None,
             xfer_bytes: (0, 0),
+            time_session: ferrite_project::stats::TimeSession::start(
+                &mut ferrite_proto::client_state::TimeStats::default(),
+                0.0,
+            ),
             state_epoch: 0,
             state_reply: None,
             dir,
@@ -186,6 +192,8 @@ impl Daemon {
         };
         daemon.load_state();
         adopt_protocol_version(&mut daemon.state);
+        daemon.time_session =
+            ferrite_project::stats::TimeSession::start(&mut daemon.state.time_stats, now());
         daemon.load_config();
         for url in config::projects_without_account(&daemon.dir, &daemon.state) {
             warn!(
@@ -659,6 +667,14 @@ impl Daemon {
             self.save.mark_dirty(t);
         }
         let (reason, gpu_reason, user_active) = self.decide_suspension(t);
+        let activity = ferrite_project::stats::Activity {
+            computing: reason
+                .is_none_or(|r| r == ferrite_sched::suspend::SuspendReason::CpuThrottle),
+            gpu_computing: gpu_reason.is_none(),
+            network: self.network_allowed(t),
+        };
+        self.time_session
+            .update(&mut self.state.time_stats, t, activity);
         let limit = self
             .config
             .prefs

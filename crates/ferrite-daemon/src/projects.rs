@@ -733,7 +733,11 @@ impl Daemon {
                 continue;
             }
             let url = p.master_url.clone();
-            let work = self.piggyback(&url, t);
+            let work = if reason == RpcReason::Init {
+                self.initial_request(&url)
+            } else {
+                self.piggyback(&url, t)
+            };
             return Some(Action::Rpc { url, reason, work });
         }
         // 3. Trickle-ups.
@@ -829,6 +833,19 @@ impl Daemon {
     }
 
     /// The work the core would ask of `url` on an RPC made for another reason.
+    /// The first request after attaching asks for one second per resource, as the core's
+    /// fetch decision says for a project whose initial RPC is pending (the official client's
+    /// `set_initial_work_request`); the buffer is filled at the next RPC, once the project's
+    /// apps are known.
+    fn initial_request(&self, url: &str) -> Option<ferrite_sched::WorkRequest> {
+        let (out, _) = self.tasks.last_pass()?;
+        let req = out.fetch.request.as_ref()?;
+        let ids = &self.tasks.ids().projects;
+        (req.reason == ferrite_sched::RpcReason::Init
+            && ids.get(req.project.index()).is_some_and(|u| u == url))
+        .then(|| req.clone())
+    }
+
     fn piggyback(&mut self, url: &str, t: f64) -> Option<ferrite_sched::WorkRequest> {
         if self.storage_blocks_work() {
             return None;
@@ -1004,6 +1021,7 @@ impl Daemon {
             include_net_info: !cc.suppress_net_info,
             no_alt_platforms: cc.no_alt_platform,
             client_brand: Some(client_brand(&self.dir)),
+            time_stats: Some(self.time_session.request_form(&self.state.time_stats, t)),
             ..RequestInput::default()
         }
     }

@@ -177,6 +177,8 @@ pub fn build_world(
                 let mut x = Project::new(p.master_url.clone(), p.resource_share.max(0.0));
                 x.suspended = p.suspended_via_gui;
                 x.no_new_work = p.dont_request_more_work;
+                x.initial_rpc_pending =
+                    p.sched_rpc_pending == Some(ferrite_proto::client_state::RpcReason::Init);
                 x.dcf = if p.duration_correction_factor > 0.0 {
                     p.duration_correction_factor
                 } else {

@@ -568,6 +568,7 @@ impl TaskTable {
                 r.final_cpu_time = x.usage.cpu_time;
                 r.final_elapsed_time = x.usage.elapsed_time;
                 r.final_peak_working_set_size = x.usage.peak_working_set as f64;
+                r.final_peak_swap_size = x.usage.peak_swap_size as f64;
                 r.final_peak_disk_usage = x.usage.peak_disk_usage as f64;
                 let block = format!("<stderr_txt>\n{}\n</stderr_txt>", x.stderr.trim_end());
                 r.stderr_out = if r.stderr_out.is_empty() {

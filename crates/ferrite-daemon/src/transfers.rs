@@ -23,6 +23,7 @@ use ferrite_net::backoff::{
 };
 use ferrite_net::{CancellationToken, DownloadTarget, ExpectedFile, HttpClient, UploadJob};
 use ferrite_project::files::{record_verification, verify_download};
+use ferrite_project::stats::{record_transfer, Direction};
 use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::cc_config::CcOptions;
 use ferrite_proto::client_state::{ClientState, FileInfo, ProjectState, ResultState};
@@ -92,6 +93,8 @@ pub struct TransferDone {
     pub permanent: bool,
     /// Downloads: bytes already on disk that this attempt kept (`Range` resume).
     pub resumed_from: u64,
+    /// Uploads: the size and MD5 of what was sent, reported with the result.
+    pub sent: Option<(u64, String)>,
 }
 
 /// A transfer under way.
@@ -446,6 +449,7 @@ impl Transfers {
                     code: 0,
                     permanent: false,
                     resumed_from: o.resumed_from,
+                    sent: None,
                 },
                 Err(e) => TransferDone {
                     project,
@@ -460,6 +464,7 @@ impl Transfers {
                     code: e.boinc_code(),
                     permanent: e.is_permanent(),
                     resumed_from: 0,
+                    sent: None,
                 },
             };
             let _ = events.send(Event::Transfer(done)).await;
@@ -501,6 +506,7 @@ impl Transfers {
                 code,
                 permanent,
                 resumed_from: 0,
+                sent: None,
             };
             let p2 = path.clone();
             let hashed = tokio::task::spawn_blocking(move || {
@@ -528,6 +534,7 @@ impl Transfers {
                     return;
                 }
             };
+            let sums = (nbytes, md5.clone());
             let job = UploadJob {
                 file,
                 path,
@@ -551,6 +558,7 @@ impl Transfers {
                             code: 0,
                             permanent: false,
                             resumed_from: 0,
+                            sent: Some(sums.clone()),
                         };
                         break;
                     }
@@ -580,6 +588,12 @@ impl Transfers {
                 .daily
                 .entry((now / 86400.0).floor() as i64)
                 .or_default() += n;
+            let dir = if done.upload {
+                Direction::Up
+            } else {
+                Direction::Down
+            };
+            record_transfer(&mut state.net_stats, dir, *n as f64, elapsed, now);
         }
         let Some(ps) = state.project_mut(&done.project) else {
             return false;
@@ -635,6 +649,11 @@ impl Transfers {
             (Ok(_), None) => {
                 info!(target: "ferrite::file_xfer", project = %done.project, "Finished upload of {}", f.name);
                 f.uploaded = true;
+                // The report describes what the server got.
+                if let Some((len, md5)) = &done.sent {
+                    f.nbytes = *len as f64;
+                    f.md5_cksum = md5.clone();
+                }
                 f.persistent_file_xfer = None;
                 self.backoff
                     .entry((done.project.clone(), true))

@@ -245,7 +245,23 @@ fn sysfs_cache_bytes(sys_root: &Path) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// The first non-loopback IPv4 address of an interface that is up.
+/// The address the host name resolves to (the resolver's first answer), as the official
+/// client reports it: on most hosts the name maps to a loopback or LAN address in
+/// `/etc/hosts`, not to the interface that reaches the project.
+fn host_name_address(name: &str) -> Option<String> {
+    use std::net::ToSocketAddrs as _;
+    if name.is_empty() {
+        return None;
+    }
+    (name, 0)
+        .to_socket_addrs()
+        .ok()?
+        .next()
+        .map(|a| a.ip().to_string())
+}
+
+/// The first non-loopback IPv4 address of an interface that is up (when the host name does
+/// not resolve).
 fn primary_ip_address() -> Option<String> {
     let mut found = None;
     // SAFETY: getifaddrs allocates a list we only read and then free exactly once.
@@ -337,10 +353,18 @@ fn detect_host_impl(cfg: &HostProbeConfig) -> HostDetection {
 
     // OS.
     let kernel = sysinfo::System::kernel_version().unwrap_or_default();
-    let release = std::fs::read_to_string(roots.etc_root.join("os-release"))
-        .ok()
-        .or_else(|| std::fs::read_to_string(roots.root.join("usr/lib/os-release")).ok())
-        .and_then(|t| os::parse_os_release(&t));
+    // As the official client: `lsb_release -a` first (on the real system only), then
+    // os-release. They name Debian differently ("Debian" and "Debian GNU/Linux"), and
+    // projects see the name in `os_name`.
+    let lsb = (roots.etc_root == Path::new("/etc"))
+        .then(os::lsb_release)
+        .flatten();
+    let release = lsb.or_else(|| {
+        std::fs::read_to_string(roots.etc_root.join("os-release"))
+            .ok()
+            .or_else(|| std::fs::read_to_string(roots.root.join("usr/lib/os-release")).ok())
+            .and_then(|t| os::parse_os_release(&t))
+    });
     let (os_name, os_version) = os::compose_os(
         "Linux",
         &kernel,
@@ -353,7 +377,9 @@ fn detect_host_impl(cfg: &HostProbeConfig) -> HostDetection {
     // Names, time zone, product, virtualisation.
     details.host_name = sysinfo::System::host_name().unwrap_or_default();
     host.domain_name = details.host_name.clone();
-    host.ip_addr = primary_ip_address().unwrap_or_default();
+    host.ip_addr = host_name_address(&details.host_name)
+        .or_else(primary_ip_address)
+        .unwrap_or_default();
     host.timezone = os::timezone_offset();
     host.product_name = cpu
         .hardware

@@ -61,6 +61,56 @@ pub fn parse_os_release(text: &str) -> Option<OsRelease> {
     found.then_some(r)
 }
 
+/// Reads the output of `lsb_release -a`: `Distributor ID` as the name, `Description` as
+/// the pretty name, `Release` and `Codename`.
+pub fn parse_lsb_release(text: &str) -> Option<OsRelease> {
+    let mut r = OsRelease::default();
+    let mut found = false;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let slot = match key.trim() {
+            "Distributor ID" => &mut r.name,
+            "Description" => &mut r.pretty_name,
+            "Release" => &mut r.version,
+            "Codename" => &mut r.codename,
+            _ => continue,
+        };
+        *slot = value.trim().to_owned();
+        found = true;
+    }
+    found.then_some(r)
+}
+
+/// Runs `lsb_release -a` when it is installed (at most two seconds).
+pub fn lsb_release() -> Option<OsRelease> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("lsb_release")
+        .arg("-a")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    parse_lsb_release(&out)
+}
+
 /// Composes `os_name` and `os_version` as the official Linux client does:
 /// `Linux <NAME>` and `<PRETTY_NAME> [<kernel release>|libc <version>]`.
 pub fn compose_os(
@@ -95,6 +145,24 @@ pub fn compose_os(
         version = format!("{version} [{}]", extra.join("|"));
     }
     (os_name, version)
+}
+
+#[cfg(test)]
+mod lsb_tests {
+    #[test]
+    fn lsb_release_output_gives_the_distributor_as_name() {
+        let r = super::parse_lsb_release(
+            "Distributor ID:\tDebian\nDescription:\tDebian GNU/Linux 12 (bookworm)\n\
+             Release:\t12\nCodename:\tbookworm\n",
+        )
+        .expect("parsed");
+        assert_eq!(r.name, "Debian");
+        assert_eq!(r.pretty_name, "Debian GNU/Linux 12 (bookworm)");
+        let (name, version) = super::compose_os("Linux", "6.1", Some(&r), None);
+        assert_eq!(name, "Linux Debian");
+        assert_eq!(version, "Debian GNU/Linux 12 (bookworm) [6.1]");
+        assert!(super::parse_lsb_release("No LSB modules are available.\n").is_none());
+    }
 }
 
 /// The C library version, from glibc itself (no process is spawned).

@@ -51,4 +51,5 @@ pub mod master;
 pub mod names;
 pub mod reply;
 pub mod request;
+pub mod stats;
 pub mod verify;

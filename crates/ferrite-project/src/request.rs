@@ -7,7 +7,7 @@
 //! typed [`SchedulerRequest`]; `to_xml()` on it gives the body to POST. Building changes
 //! nothing; call [`note_rpc_started`] when the POST starts.
 
-use ferrite_proto::client_state::{ClientState, Project, ProjectState, TaskResult};
+use ferrite_proto::client_state::{ClientState, Project, ProjectState, TaskResult, TimeStats};
 use ferrite_proto::host::{Coprocs, RscRequest};
 use ferrite_proto::sched_request::{
     DiskUsage, InProgressResult, MsgFromHost, OtherResult, SchedulerRequest, StickyFile,
@@ -90,6 +90,9 @@ pub struct RequestInput {
     pub user_keywords: Option<String>,
     /// cc_config `no_alt_platform`: ask for the main platform's apps only.
     pub no_alt_platforms: bool,
+    /// The time statistics in request form ([`crate::stats::TimeSession::request_form`]);
+    /// `None` sends the state's with `now`.
+    pub time_stats: Option<TimeStats>,
 }
 
 /// Why no request could be built.
@@ -160,8 +163,10 @@ pub fn build_request(
         (state.platform_name.clone(), alt)
     };
 
-    let mut time_stats = state.time_stats.clone();
-    time_stats.now = input.now;
+    let time_stats = input.time_stats.clone().unwrap_or_else(|| TimeStats {
+        now: input.now,
+        ..state.time_stats.clone()
+    });
 
     let mut req = SchedulerRequest {
         authenticator: input.authenticator.trim().to_owned(),

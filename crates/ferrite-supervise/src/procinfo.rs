@@ -35,6 +35,8 @@ pub struct ProcStat {
     pub starttime: u64,
     /// Resident pages.
     pub rss_pages: u64,
+    /// Virtual memory size, bytes (what BOINC reports as a task's swap size).
+    pub vsize: u64,
     /// Scheduling policy (0 normal, 5 SCHED_IDLE, …).
     pub policy: u32,
 }
@@ -63,6 +65,7 @@ impl ProcStat {
             cstime: f(17)?.parse::<i64>().ok()?.max(0) as u64,
             nice: f(19)?.parse().ok()?,
             starttime: num(22)?,
+            vsize: num(23)?,
             rss_pages: f(24)?.parse::<i64>().ok()?.max(0) as u64,
             policy: f(41).and_then(|s| s.parse().ok()).unwrap_or(0),
         })
@@ -134,6 +137,8 @@ pub struct TreeUsage {
     pub cpu_time: f64,
     /// Sum of the members' resident set sizes, bytes.
     pub working_set: u64,
+    /// Sum of the members' virtual sizes, bytes (BOINC's swap size).
+    pub swap_size: u64,
     /// Live members other than zombies.
     pub members: BTreeSet<ProcId>,
     /// Whether every live member is stopped (state T).
@@ -201,6 +206,7 @@ fn tally<'a>(procs: impl IntoIterator<Item = &'a ProcStat>) -> TreeUsage {
         }
         any = true;
         usage.working_set += p.rss_pages * page;
+        usage.swap_size += p.vsize;
         usage.members.insert(ProcId {
             pid: p.pid,
             starttime: p.starttime,
@@ -258,6 +264,7 @@ mod tests {
             nice: 0,
             starttime: pid as u64,
             rss_pages: 1,
+            vsize: 4096,
             policy: 0,
         }
     }
@@ -275,6 +282,7 @@ mod tests {
         assert_eq!(p.nice, 19);
         assert_eq!(p.starttime, 12345);
         assert_eq!(p.rss_pages, 321);
+        assert_eq!(p.vsize, 1_000_000);
         assert_eq!(p.policy, 5);
     }
 
@@ -283,6 +291,7 @@ mod tests {
         let me = ProcStat::read(std::process::id() as i32).unwrap();
         assert_eq!(me.pid, std::process::id() as i32);
         assert!(me.rss_pages > 0);
+        assert!(me.vsize >= me.rss_pages * page_size());
     }
 
     #[test]

@@ -158,6 +158,8 @@ pub struct TaskUsage {
     pub working_set_smoothed: u64,
     /// Peak working set of this episode, bytes.
     pub peak_working_set: u64,
+    /// Peak virtual size of the tree in this episode, bytes (`final_peak_swap_size`).
+    pub peak_swap_size: u64,
     /// Last fraction done the app reported (or the resumed one).
     pub fraction_done: f64,
     /// Last measured slot size, bytes.
@@ -644,6 +646,7 @@ impl Task {
             (self.usage.working_set_smoothed + self.usage.working_set) / 2
         };
         self.usage.peak_working_set = self.usage.peak_working_set.max(tree.working_set);
+        self.usage.peak_swap_size = self.usage.peak_swap_size.max(tree.swap_size);
         self.members.extend(tree.members);
     }
 
