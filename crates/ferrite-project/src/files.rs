@@ -143,16 +143,11 @@ pub fn file_upload_header(
     offset: u64,
 ) -> String {
     let cert = file.xml_signature.as_deref().map(str::trim).unwrap_or("");
-    let cert_lines = if cert.is_empty() {
-        String::new()
-    } else {
-        format!("{cert}\n")
-    };
     format!(
         "{}<file_upload>\n<file_info>\n<name>{}</name>\n<xml_signature>\n{}</xml_signature>\n<max_nbytes>{:.0}</max_nbytes>\n</file_info>\n<nbytes>{}</nbytes>\n<md5_cksum>{}</md5_cksum>\n<offset>{}</offset>\n<data>\n",
         version_lines(version),
         escape(&file.name),
-        cert_lines,
+        cert,
         file.max_nbytes,
         nbytes,
         md5_hex.trim(),
