@@ -59,6 +59,20 @@ pub struct Args {
     /// Project name shown to clients.
     #[arg(long, default_value = "Ferrite Test Project")]
     pub name: String,
+    /// Make upload certificates and refuse uploads without a valid one. Off by default, as
+    /// in a stock BOINC project (`dont_generate_upload_certificates`,
+    /// `ignore_upload_certificates`): result files then carry no `<xml_signature>`.
+    #[arg(long)]
+    pub upload_certs: bool,
+    /// The lowest client version served, as `major*10000 + minor*100 + release`
+    /// (`min_core_client_version`); older clients are told to upgrade and to come back in a
+    /// day. 0 serves every version.
+    #[arg(long, default_value_t = 70000)]
+    pub min_core_client_version: i32,
+    /// Command line of every job. Each workunit carries it the way a real BOINC server
+    /// writes it: an empty `<command_line>` first and this one last.
+    #[arg(long, default_value = "")]
+    pub command_line: String,
 }
 
 /// One `--app` argument.

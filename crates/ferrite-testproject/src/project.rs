@@ -486,12 +486,14 @@ impl Project {
             .then(|| result.to_owned())
     }
 
-    /// Checks an upload certificate.
+    /// Checks an upload certificate; any passes when the project makes none.
     pub fn check_upload_cert(&self, name: &str, max_nbytes: f64, signature: &str) -> bool {
-        self.key
-            .public_key()
-            .verify(upload_cert_text(name, max_nbytes).as_bytes(), signature)
-            .is_ok()
+        !self.args.upload_certs
+            || self
+                .key
+                .public_key()
+                .verify(upload_cert_text(name, max_nbytes).as_bytes(), signature)
+                .is_ok()
     }
 
     /// Answers a scheduler request.
@@ -523,6 +525,20 @@ impl Project {
                     .into(),
             });
             reply.request_delay = Some(60.0);
+            self.save(&state);
+            return reply.to_xml();
+        }
+        let v = req.core_client_version;
+        let version = v.major * 10000 + v.minor * 100 + v.release;
+        if version < self.args.min_core_client_version {
+            // The real scheduler's answer to a client below min_core_client_version.
+            reply.messages.push(ReplyMessage {
+                priority: "notice".into(),
+                text: "Your BOINC client software is too old.  Please install the current \
+                       version."
+                    .into(),
+            });
+            reply.request_delay = Some(86400.0);
             self.save(&state);
             return reply.to_xml();
         }
@@ -600,7 +616,12 @@ impl Project {
         reply.host_expavg_credit = Some(credit);
         self.save(&state);
         drop(state);
-        reply.to_xml()
+        // A real BOINC server writes each workunit's command line twice: an empty element
+        // from the workunit's XML, then the job's (clients keep the last).
+        reply.to_xml().replace(
+            "<workunit>\n",
+            "<workunit>\n<command_line>\n\n</command_line>\n",
+        )
     }
 
     /// The host record the request comes from, made if needed; the reply tells the client a
@@ -986,12 +1007,17 @@ impl Project {
             rsc_memory_bound: 5e8,
             rsc_disk_bound: 1e10,
             input_files: inputs,
+            command_line: self.args.command_line.clone(),
             ..Workunit::default()
         });
 
-        // Output, with its upload certificate.
+        // Output, with its upload certificate when the project makes them.
         let out_name = format!("{}_out", job.result_name);
-        let cert = self.upload_cert(&out_name);
+        let cert = if self.args.upload_certs {
+            self.upload_cert(&out_name)
+        } else {
+            None
+        };
         reply.file_infos.push(FileInfo {
             name: out_name.clone(),
             upload_urls: vec![format!("{base}cgi-bin/file_upload_handler")],
@@ -1052,6 +1078,7 @@ mod tests {
             rpc_seqno: seqno,
             cpu_req_secs: 1e6,
             cpu_req_instances: 4.0,
+            core_client_version: ferrite_proto::version::PROTOCOL_VERSION,
             ..SchedulerRequest::default()
         };
         req.host_info.host_cpid = cpid.into();
@@ -1086,6 +1113,60 @@ mod tests {
 
     fn counters(p: &Project) -> crate::state::Counters {
         lock(&p.state).counters.clone()
+    }
+
+    #[test]
+    fn replies_look_like_a_stock_servers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), &["--jobs", "1", "--command-line=-cpu_time 2"]);
+        let text = p.scheduler(&request(0, 0, "cpid-a", &[], &[]));
+        assert_eq!(text.matches("<command_line>").count(), 2, "{text}");
+        let r = SchedulerReply::parse(&text, "reply").unwrap().value;
+        assert_eq!(
+            r.workunits[0].command_line, "-cpu_time 2",
+            "the last one counts"
+        );
+        let out = r
+            .file_infos
+            .iter()
+            .find(|f| f.name.ends_with("_out"))
+            .unwrap();
+        assert_eq!(out.xml_signature, None, "no upload certificates by default");
+        assert!(p.check_upload_cert(&out.name, MAX_OUTPUT_BYTES, ""));
+
+        std::fs::create_dir_all(tmp.path().join("signed")).unwrap();
+        let signed = project(
+            &tmp.path().join("signed"),
+            &["--jobs", "1", "--upload-certs"],
+        );
+        let r = reply(&signed, &request(0, 0, "cpid-a", &[], &[]));
+        let out = r
+            .file_infos
+            .iter()
+            .find(|f| f.name.ends_with("_out"))
+            .unwrap();
+        let cert = out.xml_signature.clone().unwrap();
+        assert!(signed.check_upload_cert(&out.name, MAX_OUTPUT_BYTES, &cert));
+        assert!(!signed.check_upload_cert(&out.name, MAX_OUTPUT_BYTES, ""));
+    }
+
+    #[test]
+    fn a_client_below_the_minimum_version_is_told_to_upgrade_and_gets_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), &["--jobs", "2"]);
+        let mut req = SchedulerRequest::parse(&request(0, 0, "cpid-a", &[], &[]), "q")
+            .unwrap()
+            .value;
+        req.core_client_version = ferrite_proto::client_state::ClientVersion::default();
+        let r = reply(&p, &req.to_xml());
+        assert!(r.results.is_empty());
+        assert_eq!(r.request_delay, Some(86400.0));
+        assert!(r.messages[0].text.contains("too old"), "{:?}", r.messages);
+        // 7.20.5 is served.
+        req.core_client_version.major = 7;
+        req.core_client_version.minor = 20;
+        req.core_client_version.release = 5;
+        assert_eq!(reply(&p, &req.to_xml()).results.len(), 2);
     }
 
     #[test]

@@ -125,7 +125,7 @@ fn attach_web_rpcs() {
 
 #[test]
 fn work_fetch_gets_signed_app_and_jobs_that_verify() {
-    let f = start(&["--jobs", "3"]);
+    let f = start(&["--upload-certs", "--jobs", "3"]);
     let url = f.server.url();
     let reply = rpc(url, &work_request(103_680.0, 2.0));
     assert_eq!(reply.hostid, Some(1), "a new host record is announced");
@@ -335,7 +335,7 @@ fn size_query(name: &str) -> Vec<u8> {
 
 #[test]
 fn upload_handler_protocol_with_resume() {
-    let f = start(&["--jobs", "1"]);
+    let f = start(&["--upload-certs", "--jobs", "1"]);
     let url = f.server.url();
     let reply = rpc(url, &work_request(100.0, 1.0));
     let res = &reply.results[0];
