@@ -33,7 +33,7 @@ fn ferrited_attached(dir: &Path, port: u16, server: &BoincServer) -> Proc {
 }
 
 /// Waits until `n` results are over, successful and valid and their workunits assimilated.
-/// Every 30 s without progress the volunteer presses "Update" (a client with nothing left
+/// Every 10 s without progress the volunteer presses "Update" (a client with nothing left
 /// to fetch reports on its own schedule, which may be later than a test wants to wait).
 fn run_until_valid(server: &BoincServer, client: &Proc, port: u16, n: u32) {
     let t0 = Instant::now();
@@ -45,7 +45,7 @@ fn run_until_valid(server: &BoincServer, client: &Proc, port: u16, n: u32) {
             let valid = s.valid_results();
             if valid != last.0 {
                 last = (valid, Instant::now());
-            } else if last.1.elapsed() > Duration::from_secs(30) {
+            } else if last.1.elapsed() > Duration::from_secs(10) {
                 let _ = boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
                 last.1 = Instant::now();
             }
