@@ -43,7 +43,7 @@ use crate::store::{LoadSource, SavePolicy, StateStore};
 /// How often to look for a GPU driver that was not there at start-up, seconds.
 const GPU_REPROBE_SECS: f64 = 120.0;
 
-/// How often to check whether the CPU benchmarks are due again (every five days), seconds.
+/// How often to check whether the CPU benchmarks are due again (every 30 days), seconds.
 const BENCHMARK_CHECK_SECS: f64 = 3600.0;
 
 /// Seconds since the Unix epoch, as BOINC counts time.
@@ -451,7 +451,7 @@ impl Daemon {
         }
     }
 
-    /// Whether the CPU benchmarks are due (first start, or older than five days).
+    /// Whether the CPU benchmarks are due (first start, or older than 30 days).
     fn benchmarks_due(&self, now: f64) -> bool {
         let skip = self.opts.skip_cpu_benchmarks || self.config.cc.options.skip_cpu_benchmarks;
         !skip

@@ -50,8 +50,8 @@ fn main() {
         let ncpus = first.host.p_ncpus;
         let r = ferrite_hostinfo::run_benchmarks(ncpus, Duration::from_secs(8));
         println!(
-            "run_benchmarks({ncpus} CPUs, 8 s): p_fpops {:.3e} (raw {:.3e}), p_iops {:.3e} (raw {:.3e}), p_membw {:.3e} B/s, CPU share {:.2}, elapsed {:?}",
-            r.p_fpops, r.raw_fpops, r.p_iops, r.raw_iops, r.p_membw, r.cpu_share, r.elapsed
+            "run_benchmarks({ncpus} CPUs, 8 s): p_fpops {:.3e} ({:.1} Whetstone passes), p_iops {:.3e} ({:.0} Dhrystone loops), p_membw {:.3e} B/s, CPU share {:.2}, elapsed {:?}",
+            r.p_fpops, r.fp_passes, r.p_iops, r.int_loops, r.p_membw, r.cpu_share, r.elapsed
         );
     }
 }

@@ -568,7 +568,8 @@ fn peripheral_battery_alone_is_not_on_battery() {
 // ---------------------------------------------------------------- benchmarks
 
 #[test]
-#[ignore = "takes about 8 seconds; run with --ignored to see this machine's figures"]
+#[ignore = "takes about 8 seconds; run with --ignored to see this machine's figures (the \
+            cpu_vs_official bench compares them with the official client's)"]
 fn benchmark_figures_for_this_machine() {
     let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let r = ferrite_hostinfo::run_benchmarks(ncpus, Duration::from_secs(8));
@@ -576,8 +577,9 @@ fn benchmark_figures_for_this_machine() {
         "threads {} fpops {:.3e} iops {:.3e} membw {:.3e} B/s elapsed {:?}",
         r.threads, r.p_fpops, r.p_iops, r.p_membw, r.elapsed
     );
-    assert!(r.elapsed < Duration::from_secs(10));
-    assert!(r.p_fpops > 1e7 && r.p_iops > 1e7 && r.p_membw > 1e7);
+    for v in [r.p_fpops, r.p_iops, r.p_membw] {
+        assert!(v.is_finite() && v > 1e7, "{r:?}");
+    }
 }
 
 // ---------------------------------------------------------------- host_cpid
