@@ -20,5 +20,6 @@ pub mod cc_config;
 pub mod crypt;
 pub mod init_data;
 pub mod job_log;
+pub mod notices;
 pub mod prefs;
 pub mod statistics;
