@@ -277,15 +277,15 @@ mod tests {
         let text = "<rss_feeds>\n<rss_feed>\n<url>https://p.org/notices.php?x=1&amp;y=2</url>\n\
                     <poll_interval>86400</poll_interval>\n</rss_feed>\n\
                     <rss_feed><url>https://p.org/no_interval</url></rss_feed>\n</rss_feeds>\n";
-        let feeds = parse_rss_feeds(text, "r").unwrap().value;
+        let feeds = parse_rss_feeds(text, "r").expect("parse").value;
         assert_eq!(feeds.len(), 1);
         assert_eq!(feeds[0].url, "https://p.org/notices.php?x=1&y=2");
         assert_eq!(feeds[0].url_base(), "https://p.org/notices.php");
         assert_eq!(feeds[0].file_name(), "notices/p.org_notices.php.xml");
-        let again = parse_rss_feeds(&rss_feeds_xml(&feeds), "w").unwrap().value;
+        let again = parse_rss_feeds(&rss_feeds_xml(&feeds), "w").expect("parse").value;
         assert_eq!(again, feeds);
         assert_eq!(rss_feeds_xml(&[]), "");
-        assert!(parse_rss_feeds("", "e").unwrap().value.is_empty());
+        assert!(parse_rss_feeds("", "e").expect("parse").value.is_empty());
         assert_eq!(
             project_feed_list_file("http://127.0.0.1:8080/p/"),
             "notices/feeds_127.0.0.1_8080_p.xml"
@@ -302,7 +302,7 @@ mod tests {
             <pubDate>Wed, 25 Nov 2026 12:00:00 +0000</pubDate>\n</item>\n\
             <item><title>Two</title><pubDate>Tue, 24 Nov 2026 13:00:00 +0100</pubDate></item>\n\
             </channel>\n</rss>\n";
-        let items = parse_rss(text, "feed").unwrap();
+        let items = parse_rss(text, "feed").expect("parse");
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].title, "New app");
         assert_eq!(items[0].description, "We released <b>v2</b>.");
@@ -334,7 +334,7 @@ mod tests {
             create_time: 1_795_608_000.0,
         }];
         assert_eq!(
-            parse_rss(&rss_xml("T", "http://l/", &items), "f").unwrap(),
+            parse_rss(&rss_xml("T", "http://l/", &items), "f").expect("parse"),
             items
         );
     }
