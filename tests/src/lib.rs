@@ -118,6 +118,14 @@ impl Proc {
         if !cmd.get_envs().any(|(k, _)| k == "FERRITE_PROC_ROOT") {
             cmd.env("FERRITE_PROC_ROOT", quiet_proc_root());
         }
+        // Tests stay on loopback: the project list is looked for on a closed local port
+        // unless a test serves one.
+        if !cmd.get_envs().any(|(k, _)| k == "FERRITE_PROJECT_LIST_URL") {
+            cmd.env(
+                "FERRITE_PROJECT_LIST_URL",
+                "http://127.0.0.1:9/project_list.php",
+            );
+        }
         let log_dir = tempfile::tempdir().expect("tempdir");
         let log = log_dir.path().join("output.log");
         let file = fs::File::create(&log).expect("log file");
@@ -290,6 +298,11 @@ impl OfficialClient {
             "official client did not answer GUI RPC:\n{}",
             self.proc.output()
         );
+    }
+
+    /// The loopback GUI RPC port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Runs `boinccmd` against this client; returns (success, stdout).

@@ -222,9 +222,10 @@ impl Daemon {
         for w in warnings {
             let key = (w.file.clone(), w.element.clone(), w.message.clone());
             if self.warned.insert(key) {
-                // The official client makes notices of what it cannot use in cc_config.xml
-                // and app_config.xml; other documents' oddities are only logged.
-                if is_config_file(&w.file) {
+                // The official client makes notices of what it cannot use in an
+                // app_config.xml; other documents' oddities are only logged (a cc_config.xml
+                // that parses to its end has its notices withdrawn at once).
+                if w.file.ends_with("app_config.xml") {
                     warn!(target: rpc::messages::NOTICE_TARGET, "{w}");
                 } else {
                     warn!("{w}");
@@ -365,6 +366,9 @@ impl Daemon {
         config.cc.options.unsigned_apps_ok |= self.opts.unsigned_apps_ok;
         self.config = config;
         self.log_warnings(report.warnings);
+        if !report.errors.iter().any(|e| e.contains("cc_config.xml")) {
+            rpc::messages::MessageLog::global().remove_notices_mentioning("cc_config.xml");
+        }
         for e in report.errors {
             if is_config_file(&e) {
                 warn!(target: rpc::messages::NOTICE_TARGET, "{e}");

@@ -190,6 +190,17 @@ impl MessageLog {
         true
     }
 
+    /// Removes the notices whose text mentions `what` (the official client withdraws the
+    /// notices about `cc_config.xml` once the file has been read to its end).
+    pub fn remove_notices_mentioning(&self, what: &str) {
+        let mut g = self.lock();
+        let before = g.notices.len();
+        g.notices.retain(|n| !n.description.contains(what));
+        if g.notices.len() != before {
+            g.generation += 1;
+        }
+    }
+
     /// Removes the notices of `project_name` in `category` (the official client clears a
     /// project's scheduler notices when a work request brings none).
     pub fn remove_notices(&self, project_name: &str, category: &str) {
@@ -540,6 +551,7 @@ mod tests {
         assert_eq!(n.len(), 2, "the new scheduler notice replaced the old one");
         assert_eq!(n[1].seqno, 3);
         log.remove_notices("P", "scheduler");
+        log.remove_notices_mentioning("cc_config.xml");
         let (refresh, n) = log.notices_for(1, 3, false);
         assert!(refresh);
         assert_eq!(n.len(), 1);
