@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 pub mod inspect;
 pub mod testproject;
+pub mod x11;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -146,6 +147,11 @@ impl Proc {
         let mut cmd = Command::new(bin("ferrited"));
         cmd.args(args).env("RUST_LOG", "info").env("NO_COLOR", "1");
         Proc::spawn(cmd)
+    }
+
+    /// Whether the process has ended.
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// The process id.

@@ -282,7 +282,9 @@ mod tests {
         assert_eq!(feeds[0].url, "https://p.org/notices.php?x=1&y=2");
         assert_eq!(feeds[0].url_base(), "https://p.org/notices.php");
         assert_eq!(feeds[0].file_name(), "notices/p.org_notices.php.xml");
-        let again = parse_rss_feeds(&rss_feeds_xml(&feeds), "w").expect("parse").value;
+        let again = parse_rss_feeds(&rss_feeds_xml(&feeds), "w")
+            .expect("parse")
+            .value;
         assert_eq!(again, feeds);
         assert_eq!(rss_feeds_xml(&[]), "");
         assert!(parse_rss_feeds("", "e").expect("parse").value.is_empty());
