@@ -8,7 +8,7 @@
 //! suspended), keeps the fetched document as `notices/<feed>.xml`, and adds its items of the
 //! last 30 days as project notices (category empty, the project's name, title, link). Feeds
 //! a new reply leaves out are dropped with their files. At start-up the kept feed files are
-//! read again, so the notices survive a restart.
+//! read again (unless `no_info_fetch`), so the notices survive a restart.
 //!
 //! **Project list.** `all_projects_list.xml` is fetched from BOINC's project list URL every
 //! 14 days (a failed fetch is tried again a day later), off with `no_info_fetch` or
@@ -195,10 +195,14 @@ impl Daemon {
     }
 
     /// At start-up: each project's feed list, and the notices of the feeds kept from earlier
-    /// fetches. The project list is due at once when the file is missing.
+    /// fetches (not with `no_info_fetch`, as the official client). The project list is due at
+    /// once when the file is missing.
     pub(crate) fn load_feeds(&mut self, t: f64) {
         if !self.dir.join(PROJECT_LIST_FILE).exists() {
             self.state.all_projects_list_check_time = 0.0;
+        }
+        if self.info_fetch_off() {
+            return;
         }
         let projects: Vec<(String, String)> = self
             .state
