@@ -167,6 +167,21 @@ pub fn project_list(dir: &Path) -> String {
     s
 }
 
+/// Whether the project list is due at `t`, last checked at `last` (0: never).
+pub fn project_list_due_at(last: f64, t: f64) -> bool {
+    last == 0.0 || t - last >= PROJECT_LIST_PERIOD
+}
+
+/// The check time to record after a fetch at `t`: `t` when it worked; otherwise a time that
+/// makes the list due again a day later.
+pub fn project_list_checked(ok: bool, t: f64) -> f64 {
+    if ok {
+        t
+    } else {
+        t - PROJECT_LIST_PERIOD + PROJECT_LIST_RETRY
+    }
+}
+
 /// Project notices for the items of an RSS document fetched at `t` (older than 30 days left
 /// out), oldest first; `None` when the document is not RSS.
 pub fn feed_notices(text: &str, entry: &FeedEntry, t: f64) -> Option<Vec<Notice>> {
@@ -334,8 +349,7 @@ impl Daemon {
         {
             return false;
         }
-        let last = self.state.all_projects_list_check_time;
-        last == 0.0 || t - last >= PROJECT_LIST_PERIOD
+        project_list_due_at(self.state.all_projects_list_check_time, t)
     }
 
     /// An information fetch ended.
@@ -380,11 +394,7 @@ impl Daemon {
                         false
                     }
                 };
-                self.state.all_projects_list_check_time = if ok {
-                    t
-                } else {
-                    t - PROJECT_LIST_PERIOD + PROJECT_LIST_RETRY
-                };
+                self.state.all_projects_list_check_time = project_list_checked(ok, t);
                 self.save.mark_dirty(t);
             }
         }
@@ -478,6 +488,18 @@ mod tests {
             .all(|n| n.category.is_empty() && n.project_name == "X"));
         assert_eq!(n[1].arrival_time, t);
         assert!(feed_notices("<html/>", &entry, t).is_none());
+    }
+
+    #[test]
+    fn the_project_list_is_fetched_every_14_days_and_a_day_after_a_failure() {
+        let t = 1_795_608_000.0;
+        assert!(project_list_due_at(0.0, t), "never fetched: due at once");
+        let done = project_list_checked(true, t);
+        assert!(!project_list_due_at(done, t + 13.9 * 86_400.0));
+        assert!(project_list_due_at(done, t + 14.0 * 86_400.0));
+        let failed = project_list_checked(false, t);
+        assert!(!project_list_due_at(failed, t + 86_399.0));
+        assert!(project_list_due_at(failed, t + 86_400.0));
     }
 
     #[test]

@@ -83,3 +83,33 @@ impl Project {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+    use ferrite_proto::notices::{parse_rss, parse_rss_feeds};
+
+    use crate::config::Args;
+    use crate::project::Project;
+
+    #[test]
+    fn the_feed_named_in_replies_is_served_with_two_items() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let args = Args::parse_from(["ferrite-testproject", "--jobs", "0"]);
+        let p = Project::new(args, d.path().join("data"), "http://127.0.0.1:1/".into())
+            .expect("project");
+        let feeds = parse_rss_feeds(&p.rss_feeds(), "r").expect("feeds").value;
+        assert_eq!(feeds.len(), 1);
+        assert_eq!(feeds[0].url, "http://127.0.0.1:1/notices.rss");
+        let items = parse_rss(&p.news_feed(), "f").expect("rss");
+        assert_eq!(items.len(), 2);
+        assert!(items[0].create_time < items[1].create_time);
+        assert_eq!(
+            items,
+            parse_rss(&p.news_feed(), "f").expect("rss"),
+            "stable"
+        );
+        let list = p.project_list();
+        assert!(list.contains("<url>http://127.0.0.1:1/</url>") && list.contains("</projects>"));
+    }
+}
