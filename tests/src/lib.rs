@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub mod boinc_server;
 pub mod inspect;
 pub mod testproject;
+pub mod x11;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -119,6 +120,14 @@ impl Proc {
         if !cmd.get_envs().any(|(k, _)| k == "FERRITE_PROC_ROOT") {
             cmd.env("FERRITE_PROC_ROOT", quiet_proc_root());
         }
+        // Tests stay on loopback: the project list is looked for on a closed local port
+        // unless a test serves one.
+        if !cmd.get_envs().any(|(k, _)| k == "FERRITE_PROJECT_LIST_URL") {
+            cmd.env(
+                "FERRITE_PROJECT_LIST_URL",
+                "http://127.0.0.1:9/project_list.php",
+            );
+        }
         let log_dir = tempfile::tempdir().expect("tempdir");
         let log = log_dir.path().join("output.log");
         let file = fs::File::create(&log).expect("log file");
@@ -139,6 +148,11 @@ impl Proc {
         let mut cmd = Command::new(bin("ferrited"));
         cmd.args(args).env("RUST_LOG", "info").env("NO_COLOR", "1");
         Proc::spawn(cmd)
+    }
+
+    /// Whether the process has ended.
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// The process id.
@@ -291,6 +305,11 @@ impl OfficialClient {
             "official client did not answer GUI RPC:\n{}",
             self.proc.output()
         );
+    }
+
+    /// The loopback GUI RPC port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Runs `boinccmd` against this client; returns (success, stdout).

@@ -772,9 +772,10 @@ fn configuration_files_are_written_read_and_applied_through_gui_rpc() {
         ),
         ("<get_old_results/>\n", "<old_results>\n</old_results>"),
         ("<get_daily_xfer_history/>\n", "<when>20779</when>"),
+        // No list fetched yet (the fixture sets no_info_fetch): the bundled one.
         (
             "<get_all_projects_list/>\n",
-            "<boinc_gui_rpc_reply>\n</boinc_gui_rpc_reply>",
+            "<boinc_gui_rpc_reply>\n<projects>\n<project>",
         ),
     ] {
         let r = gui_rpc(port, PW, op);

@@ -11,6 +11,7 @@ pub mod config;
 pub mod lock;
 pub mod logging;
 pub mod metrics;
+pub mod notices;
 pub mod projects;
 pub mod rpc;
 pub mod sdnotify;
@@ -71,6 +72,8 @@ pub enum Event {
     Transfer(transfers::TransferDone),
     /// A web RPC of the attach wizard ended (reply text, or a BOINC error code).
     WebRpc(projects::WebRpcKind, Result<String, i32>),
+    /// A news feed or project list fetch ended.
+    Info(notices::InfoFetched),
     /// A child process ended (SIGCHLD): an app exited, so its CPU can be given to the next
     /// task now rather than at the next tick.
     ChildExited,
@@ -120,6 +123,10 @@ pub struct Daemon {
     tick_soon: bool,
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
+    /// Project news feeds and their schedule.
+    feeds: notices::Feeds,
+    /// The project list is being fetched.
+    project_list_in_flight: bool,
     /// File transfers.
     transfers: transfers::Transfers,
     /// systemd's notification socket (a no-op outside a `Type=notify` unit).
@@ -173,6 +180,8 @@ impl Daemon {
             throttle: throttle::Throttle::new(),
             transfers: transfers::Transfers::new(&dir),
             projects: projects::ProjectLoop::default(),
+            feeds: notices::Feeds::default(),
+            project_list_in_flight: false,
             notifier: sdnotify::Notifier::from_env(),
             metrics: None,
             xfer_bytes: (0, 0),
@@ -201,6 +210,7 @@ impl Daemon {
                  its server until it is attached again"
             );
         }
+        daemon.load_feeds(now());
         daemon.detect_host();
         daemon.apply_command_line()?;
         daemon.tasks.recover(&mut daemon.state);
@@ -221,7 +231,14 @@ impl Daemon {
         for w in warnings {
             let key = (w.file.clone(), w.element.clone(), w.message.clone());
             if self.warned.insert(key) {
-                warn!("{w}");
+                // The official client makes notices of what it cannot use in an
+                // app_config.xml; other documents' oddities are only logged (a cc_config.xml
+                // that parses to its end has its notices withdrawn at once).
+                if w.file.ends_with("app_config.xml") {
+                    warn!(target: rpc::messages::NOTICE_TARGET, "{w}");
+                } else {
+                    warn!("{w}");
+                }
             }
         }
     }
@@ -340,6 +357,13 @@ impl Daemon {
                 } else {
                     " (the last good state is kept)"
                 };
+                if self.save.failures() <= 1 {
+                    // As the official client: a state file that cannot be written is a notice.
+                    warn!(
+                        target: rpc::messages::NOTICE_TARGET,
+                        "Couldn't write state file; check directory permissions"
+                    );
+                }
                 error!("saving the state failed: {e}{hint}; retrying");
             }
         }
@@ -351,8 +375,15 @@ impl Daemon {
         config.cc.options.unsigned_apps_ok |= self.opts.unsigned_apps_ok;
         self.config = config;
         self.log_warnings(report.warnings);
+        if !report.errors.iter().any(|e| e.contains("cc_config.xml")) {
+            rpc::messages::MessageLog::global().remove_notices_mentioning("cc_config.xml");
+        }
         for e in report.errors {
-            error!("{e}");
+            if is_config_file(&e) {
+                warn!(target: rpc::messages::NOTICE_TARGET, "{e}");
+            } else {
+                error!("{e}");
+            }
         }
         self.log.set(&self.config.log_directives());
     }
@@ -569,6 +600,7 @@ impl Daemon {
                         self.project_op_done(done, now());
                     }
                     Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
+                    Some(Event::Info(done)) => self.info_fetched(done, now()),
                     Some(Event::ChildExited) => self.tick_soon = true,
                     Some(Event::Transfer(done)) => {
                         self.state_epoch += 1;
@@ -613,6 +645,7 @@ impl Daemon {
                 }
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
                 self.tick_projects(t);
+                self.tick_info(t);
                 self.refresh_metrics(t);
                 let _ = self.notifier.status(&self.status_line());
             }
@@ -830,6 +863,12 @@ impl Daemon {
 
 /// GUI RPC requests that only read: they change nothing, so no scheduling pass follows them
 /// and cached replies stay valid.
+/// Whether a configuration report is about `cc_config.xml` or an `app_config.xml` (the
+/// official client's notices name those files).
+fn is_config_file(what: &str) -> bool {
+    what.contains("cc_config.xml") || what.contains("app_config.xml")
+}
+
 fn is_query(r: &ferrite_gui_rpc::Request) -> bool {
     use ferrite_gui_rpc::Request as R;
     matches!(

@@ -1151,7 +1151,7 @@ impl Daemon {
             return self.rpc_failed(url, reason, "the project is down", t);
         }
         let request_delay = reply.request_delay.unwrap_or(0.0);
-        self.apply_outcome(url, &outcome, t);
+        self.apply_outcome(url, &outcome, sent.is_some(), t);
         self.record_statistics(url, t);
         self.refuse_jobs_too_big(url, &outcome, t);
         // The core: backoffs cleared for resources that got jobs, set for those that did not.
@@ -1303,19 +1303,35 @@ impl Daemon {
     }
 
     /// Acts on what applying a reply produced.
-    fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, t: f64) {
+    fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, requested_work: bool, t: f64) {
         let name = self
             .state
             .project(url)
             .map(|p| p.project.project_name.clone())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| url.to_owned());
+        // As the official client: `notice` messages are scheduler notices (and user alerts
+        // in the event log), every other priority an ordinary line.
+        let mut got_notice = false;
         for m in &out.messages {
-            if m.priority.eq_ignore_ascii_case("high") || m.is_notice() {
-                warn!(project = %name, "{}", m.text.trim());
+            if m.is_notice() {
+                got_notice = true;
+                warn!(
+                    target: crate::rpc::messages::NOTICE_TARGET,
+                    project = %name,
+                    category = "scheduler",
+                    "{}",
+                    m.text.trim()
+                );
             } else {
                 info!(project = %name, "{}", m.text.trim());
             }
+        }
+        if requested_work && !got_notice {
+            crate::rpc::messages::MessageLog::global().remove_notices(&name, "scheduler");
+        }
+        if let Some(feeds) = &out.rss_feeds {
+            self.project_feeds(url, &name, feeds);
         }
         let added: u32 = out.tasks_added.values().sum();
         let acked = out

@@ -20,6 +20,7 @@ pub mod cc_config;
 pub mod crypt;
 pub mod init_data;
 pub mod job_log;
+pub mod notices;
 pub mod prefs;
 pub mod statistics;
 pub mod version;

@@ -290,6 +290,10 @@ async fn route(
             text(StatusCode::OK, "text/html", project.master_page())
         }
         (Method::GET, "/get_project_config.php") => xml(project.project_config()),
+        (Method::GET, "/notices.rss") => {
+            text(StatusCode::OK, "application/rss+xml", project.news_feed())
+        }
+        (Method::GET, "/project_list.php") => xml(project.project_list()),
         (Method::GET, "/lookup_account.php") => xml(project.lookup_account(&query(&req))),
         (Method::GET, "/create_account.php") => xml(project.create_account(&query(&req))),
         (Method::POST, "/cgi") if partial => {

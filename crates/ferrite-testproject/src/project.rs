@@ -15,6 +15,8 @@ use ferrite_proto::host::RscRequest;
 use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
 use ferrite_proto::sched_request::SchedulerRequest;
 
+mod news;
+
 use crate::config::{is_safe_name, AppSpec, Args};
 use crate::fault::{Fault, Faults};
 use crate::state::{Host, Job, ResultStatus, State};
@@ -452,6 +454,8 @@ impl Project {
                 .filter(|j| j.status == ResultStatus::InProgress)
                 .count(),
             "scheduler_rpcs": c.scheduler_rpcs,
+            "feed_fetches": c.feed_fetches,
+            "project_list_fetches": c.project_list_fetches,
             "hosts": state.hosts.len(),
             "accounts": state.accounts.len(),
             "results": results,
@@ -544,6 +548,7 @@ impl Project {
         }
         let t = now();
         reply.request_delay = Some(1.0);
+        reply.rss_feeds = Some(self.rss_feeds());
         reply.userid = Some(1);
         reply.user_name = Some("tester".into());
         reply.user_create_time = Some(1.7e9);

@@ -106,6 +106,12 @@ pub struct Counters {
     pub lost_results_reissued: u64,
     /// Scheduler requests handled.
     pub scheduler_rpcs: u64,
+    /// Fetches of the news feed.
+    #[serde(default)]
+    pub feed_fetches: u64,
+    /// Fetches of the project list.
+    #[serde(default)]
+    pub project_list_fetches: u64,
 }
 
 /// Everything the project keeps.

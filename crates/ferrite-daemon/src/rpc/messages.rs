@@ -1,9 +1,12 @@
-//! The event log GUIs read with `get_messages` and the client notices of `get_notices`.
+//! The event log GUIs read with `get_messages` and the notices of `get_notices`.
 //!
 //! A `tracing` layer ([`MessageLayer`]) copies every log line that passes the daemon's filter
 //! into a bounded buffer, like the official client's message list: sequence numbers from 1,
-//! the newest [`MAX_MESSAGES`] kept. Warnings and errors are user alerts and also become client
-//! notices (the official client turns `MSG_USER_ALERT` messages into notices).
+//! the newest [`MAX_MESSAGES`] kept. Only lines logged on the [`NOTICE_TARGET`] target are user
+//! alerts and also become client notices, as only the official client's `MSG_USER_ALERT`
+//! messages do; warnings are ordinary lines and errors are `MSG_INTERNAL_ERROR` lines.
+//! Scheduler messages of priority `notice` and project news (RSS) items are added with
+//! [`MessageLog::add_notice`]. Every line and notice passes through [`redact`] first.
 //!
 //! The buffer is process-wide because logging starts before the daemon exists.
 
@@ -19,6 +22,13 @@ use tracing_subscriber::layer::{Context, Layer};
 pub const MAX_MESSAGES: usize = 2000;
 /// Notices kept; older ones are dropped and every GUI told to refresh its list.
 pub const MAX_NOTICES: usize = 200;
+/// The tracing target of user alerts: `warn!(target: NOTICE_TARGET, …)` is logged, shown in
+/// the event log with the user-alert priority and added as a client notice.
+pub const NOTICE_TARGET: &str = "ferrite::notice";
+/// Notices older than this are dropped (the official client's 30 days).
+pub const NOTICE_MAX_AGE: f64 = 30.0 * 86_400.0;
+/// A scheduler notice with the same text as a kept one is shown again only after this long.
+pub const SCHEDULER_NOTICE_REPEAT: f64 = 7.0 * 86_400.0;
 
 /// `MSG_INFO`.
 pub const PRI_INFO: i32 = 1;
@@ -42,21 +52,46 @@ pub struct Message {
     pub body: String,
 }
 
-/// One client notice.
-#[derive(Debug, Clone, PartialEq)]
+/// One notice (`NOTICE` in the official client).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Notice {
-    /// 1, 2, 3, … in order of arrival.
+    /// 1, 2, 3, … in order of arrival (set when added).
     pub seqno: u64,
-    /// The text.
+    /// Title (project news items have one).
+    pub title: String,
+    /// The text (HTML allowed for news items).
     pub description: String,
-    /// Unix time.
+    /// When the notice was written (a news item's `pubDate`).
     pub create_time: f64,
+    /// When the client got it.
+    pub arrival_time: f64,
     /// Project the notice is about; empty for general ones.
     pub project_name: String,
-    /// `client` for the daemon's own notices.
-    pub category: &'static str,
+    /// `client` for the client's own alerts, `scheduler` for scheduler messages, empty for
+    /// project news.
+    pub category: String,
+    /// "More" link.
+    pub link: String,
     /// Left out of `get_notices_public`.
     pub is_private: bool,
+}
+
+impl Notice {
+    /// A client notice (a user alert).
+    pub fn client(project: &str, text: &str, t: f64) -> Notice {
+        Notice {
+            description: text.to_owned(),
+            create_time: t,
+            arrival_time: t,
+            project_name: project.to_owned(),
+            category: "client".to_owned(),
+            ..Notice::default()
+        }
+    }
+
+    fn same_text(&self, other: &Notice) -> bool {
+        self.title == other.title && self.description == other.description
+    }
 }
 
 #[derive(Debug, Default)]
@@ -89,7 +124,7 @@ impl MessageLog {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds a line; user alerts and errors also become notices.
+    /// Adds an event-log line (redacted).
     pub fn push(&self, project: &str, priority: i32, time: f64, body: &str) {
         let mut g = self.lock();
         g.next_seqno += 1;
@@ -99,26 +134,82 @@ impl MessageLog {
             project: project.to_owned(),
             priority,
             time: time as i64,
-            body: body.to_owned(),
+            body: redact(body),
         });
         while g.messages.len() > MAX_MESSAGES {
             g.messages.pop_front();
         }
-        if priority >= PRI_USER_ALERT {
-            g.next_notice += 1;
-            let seqno = g.next_notice;
-            g.notices.push_back(Notice {
-                seqno,
-                description: body.to_owned(),
-                create_time: time,
-                project_name: project.to_owned(),
-                category: "client",
-                is_private: false,
-            });
-            if g.notices.len() > MAX_NOTICES {
-                g.notices.pop_front();
-                g.generation += 1;
+    }
+
+    /// Adds a notice unless one with the same title and text is kept (a scheduler notice
+    /// comes back after [`SCHEDULER_NOTICE_REPEAT`], replacing the old one); drops notices
+    /// older than [`NOTICE_MAX_AGE`] relative to the new one's arrival. Returns whether it was
+    /// added.
+    pub fn add_notice(&self, mut n: Notice) -> bool {
+        n.title = redact(&n.title);
+        n.description = redact(&n.description);
+        n.link = redact(&n.link);
+        let mut g = self.lock();
+        let min_time = n.arrival_time - NOTICE_MAX_AGE;
+        let before = g.notices.len();
+        g.notices.retain(|o| {
+            o.arrival_time >= min_time && (o.create_time == 0.0 || o.create_time >= min_time)
+        });
+        let mut removed = g.notices.len() != before;
+        let repeat = if n.category == "scheduler" {
+            SCHEDULER_NOTICE_REPEAT
+        } else {
+            0.0
+        };
+        let mut keep_old = false;
+        g.notices.retain(|o| {
+            if !o.same_text(&n) {
+                return true;
             }
+            if n.create_time > o.create_time + repeat {
+                removed = true;
+                false
+            } else {
+                keep_old = true;
+                true
+            }
+        });
+        if removed {
+            g.generation += 1;
+        }
+        if keep_old {
+            return false;
+        }
+        g.next_notice += 1;
+        n.seqno = g.next_notice;
+        g.notices.push_back(n);
+        if g.notices.len() > MAX_NOTICES {
+            g.notices.pop_front();
+            g.generation += 1;
+        }
+        true
+    }
+
+    /// Removes the notices whose text mentions `what` (the official client withdraws the
+    /// notices about `cc_config.xml` once the file has been read to its end).
+    pub fn remove_notices_mentioning(&self, what: &str) {
+        let mut g = self.lock();
+        let before = g.notices.len();
+        g.notices.retain(|n| !n.description.contains(what));
+        if g.notices.len() != before {
+            g.generation += 1;
+        }
+    }
+
+    /// Removes the notices of `project_name` in `category` (the official client clears a
+    /// project's scheduler notices when a work request brings none).
+    pub fn remove_notices(&self, project_name: &str, category: &str) {
+        let mut g = self.lock();
+        let before = g.notices.len();
+        g.notices
+            .retain(|n| !(n.project_name == project_name && n.category == category));
+        if g.notices.len() != before {
+            g.generation += 1;
         }
     }
 
@@ -209,16 +300,18 @@ pub fn notices_xml(refresh: bool, notices: &[Notice]) -> String {
     for n in notices {
         let _ = write!(
             s,
-            "<notice>\n   <title></title>\n   <description><![CDATA[\n{}\n]]></description>\n   \
+            "<notice>\n   <title>{}</title>\n   <description><![CDATA[\n{}\n]]></description>\n   \
              <create_time>{:.6}</create_time>\n   <arrival_time>{:.6}</arrival_time>\n   \
              <is_private>{}</is_private>\n   <project_name>{}</project_name>\n   \
-             <category>{}</category>\n   <link><![CDATA[]]></link>\n   <seqno>{}</seqno>\n</notice>\n",
+             <category>{}</category>\n   <link><![CDATA[{}]]></link>\n   <seqno>{}</seqno>\n</notice>\n",
+            ferrite_gui_rpc::escape(&n.title),
             cdata(&n.description),
             n.create_time,
-            n.create_time,
+            n.arrival_time,
             u8::from(n.is_private),
             ferrite_gui_rpc::escape(&n.project_name),
-            n.category,
+            ferrite_gui_rpc::escape(&n.category),
+            cdata(&n.link),
             n.seqno
         );
     }
@@ -238,9 +331,10 @@ impl<S: Subscriber> Layer<S> for MessageLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let mut v = Fields::default();
         event.record(&mut v);
+        let notice = event.metadata().target() == NOTICE_TARGET;
         let priority = match *event.metadata().level() {
             Level::ERROR => PRI_INTERNAL_ERROR,
-            Level::WARN => PRI_USER_ALERT,
+            _ if notice => PRI_USER_ALERT,
             _ => PRI_INFO,
         };
         let mut body = v.message;
@@ -253,15 +347,80 @@ impl<S: Subscriber> Layer<S> for MessageLayer {
         if priority == PRI_INTERNAL_ERROR {
             body.insert_str(0, "[error] ");
         }
-        MessageLog::global().push(&v.project, priority, crate::now(), &body);
+        let t = crate::now();
+        let log = MessageLog::global();
+        if notice && v.category == "scheduler" {
+            log.push(
+                &v.project,
+                priority,
+                t,
+                &format!("Message from server: {body}"),
+            );
+            let mut n = Notice::client(&v.project, &body, t);
+            n.category = v.category;
+            log.add_notice(n);
+        } else {
+            log.push(&v.project, priority, t, &body);
+            if notice {
+                log.add_notice(Notice::client(&v.project, &body, t));
+            }
+        }
     }
 }
 
-/// The fields of one event: the message, a `project` field, and the others as `k=v`.
+/// Names whose values are secrets wherever they appear as `name=value` (URL queries, log
+/// fields) or `<name>value</name>` (XML).
+const SECRET_NAMES: [&str; 6] = [
+    "passwd_hash",
+    "authenticator",
+    "account_key",
+    "gui_rpc_password",
+    "password",
+    "opaque_auth",
+];
+
+/// The text with every secret value replaced by `[hidden]`: the values of [`SECRET_NAMES`]
+/// after `name=` (up to `&`, whitespace or a quote) and inside `<name>…</name>`.
+pub fn redact(text: &str) -> String {
+    if !SECRET_NAMES.iter().any(|n| text.contains(n)) {
+        return text.to_owned();
+    }
+    let mut out = text.to_owned();
+    for name in SECRET_NAMES {
+        let key = format!("{name}=");
+        let mut from = 0;
+        while let Some(i) = out[from..].find(&key) {
+            let start = from + i + key.len();
+            let end = out[start..]
+                .find(|c: char| c == '&' || c == '"' || c == '\'' || c.is_whitespace() || c == '<')
+                .map_or(out.len(), |e| start + e);
+            if end > start {
+                out.replace_range(start..end, "[hidden]");
+            }
+            from = start + "[hidden]".len().min(out.len() - start);
+        }
+        let open = format!("<{name}>");
+        let close = format!("</{name}>");
+        let mut from = 0;
+        while let Some(i) = out[from..].find(&open) {
+            let start = from + i + open.len();
+            let Some(e) = out[start..].find(&close) else {
+                break;
+            };
+            out.replace_range(start..start + e, "[hidden]");
+            from = start + "[hidden]".len() + close.len();
+        }
+    }
+    out
+}
+
+/// The fields of one event: the message, the `project` and `category` fields, and the others
+/// as `k=v`.
 #[derive(Default)]
 struct Fields {
     message: String,
     project: String,
+    category: String,
     rest: String,
 }
 
@@ -270,6 +429,7 @@ impl Visit for Fields {
         match field.name() {
             "message" => self.message.push_str(value),
             "project" => self.project = value.to_owned(),
+            "category" => self.category = value.to_owned(),
             name => {
                 if !self.rest.is_empty() {
                     self.rest.push(' ');
@@ -285,6 +445,7 @@ impl Visit for Fields {
                 let _ = write!(self.message, "{value:?}");
             }
             "project" => self.project = format!("{value:?}"),
+            "category" => self.category = format!("{value:?}"),
             name => {
                 if !self.rest.is_empty() {
                     self.rest.push(' ');
@@ -320,18 +481,19 @@ mod tests {
     }
 
     #[test]
-    fn alerts_become_notices_and_dropping_notices_asks_for_a_refresh() {
+    fn notices_are_numbered_and_dropping_notices_asks_for_a_refresh() {
         let log = MessageLog::default();
-        log.push("P", PRI_INFO, 1e9, "info only");
-        log.push("P", PRI_USER_ALERT, 1e9, "alert");
+        log.push("P", PRI_USER_ALERT, 1e9, "a line is not a notice");
+        assert!(log.notices_for(7, 0, true).1.is_empty());
+        assert!(log.add_notice(Notice::client("P", "alert", 1e9)));
         let (refresh, n) = log.notices_for(7, 0, true);
         assert!(!refresh);
         assert_eq!(n.len(), 1);
         assert_eq!(n[0].description, "alert");
         assert_eq!(n[0].seqno, 1);
         assert!(log.notices_for(7, 1, false).1.is_empty());
-        for _ in 0..MAX_NOTICES {
-            log.push("", PRI_USER_ALERT, 1e9, "more");
+        for i in 0..MAX_NOTICES {
+            log.add_notice(Notice::client("", &format!("more {i}"), 1e9));
         }
         let (refresh, n) = log.notices_for(7, 1, false);
         assert!(
@@ -351,6 +513,80 @@ mod tests {
         assert!(log.knows_connection(8));
         log.forget_connection(8);
         assert!(!log.knows_connection(8));
+    }
+
+    #[test]
+    fn repeated_notices_are_kept_once_and_scheduler_ones_come_back_after_a_week() {
+        let log = MessageLog::default();
+        let sched = |t: f64| Notice {
+            description: "Server is down".into(),
+            create_time: t,
+            arrival_time: t,
+            project_name: "P".into(),
+            category: "scheduler".into(),
+            ..Notice::default()
+        };
+        let t0 = 1.79e9;
+        assert!(log.add_notice(sched(t0)));
+        assert!(
+            !log.add_notice(sched(t0 + 3600.0)),
+            "same text within a week"
+        );
+        let news = Notice {
+            title: "News".into(),
+            description: "text".into(),
+            create_time: t0 - 100.0,
+            arrival_time: t0,
+            project_name: "P".into(),
+            ..Notice::default()
+        };
+        assert!(log.add_notice(news.clone()));
+        assert!(
+            !log.add_notice(news.clone()),
+            "a re-fetched item is not added again"
+        );
+        assert_eq!(log.notices_for(1, 0, false).1.len(), 2);
+        assert!(log.add_notice(sched(t0 + SCHEDULER_NOTICE_REPEAT + 1.0)));
+        let n = log.notices_for(1, 0, false).1;
+        assert_eq!(n.len(), 2, "the new scheduler notice replaced the old one");
+        assert_eq!(n[1].seqno, 3);
+        log.remove_notices("P", "scheduler");
+        log.remove_notices_mentioning("cc_config.xml");
+        let (refresh, n) = log.notices_for(1, 3, false);
+        assert!(refresh);
+        assert_eq!(n.len(), 1);
+        assert_eq!(n[0].title, "News");
+        // Thirty days later the old notices are gone.
+        assert!(log.add_notice(Notice::client("", "later", t0 + NOTICE_MAX_AGE + 10.0)));
+        let n = log.notices_for(1, 0, false).1;
+        assert_eq!(n.len(), 1);
+        assert_eq!(n[0].description, "later");
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let url = "web RPC http://p.org/lookup_account.php?email_addr=a%40b&passwd_hash=0123abcd&x=1: cannot connect";
+        let r = redact(url);
+        assert!(!r.contains("0123abcd"), "{r}");
+        assert!(r.contains("passwd_hash=[hidden]&x=1"), "{r}");
+        let xml =
+            "<account_out><authenticator>k3y</authenticator></account_out> authenticator=k3y2 end";
+        let r = redact(xml);
+        assert_eq!(
+            r,
+            "<account_out><authenticator>[hidden]</authenticator></account_out> authenticator=[hidden] end"
+        );
+        assert_eq!(
+            redact("GUI RPC password is empty"),
+            "GUI RPC password is empty"
+        );
+        let log = MessageLog::default();
+        log.push("", PRI_INFO, 1e9, url);
+        assert!(!log.messages_after(0)[0].body.contains("0123abcd"));
+        log.add_notice(Notice::client("", url, 1e9));
+        assert!(!log.notices_for(1, 0, false).1[0]
+            .description
+            .contains("0123abcd"));
     }
 
     #[test]

@@ -125,7 +125,10 @@ impl Daemon {
                 }
                 let master = p.master_url.clone();
                 match config::detach_project(&self.dir, &mut self.state, &master) {
-                    Ok(_) => info!(project = %name, "detached from project by user"),
+                    Ok(_) => {
+                        self.forget_feeds(&master);
+                        info!(project = %name, "detached from project by user");
+                    }
                     Err(e) => {
                         error!("detaching from {master}: {e}");
                         return reply::error(&format!("detach failed: {e}"));
@@ -244,7 +247,10 @@ impl Daemon {
         let events = self.events.clone();
         tokio::spawn(async move {
             let result = http.get_text(&url).await.map_err(|e| {
-                warn!("web RPC {url}: {e}");
+                // The URL carries the account's password hash: only its redacted form is
+                // logged.
+                let shown = crate::rpc::messages::redact(&format!("web RPC {url}: {e}"));
+                warn!("{shown}");
                 e.boinc_code()
             });
             let _ = events.send(Event::WebRpc(kind, result)).await;

@@ -175,19 +175,7 @@ impl Daemon {
                     None => "<daily_xfers>\n</daily_xfers>\n".to_owned(),
                 }
             }
-            Request::GetAllProjectsList => {
-                match read_text(&self.dir.join("all_projects_list.xml")) {
-                    None => String::new(),
-                    Some(text) => match text.find("<projects") {
-                        Some(i) => {
-                            let mut s = text[i..].trim_end().to_owned();
-                            s.push('\n');
-                            s
-                        }
-                        None => "<projects/>\n".to_owned(),
-                    },
-                }
-            }
+            Request::GetAllProjectsList => crate::notices::project_list(&self.dir),
             Request::GetNewerVersion => {
                 "<newer_version></newer_version>\n<download_url></download_url>\n".to_owned()
             }

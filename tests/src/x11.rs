@@ -1,0 +1,431 @@
+//! A virtual X display for GUI tests: an `Xvfb` server on a free display number, screenshots
+//! with `xwd` (decoded here: 24/32-bit TrueColor ZPixmap, as Xvfb serves), written as PNG,
+//! and a recording GUI RPC proxy that keeps every request a GUI sent.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::Proc;
+
+/// Whether `Xvfb`, `xdotool` and `xwd` are installed (`.ci/run` installs them).
+pub fn x_tools_installed() -> bool {
+    ["Xvfb", "xdotool", "xwd"].iter().all(|b| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {b}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    })
+}
+
+/// An `Xvfb` server (1024×768, 24 bits), stopped when dropped.
+#[derive(Debug)]
+pub struct Xvfb {
+    _proc: Proc,
+    /// `:N`.
+    pub display: String,
+}
+
+impl Xvfb {
+    /// Starts Xvfb on the first free display number from 90 on (a number whose lock file
+    /// exists, or whose server fails to start, is skipped); at most 40 tries.
+    pub fn start() -> Xvfb {
+        for n in 90..130 {
+            if Path::new(&format!("/tmp/.X{n}-lock")).exists() {
+                continue;
+            }
+            let mut cmd = Command::new("Xvfb");
+            cmd.arg(format!(":{n}"))
+                .args(["-screen", "0", "1024x768x24", "-nolisten", "tcp"]);
+            let mut proc = Proc::spawn(cmd);
+            let socket = format!("/tmp/.X11-unix/X{n}");
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(20) {
+                if proc.has_exited() {
+                    break;
+                }
+                if Path::new(&socket).exists() {
+                    return Xvfb {
+                        _proc: proc,
+                        display: format!(":{n}"),
+                    };
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+        panic!("no free X display for Xvfb in :90..:129");
+    }
+
+    /// Runs `xdotool args` on this display; its stdout, or `None` when it failed.
+    pub fn xdotool(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("xdotool")
+            .args(args)
+            .env("DISPLAY", &self.display)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The ids of the windows whose name matches regular expression `name`.
+    pub fn windows(&self, name: &str) -> Vec<String> {
+        self.xdotool(&["search", "--name", name])
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// A window's name.
+    pub fn window_name(&self, id: &str) -> String {
+        self.xdotool(&["getwindowname", id])
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    }
+
+    /// A window's position and size on the screen: (x, y, width, height).
+    pub fn geometry(&self, id: &str) -> Option<(usize, usize, usize, usize)> {
+        let out = self.xdotool(&["getwindowgeometry", "--shell", id])?;
+        let field = |k: &str| -> Option<usize> {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .map(|v| v.max(0) as usize)
+        };
+        Some((field("X")?, field("Y")?, field("WIDTH")?, field("HEIGHT")?))
+    }
+
+    /// Takes a screenshot of the whole screen.
+    pub fn screenshot(&self) -> Image {
+        let out = Command::new("xwd")
+            .args(["-root", "-silent"])
+            .env("DISPLAY", &self.display)
+            .output()
+            .expect("run xwd");
+        assert!(out.status.success(), "xwd failed");
+        Image::from_xwd(&out.stdout).expect("xwd output")
+    }
+}
+
+/// An RGB image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Row-major RGB, 3 bytes a pixel.
+    pub rgb: Vec<u8>,
+}
+
+fn be32(b: &[u8], i: usize) -> Option<usize> {
+    let s = b.get(i * 4..i * 4 + 4)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as usize)
+}
+
+impl Image {
+    /// Decodes an `xwd` dump of a 24- or 32-bit-per-pixel TrueColor ZPixmap.
+    pub fn from_xwd(b: &[u8]) -> Option<Image> {
+        let header_size = be32(b, 0)?;
+        let (width, height) = (be32(b, 4)?, be32(b, 5)?);
+        let byte_order = be32(b, 7)?;
+        let bits_per_pixel = be32(b, 11)?;
+        let bytes_per_line = be32(b, 12)?;
+        let (rmask, gmask, bmask) = (be32(b, 14)?, be32(b, 15)?, be32(b, 16)?);
+        let ncolors = be32(b, 19)?;
+        if bits_per_pixel != 32 && bits_per_pixel != 24 {
+            return None;
+        }
+        let bpp = bits_per_pixel / 8;
+        let start = header_size + ncolors * 12;
+        let mut rgb = Vec::with_capacity(width * height * 3);
+        for y in 0..height {
+            let row =
+                b.get(start + y * bytes_per_line..start + y * bytes_per_line + width * bpp)?;
+            for px in row.chunks_exact(bpp) {
+                let mut v = 0usize;
+                for (k, byte) in px.iter().enumerate() {
+                    let shift = if byte_order == 0 {
+                        8 * k
+                    } else {
+                        8 * (bpp - 1 - k)
+                    };
+                    v |= (*byte as usize) << shift;
+                }
+                let chan = |mask: usize| -> u8 {
+                    if mask == 0 {
+                        return 0;
+                    }
+                    ((v & mask) >> mask.trailing_zeros()) as u8
+                };
+                rgb.extend_from_slice(&[chan(rmask), chan(gmask), chan(bmask)]);
+            }
+        }
+        Some(Image { width, height, rgb })
+    }
+
+    /// How many distinct colours the image has (a blank screen has one).
+    pub fn distinct_colours(&self) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        for px in self.rgb.chunks_exact(3) {
+            seen.insert([px[0], px[1], px[2]]);
+        }
+        seen.len()
+    }
+
+    /// How many distinct colours the rectangle at (`x`, `y`) of `w`×`h` has (clipped to the
+    /// image).
+    pub fn distinct_colours_in(&self, x: usize, y: usize, w: usize, h: usize) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        for row in y..(y + h).min(self.height) {
+            for col in x..(x + w).min(self.width) {
+                let i = (row * self.width + col) * 3;
+                seen.insert([self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]]);
+            }
+        }
+        seen.len()
+    }
+
+    /// The fraction of pixels that differ between two images of the same size.
+    pub fn difference(&self, other: &Image) -> f64 {
+        if self.width != other.width || self.height != other.height {
+            return 1.0;
+        }
+        let n = self
+            .rgb
+            .chunks_exact(3)
+            .zip(other.rgb.chunks_exact(3))
+            .filter(|(a, b)| a != b)
+            .count();
+        n as f64 / (self.width * self.height).max(1) as f64
+    }
+
+    /// Writes the image as an 8-bit RGB PNG.
+    pub fn write_png(&self, path: &Path) -> std::io::Result<()> {
+        let mut raw = Vec::with_capacity(self.rgb.len() + self.height);
+        for row in self.rgb.chunks_exact(self.width * 3) {
+            raw.push(0);
+            raw.extend_from_slice(row);
+        }
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&raw)?;
+        let idat = z.finish()?;
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        let mut ihdr = Vec::new();
+        ihdr.extend_from_slice(&(self.width as u32).to_be_bytes());
+        ihdr.extend_from_slice(&(self.height as u32).to_be_bytes());
+        ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+        for (kind, data) in [
+            (b"IHDR", &ihdr[..]),
+            (b"IDAT", &idat[..]),
+            (b"IEND", &[][..]),
+        ] {
+            png.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            png.extend_from_slice(kind);
+            png.extend_from_slice(data);
+            let mut crc = flate2::Crc::new();
+            crc.update(kind);
+            crc.update(data);
+            png.extend_from_slice(&crc.sum().to_be_bytes());
+        }
+        fs::write(path, png)
+    }
+}
+
+/// A loopback TCP proxy in front of a GUI RPC server that records every request a GUI sends
+/// (the text between 0x03 terminators). Stops when dropped.
+#[derive(Debug)]
+pub struct RecordingProxy {
+    /// The port GUIs connect to.
+    pub port: u16,
+    requests: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl RecordingProxy {
+    /// Starts a proxy to `127.0.0.1:target`.
+    pub fn start(target: u16) -> RecordingProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (reqs, stopped) = (requests.clone(), stop.clone());
+        thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let _ = client.set_nonblocking(false);
+                        if let Ok(server) = TcpStream::connect(("127.0.0.1", target)) {
+                            pipe(client, server, reqs.clone(), stopped.clone());
+                        }
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        RecordingProxy {
+            port,
+            requests,
+            stop,
+        }
+    }
+
+    /// The requests so far, in order of arrival.
+    pub fn requests(&self) -> Vec<String> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Waits until a request after the first `after` contains `needle`; false after `limit`.
+    pub fn wait_for(&self, after: usize, needle: &str, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if self
+                .requests()
+                .iter()
+                .skip(after)
+                .any(|r| r.contains(needle))
+            {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        false
+    }
+}
+
+impl Drop for RecordingProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Copies both ways between a GUI and the server, recording the GUI's requests. Each
+/// direction ends when its side closes, or within a second of the proxy stopping.
+fn pipe(
+    client: TcpStream,
+    server: TcpStream,
+    reqs: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+) {
+    let timeout = Some(Duration::from_secs(1));
+    for s in [&client, &server] {
+        let _ = s.set_read_timeout(timeout);
+    }
+    let (Ok(mut c_read), Ok(mut s_write)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    let stop2 = stop.clone();
+    thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        let mut pending = Vec::new();
+        while !stop2.load(Ordering::Relaxed) {
+            match c_read.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(i) = pending.iter().position(|b| *b == 3) {
+                        let msg: Vec<u8> = pending.drain(..=i).collect();
+                        if let Ok(mut r) = reqs.lock() {
+                            r.push(String::from_utf8_lossy(&msg[..msg.len() - 1]).into_owned());
+                        }
+                    }
+                    if s_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let _ = s_write.shutdown(Shutdown::Write);
+    });
+    let (mut s_read, mut c_write) = (server, client);
+    thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while !stop.load(Ordering::Relaxed) {
+            match s_read.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if c_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let _ = c_write.shutdown(Shutdown::Write);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xwd_pixels_decode_and_png_is_written() {
+        // A 2×1 xwd: header of 25 words + "x\0" name, no colormap, 32 bpp LSB first.
+        let mut b = Vec::new();
+        let header_size = 100 + 4;
+        let words = [
+            header_size,
+            7,
+            2,
+            24,
+            2,
+            1,
+            0,
+            0,
+            32,
+            0,
+            32,
+            32,
+            8,
+            4,
+            0xff0000,
+            0xff00,
+            0xff,
+            8,
+            256,
+            0,
+            2,
+            1,
+            0,
+            0,
+            0,
+        ];
+        for w in words {
+            b.extend_from_slice(&(w as u32).to_be_bytes());
+        }
+        b.extend_from_slice(b"x\0\0\0");
+        b.extend_from_slice(&[0x30, 0x20, 0x10, 0, 0xff, 0xff, 0xff, 0]);
+        let img = Image::from_xwd(&b).expect("decode");
+        assert_eq!((img.width, img.height), (2, 1));
+        assert_eq!(img.rgb, [0x10, 0x20, 0x30, 0xff, 0xff, 0xff]);
+        assert_eq!(img.distinct_colours(), 2);
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("a.png");
+        img.write_png(&p).expect("png");
+        let png = fs::read(&p).expect("read");
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+        assert!(png.ends_with(&[0xae, 0x42, 0x60, 0x82]), "IEND's CRC");
+    }
+}
