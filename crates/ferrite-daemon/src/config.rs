@@ -16,7 +16,7 @@ use ferrite_proto::account::{
     account_file_name, canonicalize_master_url, escape_project_url, AccountFile,
 };
 use ferrite_proto::app_config::AppConfig;
-use ferrite_proto::cc_config::{CcConfig, LogFlags};
+use ferrite_proto::cc_config::{CcConfig, CcOptions, LogFlags, ProxyInfo};
 use ferrite_proto::client_state::{ClientState, Project, ProjectState, ResultState, RpcReason};
 use ferrite_proto::prefs::{working_prefs, NetworkPrefsStatus, OverrideStatus, WorkingPrefs};
 use ferrite_proto::xml::Warning;
@@ -407,6 +407,42 @@ pub fn detect_report(opts: &Options) -> anyhow::Result<String> {
     let found = det.detect_host();
     let gpus = det.probe_gpus();
     Ok(ferrite_hostinfo::detect_gpus_report(&found, &gpus))
+}
+
+/// The account file of `url` (`None`, after a warning when it is damaged, if it cannot be
+/// read).
+pub fn read_account(dir: &Path, url: &str) -> Option<AccountFile> {
+    let name = account_file_name(url);
+    let text = fs::read_to_string(dir.join(&name)).ok()?;
+    match AccountFile::parse(&text, &name) {
+        Ok(p) => Some(p.value),
+        Err(e) => {
+            tracing::warn!("{e}");
+            None
+        }
+    }
+}
+
+/// The proxy a GUI set (`set_proxy_settings`, kept in the state file), if any.
+pub fn gui_proxy(state: &ClientState) -> Result<Option<ProxyInfo>, String> {
+    let Some(text) = state.proxy_info.as_deref() else {
+        return Ok(None);
+    };
+    ferrite_proto::xml::parse_document(text, "client_state.xml", "proxy_info", |r, t| {
+        ProxyInfo::read(r, t)
+    })
+    .map(|p| Some(p.value))
+    .map_err(|e| e.to_string())
+}
+
+/// The proxy in force: `cc_config.xml`'s, else the one a GUI set. HTTP goes through it and
+/// apps are told of it in `init_data.xml`.
+pub fn working_proxy(state: &ClientState, cc: &CcOptions) -> Option<ProxyInfo> {
+    cc.proxy_info
+        .as_ref()
+        .filter(|p| p.present())
+        .cloned()
+        .or_else(|| gui_proxy(state).ok().flatten())
 }
 
 #[cfg(test)]

@@ -350,6 +350,8 @@ impl Daemon {
             error!("{e}");
         }
         self.log.set(&self.config.log_directives());
+        // The official client measures disk usage whenever it reads the preferences.
+        self.update_disk_usages();
     }
 
     fn reload(&mut self) {
@@ -691,6 +693,7 @@ impl Daemon {
             process_priority: o.process_priority,
             process_priority_special: o.process_priority_special,
         };
+        let proxy = config::working_proxy(&self.state, &self.config.cc.options);
         let inputs = tasks::TickInputs {
             prefs: &self.config.prefs.prefs,
             cc_ncpus: self.config.cc.options.ncpus,
@@ -701,6 +704,7 @@ impl Daemon {
             exclude_gpus: &self.config.cc.options.exclude_gpus,
             no_rsc_prefs: &self.config.no_rsc_prefs,
             stderr_head: self.config.cc.options.stderr_head,
+            proxy: proxy.as_ref(),
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;

@@ -145,7 +145,10 @@ impl Daemon {
                 self.state.host_info.write(&mut w, HostInfoForm::STATE_FILE);
                 w.finish()
             }
-            Request::GetDiskUsage => self.disk_usage_xml(),
+            Request::GetDiskUsage => {
+                self.update_disk_usages();
+                self.disk_usage_xml()
+            }
             Request::GetMessages {
                 seqno,
                 translatable,
@@ -488,12 +491,33 @@ impl Daemon {
         w.finish().replace("\n    <", "\n   <")
     }
 
+    /// Measures each project's disk usage (`<disk_usage>` of `get_state` and
+    /// `get_project_status`): its project directory and its tasks' slot directories, as the
+    /// official client does when it reads the preferences, before each scheduler request
+    /// and for `get_disk_usage`.
+    pub(crate) fn update_disk_usages(&mut self) {
+        let slots = self.dir.join("slots");
+        let state = &mut self.state;
+        for ps in &mut state.projects {
+            let url = &ps.project.master_url;
+            let mut used = dir_size(&config::project_dir(&self.dir, url));
+            for a in state
+                .active_tasks
+                .iter()
+                .filter(|a| &a.project_master_url == url)
+            {
+                used += dir_size(&slots.join(a.slot.to_string()));
+            }
+            ps.project.disk_usage = used;
+        }
+    }
+
     fn disk_usage_xml(&self) -> String {
         let mut w = XmlWriter::new();
         w.open_flat("disk_usage_summary");
         let mut projects_total = 0.0;
         for p in &self.state.projects {
-            let used = dir_size(&config::project_dir(&self.dir, &p.project.master_url));
+            let used = p.project.disk_usage;
             projects_total += used;
             w.open("project")
                 .text("master_url", &p.project.master_url)
