@@ -953,3 +953,42 @@ fn init_data_gives_the_app_its_account_key_preferences_proxy_and_computation_dea
         "{init}"
     );
 }
+
+#[test]
+fn a_running_tasks_time_left_follows_the_fraction_done_it_reports() {
+    // No checkpoints: only the app's live reports tell how far it is.
+    let job = Job::new("wu_est", 100, "--step-ms 200 --no-checkpoint");
+    let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));
+    let port = free_port();
+    let mut p = start(d.path(), port);
+    let start = Instant::now();
+    let r = loop {
+        let r = gui_result(port, "wu_est_0");
+        if tag(&r, "fraction_done").is_some() && num(&r, "fraction_done") >= 0.3 {
+            break r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{r}\n{}",
+            p.output()
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    stop(&mut p, d.path());
+    let (f, e) = (num(&r, "fraction_done"), num(&r, "elapsed_time"));
+    let left = num(&r, "estimated_cpu_time_remaining");
+    // The official estimate: the fraction-done one (e / f) and the static one (1e10 FLOPs
+    // at 1e9 FLOPS: 10 s, or the elapsed time once past it) weighted by the fraction done.
+    let stat = 10.0_f64.max(e);
+    let expected = if e > 10.0 {
+        e / f - e
+    } else {
+        f * (e / f) + (1.0 - f) * stat - e
+    };
+    assert!(
+        (left - expected).abs() < 0.01,
+        "time left {left}, expected {expected} (fraction {f}, elapsed {e}): {r}"
+    );
+    // Not the static estimate less the (never checkpointed) elapsed time: 10 s.
+    assert!(left < 9.0, "time left {left}: {r}");
+}
