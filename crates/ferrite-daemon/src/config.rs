@@ -435,19 +435,55 @@ pub fn gui_proxy(state: &ClientState) -> Result<Option<ProxyInfo>, String> {
     .map_err(|e| e.to_string())
 }
 
-/// The proxy in force: `cc_config.xml`'s, else the one a GUI set. HTTP goes through it and
-/// apps are told of it in `init_data.xml`.
+/// The proxy in force, chosen as the official client chooses it (`select_proxy_info`): the
+/// one a GUI set, else `cc_config.xml`'s (each only when it names a server). HTTP goes
+/// through it and apps are told of it in `init_data.xml`.
 pub fn working_proxy(state: &ClientState, cc: &CcOptions) -> Option<ProxyInfo> {
-    cc.proxy_info
-        .as_ref()
-        .filter(|p| p.present())
-        .cloned()
-        .or_else(|| gui_proxy(state).ok().flatten())
+    gui_proxy(state)
+        .ok()
+        .flatten()
+        .filter(ProxyInfo::present)
+        .or_else(|| cc.proxy_info.as_ref().filter(|p| p.present()).cloned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proxy_a_gui_set_wins_over_cc_config() {
+        let cc_proxy = ProxyInfo {
+            use_http_proxy: true,
+            http_server_name: "cc.example".into(),
+            ..ProxyInfo::default()
+        };
+        let cc = CcOptions {
+            proxy_info: Some(cc_proxy),
+            ..CcOptions::default()
+        };
+        let mut state = ClientState::default();
+        let name = |p: Option<ProxyInfo>| p.map(|p| p.http_server_name);
+        assert_eq!(
+            name(working_proxy(&state, &cc)).as_deref(),
+            Some("cc.example")
+        );
+        state.proxy_info = Some(
+            "<proxy_info>\n<use_http_proxy/>\n<http_server_name>gui.example</http_server_name>\n\
+             </proxy_info>"
+                .into(),
+        );
+        assert_eq!(
+            name(working_proxy(&state, &cc)).as_deref(),
+            Some("gui.example")
+        );
+        // A GUI proxy naming no server leaves cc_config's in force.
+        state.proxy_info = Some("<proxy_info>\n</proxy_info>".into());
+        assert_eq!(
+            name(working_proxy(&state, &cc)).as_deref(),
+            Some("cc.example")
+        );
+        assert_eq!(working_proxy(&state, &CcOptions::default()), None);
+    }
 
     #[test]
     fn attach_writes_account_file_and_detach_removes_everything() {
