@@ -333,11 +333,6 @@ impl OfficialClient {
         self.proc.output()
     }
 
-    /// Its GUI RPC port (password: the data directory's `gui_rpc_auth.cfg`).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
     /// Asks the client to quit and waits for it.
     pub fn quit(mut self) -> String {
         let _ = self.boinccmd(&["--quit"]);

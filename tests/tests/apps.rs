@@ -907,3 +907,88 @@ fn gpu_tasks_run_on_the_devices_the_scheduler_assigned_them() {
     assert!(p.output().contains("2 NVIDIA GPUs"), "{}", p.output());
     stop(&mut p, d.path());
 }
+
+#[test]
+fn init_data_gives_the_app_its_account_key_preferences_proxy_and_computation_deadline() {
+    let job = Job::new("wu_init", 100, "--step-ms 200");
+    let d = data_dir(
+        std::slice::from_ref(&job),
+        &prefs(false, "<work_buf_min_days>0.5</work_buf_min_days>\n"),
+    );
+    fs::write(
+        d.path()
+            .join(ferrite_proto::account::account_file_name(URL)),
+        format!(
+            "<account>\n<master_url>{URL}</master_url>\n<authenticator>key_123</authenticator>\n\
+             <project_preferences>\n<colour>blue</colour>\n</project_preferences>\n</account>\n"
+        ),
+    )
+    .expect("account file");
+    // A proxy in cc_config.xml (nothing is contacted: the network is off).
+    fs::write(
+        d.path().join("cc_config.xml"),
+        "<cc_config>\n<log_flags>\n<task>1</task>\n</log_flags>\n<options>\n\
+         <no_info_fetch>1</no_info_fetch>\n<proxy_info>\n<use_http_proxy/>\n\
+         <http_server_name>127.0.0.1</http_server_name>\n<http_server_port>1</http_server_port>\n\
+         </proxy_info>\n</options>\n</cc_config>\n",
+    )
+    .expect("cc_config");
+    let deadline = num(
+        &result_block(&state(d.path()), "wu_init_0"),
+        "report_deadline",
+    );
+    let mut p = start(d.path(), free_port());
+    p.wait_for("starting task wu_init_0", Duration::from_secs(30));
+    let init = fs::read_to_string(d.path().join("slots/0/init_data.xml")).expect("init_data");
+    stop(&mut p, d.path());
+    assert_eq!(tag(&init, "authenticator"), Some("key_123"), "{init}");
+    assert!(init.contains("<colour>blue</colour>"), "{init}");
+    let proxy = init.split("<proxy_info>").nth(1).expect("proxy_info");
+    assert!(proxy.contains("<use_http_proxy/>"), "{init}");
+    assert_eq!(tag(proxy, "http_server_name"), Some("127.0.0.1"), "{init}");
+    // The report deadline less work_buf_min (half a day).
+    assert_eq!(
+        num(&init, "computation_deadline"),
+        deadline - 43_200.0,
+        "{init}"
+    );
+}
+
+#[test]
+fn a_running_tasks_time_left_follows_the_fraction_done_it_reports() {
+    // No checkpoints: only the app's live reports tell how far it is.
+    let job = Job::new("wu_est", 100, "--step-ms 200 --no-checkpoint");
+    let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));
+    let port = free_port();
+    let mut p = start(d.path(), port);
+    let start = Instant::now();
+    let r = loop {
+        let r = gui_result(port, "wu_est_0");
+        if tag(&r, "fraction_done").is_some() && num(&r, "fraction_done") >= 0.3 {
+            break r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{r}\n{}",
+            p.output()
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    stop(&mut p, d.path());
+    let (f, e) = (num(&r, "fraction_done"), num(&r, "elapsed_time"));
+    let left = num(&r, "estimated_cpu_time_remaining");
+    // The official estimate: the fraction-done one (e / f) and the static one (1e10 FLOPs
+    // at 1e9 FLOPS: 10 s, or the elapsed time once past it) weighted by the fraction done.
+    let stat = 10.0_f64.max(e);
+    let expected = if e > 10.0 {
+        e / f - e
+    } else {
+        f * (e / f) + (1.0 - f) * stat - e
+    };
+    assert!(
+        (left - expected).abs() < 0.01,
+        "time left {left}, expected {expected} (fraction {f}, elapsed {e}): {r}"
+    );
+    // Not the static estimate less the (never checkpointed) elapsed time: 10 s.
+    assert!(left < 9.0, "time left {left}: {r}");
+}

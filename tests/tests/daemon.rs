@@ -495,3 +495,39 @@ fn cc_config_switches_work_like_their_command_line_flags() {
     let state = load(&dir, "client_state.xml");
     assert_eq!(state.host_info.p_calculated, 0.0, "never benchmarked");
 }
+
+#[test]
+fn a_missing_gpu_driver_is_logged_once_across_re_probes() {
+    let dir = fixture_data_dir("03_after_work");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut cmd = Command::new(ferrite_e2e::bin("ferrited"));
+    cmd.args(["--dir", d, "--skip_cpu_benchmarks"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env(
+            "FERRITE_NVML_LIBRARY",
+            dir.path().join("no-libnvidia-ml.so"),
+        );
+    let mut p = Proc::spawn(cmd);
+    p.wait_for("entering main loop", T);
+    // Each SIGHUP probes the GPUs again (a driver may have appeared).
+    for n in 1..=2 {
+        p.signal(libc::SIGHUP);
+        let start = std::time::Instant::now();
+        while p.output().matches("re-reading configuration files").count() < n {
+            assert!(start.elapsed() < T, "no reload {n}:\n{}", p.output());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    let out = p.output();
+    assert_eq!(
+        out.matches("No NVIDIA GPU: NVML library not available")
+            .count(),
+        1,
+        "{out}"
+    );
+    // No GPU: no GPU suspension is ever announced.
+    assert!(!out.contains("GPU computation"), "{out}");
+}

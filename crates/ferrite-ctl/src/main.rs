@@ -8,6 +8,7 @@
 //! ([`password`]); errors go to stderr with exit status 1 (authentication errors: 101, as
 //! `boinccmd`).
 
+mod account;
 mod demo;
 mod model;
 mod password;
@@ -97,15 +98,19 @@ enum Command {
         #[command(flatten)]
         watch: WatchArgs,
     },
-    /// Attach to a project with an account key.
+    /// Attach to a project with an account key, or with your account's e-mail address and
+    /// password (`--create` makes the account first).
     Attach {
         /// The project's master URL.
         url: String,
         /// The account key (authenticator).
-        key: String,
+        #[arg(required_unless_present = "email")]
+        key: Option<String>,
         /// The project's name, for the event log.
         #[arg(long, default_value = "")]
         name: String,
+        #[command(flatten)]
+        login: account::Login,
     },
     /// Detach from a project (its tasks and files are removed).
     Detach {
@@ -585,7 +590,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             print!("{}", transfers_table(&transfers));
         }
-        Command::Attach { url, key, name } => attach(&mut client, url, key, name, json).await?,
+        Command::Attach {
+            url,
+            key,
+            name,
+            login,
+        } => {
+            let (key, name) = match key {
+                Some(k) => (k.clone(), name.clone()),
+                None => {
+                    let a = account::log_in(&mut client, url, login).await?;
+                    let n = a.project_name.filter(|_| name.is_empty());
+                    (a.key, n.unwrap_or_else(|| name.clone()))
+                }
+            };
+            attach(&mut client, url, &key, &name, json).await?
+        }
         Command::Detach { url } => {
             let request = Request::ProjectOp {
                 op: ProjectAction::Detach,

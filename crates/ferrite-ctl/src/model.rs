@@ -190,7 +190,8 @@ pub struct Task {
     pub active_task_state: Option<i64>,
     /// 0 uninitialized, 1 preempted, 2 scheduled (with a process record).
     pub scheduler_state: Option<i64>,
-    /// Fraction done (0 without a process record).
+    /// Fraction done: the app's while it has a process record, else 0 before computing and
+    /// 1 once computing ended (as BOINC Manager shows it).
     pub fraction_done: f64,
     /// Elapsed seconds (the final figure once done).
     pub elapsed_time: f64,
@@ -250,7 +251,15 @@ impl Task {
                     state,
                     active_task_state,
                     scheduler_state,
-                    fraction_done: num(r, "active_task/fraction_done"),
+                    // As BOINC Manager shows it: the app's report while there is a process
+                    // record, else 0 before and 100 % after computing.
+                    fraction_done: if has_task {
+                        num(r, "active_task/fraction_done")
+                    } else if state >= 3 {
+                        1.0
+                    } else {
+                        0.0
+                    },
                     elapsed_time: if has_task {
                         num(r, "active_task/elapsed_time")
                     } else {
@@ -477,10 +486,22 @@ mod tests {
         assert_eq!(t[0].status, "ready to report");
         assert!(t[0].ready_to_report);
         assert_eq!(t[0].elapsed_time, 4.012057);
+        assert_eq!(t[0].fraction_done, 1.0, "a computed task is 100 % done");
         assert_eq!(t[1].status, "running");
         assert_eq!(t[1].fraction_done, 0.25);
         assert_eq!(t[1].active_task_state, Some(1));
         assert_eq!(t[1].estimated_remaining, 7.293361);
+    }
+
+    #[test]
+    fn a_task_without_a_process_is_done_only_once_computed() {
+        let r = |state: u8| {
+            format!("<results><result><name>r</name><state>{state}</state></result></results>")
+        };
+        assert_eq!(Task::all(&r(2))[0].fraction_done, 0.0);
+        for done in [3, 4, 5, 6] {
+            assert_eq!(Task::all(&r(done))[0].fraction_done, 1.0, "state {done}");
+        }
     }
 
     #[test]

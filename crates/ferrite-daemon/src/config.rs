@@ -16,7 +16,7 @@ use ferrite_proto::account::{
     account_file_name, canonicalize_master_url, escape_project_url, AccountFile,
 };
 use ferrite_proto::app_config::AppConfig;
-use ferrite_proto::cc_config::{CcConfig, LogFlags};
+use ferrite_proto::cc_config::{CcConfig, CcOptions, LogFlags, ProxyInfo};
 use ferrite_proto::client_state::{ClientState, Project, ProjectState, ResultState, RpcReason};
 use ferrite_proto::prefs::{working_prefs, NetworkPrefsStatus, OverrideStatus, WorkingPrefs};
 use ferrite_proto::xml::Warning;
@@ -409,9 +409,81 @@ pub fn detect_report(opts: &Options) -> anyhow::Result<String> {
     Ok(ferrite_hostinfo::detect_gpus_report(&found, &gpus))
 }
 
+/// The account file of `url` (`None`, after a warning when it is damaged, if it cannot be
+/// read).
+pub fn read_account(dir: &Path, url: &str) -> Option<AccountFile> {
+    let name = account_file_name(url);
+    let text = fs::read_to_string(dir.join(&name)).ok()?;
+    match AccountFile::parse(&text, &name) {
+        Ok(p) => Some(p.value),
+        Err(e) => {
+            tracing::warn!("{e}");
+            None
+        }
+    }
+}
+
+/// The proxy a GUI set (`set_proxy_settings`, kept in the state file), if any.
+pub fn gui_proxy(state: &ClientState) -> Result<Option<ProxyInfo>, String> {
+    let Some(text) = state.proxy_info.as_deref() else {
+        return Ok(None);
+    };
+    ferrite_proto::xml::parse_document(text, "client_state.xml", "proxy_info", |r, t| {
+        ProxyInfo::read(r, t)
+    })
+    .map(|p| Some(p.value))
+    .map_err(|e| e.to_string())
+}
+
+/// The proxy in force, chosen as the official client chooses it (`select_proxy_info`): the
+/// one a GUI set, else `cc_config.xml`'s (each only when it names a server). HTTP goes
+/// through it and apps are told of it in `init_data.xml`.
+pub fn working_proxy(state: &ClientState, cc: &CcOptions) -> Option<ProxyInfo> {
+    gui_proxy(state)
+        .ok()
+        .flatten()
+        .filter(ProxyInfo::present)
+        .or_else(|| cc.proxy_info.as_ref().filter(|p| p.present()).cloned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proxy_a_gui_set_wins_over_cc_config() {
+        let cc_proxy = ProxyInfo {
+            use_http_proxy: true,
+            http_server_name: "cc.example".into(),
+            ..ProxyInfo::default()
+        };
+        let cc = CcOptions {
+            proxy_info: Some(cc_proxy),
+            ..CcOptions::default()
+        };
+        let mut state = ClientState::default();
+        let name = |p: Option<ProxyInfo>| p.map(|p| p.http_server_name);
+        assert_eq!(
+            name(working_proxy(&state, &cc)).as_deref(),
+            Some("cc.example")
+        );
+        state.proxy_info = Some(
+            "<proxy_info>\n<use_http_proxy/>\n<http_server_name>gui.example</http_server_name>\n\
+             </proxy_info>"
+                .into(),
+        );
+        assert_eq!(
+            name(working_proxy(&state, &cc)).as_deref(),
+            Some("gui.example")
+        );
+        // A GUI proxy naming no server leaves cc_config's in force.
+        state.proxy_info = Some("<proxy_info>\n</proxy_info>".into());
+        assert_eq!(
+            name(working_proxy(&state, &cc)).as_deref(),
+            Some("cc.example")
+        );
+        assert_eq!(working_proxy(&state, &CcOptions::default()), None);
+    }
 
     #[test]
     fn attach_writes_account_file_and_detach_removes_everything() {

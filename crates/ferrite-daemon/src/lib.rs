@@ -97,6 +97,8 @@ pub struct Daemon {
     log: LogHandle,
     /// When to look for GPUs again (no driver answered yet).
     gpu_retry_at: Option<f64>,
+    /// The last GPU probe's note ("No NVIDIA GPU: …"), logged only when it changes.
+    gpu_note: Option<String>,
     /// When to look at overdue tasks again (at start-up, then daily).
     next_overdue_check: f64,
     /// The CPU benchmarks are running on a blocking thread.
@@ -169,6 +171,7 @@ impl Daemon {
             save: SavePolicy::new(1.0),
             warned: HashSet::new(),
             gpu_retry_at: None,
+            gpu_note: None,
             next_overdue_check: 0.0,
             benchmarks_running: false,
             activity: activity::ActivityMonitor::from_env(),
@@ -386,6 +389,8 @@ impl Daemon {
             }
         }
         self.log.set(&self.config.log_directives());
+        // The official client measures disk usage whenever it reads the preferences.
+        self.update_disk_usages();
     }
 
     fn reload(&mut self) {
@@ -435,6 +440,7 @@ impl Daemon {
             info!("GPU detection: {w}");
         }
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
+        self.note_gpu_probe(&gpus);
         self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
         if host.p_fpops <= 0.0 {
             let d = BenchmarkResult::defaults();
@@ -467,6 +473,7 @@ impl Daemon {
         let gpus = HostDetector::new(probe).probe_gpus();
         let before = self.state.host_info.coprocs.clone();
         ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
+        self.note_gpu_probe(&gpus);
         self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
         if self.state.host_info.coprocs != before {
             info!(
@@ -479,6 +486,17 @@ impl Daemon {
                     .map_or(0, |n| n.count)
             );
             self.save.mark_dirty(now);
+        }
+    }
+
+    /// Logs why no GPU was found, once: a re-probe that finds the same says nothing.
+    fn note_gpu_probe(&mut self, gpus: &ferrite_hostinfo::gpu::GpuProbe) {
+        let note = gpus.note();
+        if note != self.gpu_note {
+            if let Some(n) = &note {
+                info!("{n}");
+            }
+            self.gpu_note = note;
         }
     }
 
@@ -724,6 +742,7 @@ impl Daemon {
             process_priority: o.process_priority,
             process_priority_special: o.process_priority_special,
         };
+        let proxy = config::working_proxy(&self.state, &self.config.cc.options);
         let inputs = tasks::TickInputs {
             prefs: &self.config.prefs.prefs,
             cc_ncpus: self.config.cc.options.ncpus,
@@ -734,6 +753,7 @@ impl Daemon {
             exclude_gpus: &self.config.cc.options.exclude_gpus,
             no_rsc_prefs: &self.config.no_rsc_prefs,
             stderr_head: self.config.cc.options.stderr_head,
+            proxy: proxy.as_ref(),
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;
@@ -814,6 +834,11 @@ impl Daemon {
             exclusive_gpu_app_seen_ago: seen.exclusive_gpu_app_at.map(|a| t - a),
             non_client_cpu_pct: seen.non_client_cpu_pct,
             cpu_usage_suspended_ago: self.cpu_busy_at.map(|a| t - a),
+            has_gpu: {
+                let c = &self.state.host_info.coprocs;
+                c.nvidia.as_ref().is_some_and(|n| n.count > 0)
+                    || c.other.iter().any(|o| o.count > 0)
+            },
         };
         let reason = suspend::cpu_suspend_reason(&sp, &obs);
         let gpu_reason = reason

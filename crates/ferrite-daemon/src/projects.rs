@@ -398,22 +398,11 @@ fn http_client(
         cfg.read_timeout = std::time::Duration::from_secs(cc.http_transfer_timeout as u64);
     }
     cfg.low_speed_bps = f64::from(cc.http_transfer_timeout_bps.max(0));
-    // cc_config.xml's proxy wins; else the one a GUI set (`set_proxy_settings`), as in the
-    // official client.
-    let gui_proxy = state.proxy_info.as_deref().and_then(|text| {
-        ferrite_proto::xml::parse_document(text, "client_state.xml", "proxy_info", |r, t| {
-            ferrite_proto::cc_config::ProxyInfo::read(r, t)
-        })
-        .map_err(|e| warn!("the proxy set through the GUI is unusable: {e}"))
-        .ok()
-        .map(|p| p.value)
-    });
-    let proxy = cc
-        .proxy_info
-        .as_ref()
-        .filter(|p| p.present())
-        .or(gui_proxy.as_ref());
-    if let Some(p) = proxy {
+    let proxy = config::working_proxy(state, cc);
+    if let Err(e) = config::gui_proxy(state) {
+        warn!("the proxy set through the GUI is unusable: {e}");
+    }
+    if let Some(p) = &proxy {
         let server = |host: &str, port: i32, user: &str, pw: &str| ProxyServer {
             host: host.to_owned(),
             port: u16::try_from(port).unwrap_or(80),
@@ -514,15 +503,9 @@ pub(crate) fn disk_figures(
 
 /// The account key of `url`, from its account file.
 fn authenticator(dir: &Path, url: &str) -> Option<String> {
-    let path = dir.join(account_file_name(url));
-    let text = fs::read_to_string(&path).ok()?;
-    match AccountFile::parse(&text, &account_file_name(url)) {
-        Ok(p) => Some(p.value.authenticator).filter(|a| !a.trim().is_empty()),
-        Err(e) => {
-            warn!("{e}");
-            None
-        }
-    }
+    config::read_account(dir, url)
+        .map(|a| a.authenticator)
+        .filter(|a| !a.trim().is_empty())
 }
 
 /// A task the server acknowledged, shown by `get_old_results` for an hour.
@@ -884,6 +867,7 @@ impl Daemon {
                     }
                     return;
                 };
+                self.update_disk_usages();
                 let world = self.tasks.last_pass().map(|(_, w)| w.clone());
                 let input = self.request_input(&url, key, work.as_ref(), world.as_ref(), t);
                 let req = match build_request(&self.state, &input) {

@@ -63,6 +63,13 @@ impl IdMap {
         JobId(id)
     }
 
+    /// The id of a result's job, if it was ever seen.
+    pub fn find_job(&self, url: &str, result: &str) -> Option<JobId> {
+        self.job_index
+            .get(&(url.to_owned(), result.to_owned()))
+            .map(|id| JobId(*id))
+    }
+
     /// The (master URL, result name) of a job id.
     pub fn job(&self, id: JobId) -> Option<&(String, String)> {
         self.jobs.get(id.0 as usize)

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ferrite_proto::app_config::AppConfig;
-use ferrite_proto::cc_config::ExcludeGpu;
+use ferrite_proto::cc_config::{ExcludeGpu, ProxyInfo};
 use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
 use ferrite_proto::init_data::AppInitData;
 use ferrite_proto::prefs::GlobalPrefs;
@@ -76,6 +76,8 @@ pub struct Live {
     pub slot: Slot,
     /// Wall time the current run started (for the time slice).
     pub run_started_at: f64,
+    /// The task's elapsed time already added to its project's `elapsed_time`.
+    pub counted_elapsed: f64,
 }
 
 /// What the main loop decided for a supervision tick, besides the state.
@@ -99,6 +101,8 @@ pub struct TickInputs<'a> {
     pub no_rsc_prefs: &'a BTreeMap<String, Vec<String>>,
     /// `cc_config.xml` `<stderr_head>`: keep the start of a long stderr, not its end.
     pub stderr_head: bool,
+    /// The proxy in force, told to apps in `init_data.xml` when it is used.
+    pub proxy: Option<&'a ProxyInfo>,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -463,6 +467,7 @@ impl TaskTable {
                 }
             }
             let u = l.task.usage();
+            count_elapsed(state, &key.0, &mut l.counted_elapsed, u.elapsed_time);
             if let Some(a) = active_task_mut(state, key) {
                 a.current_cpu_time = u.cpu_time;
                 a.working_set_size = u.working_set as f64;
@@ -485,7 +490,8 @@ impl TaskTable {
             self.write_records();
         }
         for (key, x) in exits {
-            if let Some(l) = self.live.remove(&key) {
+            if let Some(mut l) = self.live.remove(&key) {
+                count_elapsed(state, &key.0, &mut l.counted_elapsed, x.usage.elapsed_time);
                 self.exited(state, &key, l.slot, x, now, report);
             }
         }
@@ -564,6 +570,7 @@ impl TaskTable {
                     Err(_) => {}
                 }
             }
+            let mut succeeded = None;
             if let Some(r) = ps.result_mut(&key.1) {
                 r.final_cpu_time = x.usage.cpu_time;
                 r.final_elapsed_time = x.usage.elapsed_time;
@@ -617,6 +624,14 @@ impl TaskTable {
                         }
                     }
                 }
+                succeeded = Some(r.state == ResultState::FilesUploading);
+            }
+            // The project's job counters (`njobs_success`, `njobs_error`), as the official
+            // client keeps them when an app ends for good.
+            match succeeded {
+                Some(true) => ps.project.njobs_success += 1,
+                Some(false) => ps.project.njobs_error += 1,
+                None => {}
             }
         }
         state
@@ -671,6 +686,8 @@ impl TaskTable {
         let gpu_device = (gpu_usage > 0.0)
             .then(|| gpu_device_num(instances))
             .flatten();
+        // The account key and project preferences live in the account file.
+        let account = config::read_account(&self.dir, &key.0).unwrap_or_default();
         let init = AppInitData {
             major_version: state.core_client_version.major,
             minor_version: state.core_client_version.minor,
@@ -711,7 +728,13 @@ impl TaskTable {
             rsc_fpops_bound: wu.rsc_fpops_bound,
             rsc_memory_bound: wu.rsc_memory_bound,
             rsc_disk_bound: wu.rsc_disk_bound,
-            computation_deadline: r.report_deadline,
+            authenticator: account.authenticator,
+            project_preferences: account.project_prefs,
+            computation_deadline: computation_deadline(r.report_deadline, prefs),
+            proxy_info: inputs
+                .proxy
+                .filter(|x| x.use_http_proxy || x.use_socks_proxy)
+                .cloned(),
             host_info: state.host_info.clone(),
             global_prefs: prefs.clone(),
             app_files: av.file_refs.iter().map(|f| f.file_name.clone()).collect(),
@@ -816,6 +839,7 @@ impl TaskTable {
                 task,
                 slot,
                 run_started_at: now,
+                counted_elapsed: resume.elapsed_time,
             },
         );
         Ok(())
@@ -936,6 +960,23 @@ fn dir_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// Adds what a running task's elapsed time grew by since last counted to its project's
+/// `elapsed_time` (the project's total computing time, as the official client keeps it).
+fn count_elapsed(state: &mut ClientState, url: &str, counted: &mut f64, elapsed: f64) {
+    if elapsed > *counted {
+        if let Some(ps) = state.project_mut(url) {
+            ps.project.elapsed_time += elapsed - *counted;
+        }
+        *counted = elapsed;
+    }
+}
+
+/// The deadline an app is told (`init_data.xml` `computation_deadline`): the report
+/// deadline less the minimum work buffer (at least 180 s), as the official client tells it.
+fn computation_deadline(report_deadline: f64, prefs: &GlobalPrefs) -> f64 {
+    report_deadline - (prefs.work_buf_min_days * 86_400.0).max(180.0)
 }
 
 fn resource_share_fraction(state: &ClientState, url: &str) -> f64 {

@@ -143,6 +143,23 @@ impl GpuProbe {
         )
     }
 
+    /// Why no NVIDIA GPU was probed, as one log line (`None` when NVML answered). A daemon
+    /// that probes again logs it only when it changes.
+    pub fn note(&self) -> Option<String> {
+        match &self.status {
+            NvmlStatus::Ready => None,
+            NvmlStatus::Disabled => {
+                Some("GPU detection disabled by cc_config.xml <no_gpus>".into())
+            }
+            NvmlStatus::LibraryMissing(e) => {
+                Some(format!("No NVIDIA GPU: NVML library not available ({e})"))
+            }
+            NvmlStatus::InitFailed(e) => {
+                Some(format!("No NVIDIA GPU: NVML did not initialise ({e})"))
+            }
+        }
+    }
+
     /// GPUs usable by apps, all types (`n_usable_coprocs`).
     pub fn usable_count(&self) -> u32 {
         self.coprocs.nvidia.as_ref().map_or(0, |n| n.count)
@@ -433,8 +450,8 @@ fn query_device(
     })
 }
 
-/// Probes NVIDIA GPUs. Never fails: problems become the status and warnings, and one
-/// informative log line is written when no driver is usable.
+/// Probes NVIDIA GPUs. Never fails: problems become the status and warnings. It writes no
+/// log line: [`GpuProbe::note`] says why no GPU was found, for the caller to log once.
 pub fn probe_gpus(config: &GpuConfig, nvml_library: Option<&Path>) -> GpuProbe {
     let user_only = |status: NvmlStatus, warnings: Vec<String>| GpuProbe {
         status,
@@ -443,17 +460,14 @@ pub fn probe_gpus(config: &GpuConfig, nvml_library: Option<&Path>) -> GpuProbe {
         warnings,
     };
     if config.no_gpus {
-        tracing::info!("GPU detection disabled by cc_config.xml <no_gpus>");
         return user_only(NvmlStatus::Disabled, Vec::new());
     }
     let nvml = match open_nvml(nvml_library) {
         Ok(n) => n,
         Err(NvmlError::LibloadingError(e)) => {
-            tracing::info!("No NVIDIA GPU: NVML library not available ({e})");
             return user_only(NvmlStatus::LibraryMissing(e.to_string()), Vec::new());
         }
         Err(e) => {
-            tracing::info!("No NVIDIA GPU: NVML did not initialise ({e})");
             return user_only(NvmlStatus::InitFailed(e.to_string()), Vec::new());
         }
     };

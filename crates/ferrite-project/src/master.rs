@@ -16,7 +16,7 @@ pub struct MasterPage {
     /// Scheduler URLs in the order to use them (never empty when parsing succeeded).
     pub scheduler_urls: Vec<String>,
     /// The page's `<title>`, a project name to show until the first scheduler reply gives
-    /// the real one.
+    /// the real one; `None` for the stock page's placeholder ([`PLACEHOLDER_TITLE`]).
     pub project_name: Option<String>,
 }
 
@@ -70,12 +70,18 @@ pub fn parse_master_page(text: &str) -> Result<MasterPage, MasterError> {
     })
 }
 
+/// The title of a stock project's master page: BOINC's `html/project.sample/project.inc`
+/// defines the project name as this text until the project's owner changes it. It names no
+/// project, so it is never shown as one (the official client takes names only from the
+/// scheduler reply and the attach request).
+pub const PLACEHOLDER_TITLE: &str = "REPLACE WITH PROJECT NAME";
+
 fn title(text: &str) -> Option<String> {
     let lower = text.to_ascii_lowercase();
     let start = lower.find("<title>")? + "<title>".len();
     let end = start + lower[start..].find("</title>")?;
     let t = unescape(text.get(start..end)?.trim());
-    (!t.is_empty()).then_some(t)
+    (!t.is_empty() && !t.eq_ignore_ascii_case(PLACEHOLDER_TITLE)).then_some(t)
 }
 
 /// Decodes the five XML entities (scheduler URLs may carry `&amp;`).
@@ -166,6 +172,21 @@ mod tests {
             ]
         );
         assert_eq!(m.project_name, None);
+    }
+
+    #[test]
+    fn the_stock_placeholder_title_is_no_project_name() {
+        let stock = "<html><head><title>REPLACE WITH PROJECT NAME</title></head>\n\
+                     <link rel=\"boinc_scheduler\" href=\"http://s/cgi\">\n";
+        assert_eq!(parse_master_page(stock).unwrap().project_name, None);
+        let named = "<title> Test &amp; Kit </title><scheduler>http://s/</scheduler>";
+        assert_eq!(
+            parse_master_page(named).unwrap().project_name.as_deref(),
+            Some("Test & Kit")
+        );
+        let mut p = Project::default();
+        apply_master_page(&mut p, &parse_master_page(stock).unwrap());
+        assert_eq!(p.project_name, "");
     }
 
     #[test]

@@ -124,6 +124,8 @@ pub struct Observed {
     pub non_client_cpu_pct: f64,
     /// Seconds since computing was last suspended for [`SuspendReason::CpuUsage`].
     pub cpu_usage_suspended_ago: Option<f64>,
+    /// The host has at least one usable GPU (or other coprocessor).
+    pub has_gpu: bool,
 }
 
 /// How long an exclusive app keeps computing suspended after it was last seen (the official
@@ -184,8 +186,13 @@ pub fn cpu_suspend_reason(p: &SuspendPrefs, o: &Observed) -> Option<SuspendReaso
     None
 }
 
-/// The reason GPU computing is suspended while CPU computing is not.
+/// The reason GPU computing is suspended while CPU computing is not. A host without a GPU
+/// never has one, as in the official client (which looks at the GPU rules only when it has
+/// coprocessors).
 pub fn gpu_suspend_reason(p: &SuspendPrefs, o: &Observed) -> Option<SuspendReason> {
+    if !o.has_gpu {
+        return None;
+    }
     match o.gpu_mode {
         Mode::Always => None,
         Mode::Never => Some(SuspendReason::UserRequest),
@@ -230,6 +237,7 @@ mod tests {
             exclusive_gpu_app_seen_ago: None,
             non_client_cpu_pct: 3.0,
             cpu_usage_suspended_ago: None,
+            has_gpu: true,
         }
     }
 
@@ -480,6 +488,14 @@ mod tests {
             gpu_suspend_reason(&p, &excl),
             Some(SuspendReason::ExclusiveApp)
         );
+        // Without a GPU no rule suspends GPU computing.
+        for o in [active, never, excl] {
+            let no_gpu = Observed {
+                has_gpu: false,
+                ..o
+            };
+            assert_eq!(gpu_suspend_reason(&p, &no_gpu), None);
+        }
         assert!(SuspendReason::CpuUsage.keeps_tasks_in_memory());
         assert!(!SuspendReason::UserActive.keeps_tasks_in_memory());
     }

@@ -26,9 +26,16 @@ impl Daemon {
             Request::ProjectAttach {
                 project_url,
                 authenticator,
+                project_name,
                 use_config_file,
                 ..
-            } => self.rpc_project_attach(&project_url, &authenticator, use_config_file, t),
+            } => self.rpc_project_attach(
+                &project_url,
+                &authenticator,
+                &project_name,
+                use_config_file,
+                t,
+            ),
             Request::ProjectAttachPoll => self.rpc_project_attach_poll(),
             Request::LookupAccount(a) => {
                 if a.url.trim().is_empty() || a.email_addr.is_empty() || a.passwd_hash.is_empty() {
@@ -183,10 +190,14 @@ impl Daemon {
         reply::SUCCESS.to_owned()
     }
 
+    /// `project_attach`: the name the caller gives (the Manager's, from the project's
+    /// configuration) is the project's name until a scheduler reply gives one, as in the
+    /// official client.
     fn rpc_project_attach(
         &mut self,
         url: &str,
         key: &str,
+        name: &str,
         use_config_file: bool,
         t: f64,
     ) -> String {
@@ -208,6 +219,9 @@ impl Daemon {
         }
         match config::attach_project(&self.dir, &mut self.state, url, key) {
             Ok(()) => {
+                if let Some(ps) = self.state.project_mut(&canonical) {
+                    ps.project.project_name = name.trim().to_owned();
+                }
                 info!(project = %canonical, "attaching to project");
                 self.projects.attach = Some(AttachProgress::InProgress(canonical));
                 self.projects.poll_soon();
@@ -618,5 +632,20 @@ mod tests {
         });
         assert!(r.contains("disallow_attach"), "{r}");
         assert!(d.state.project("http://q.example/").is_none());
+    }
+
+    #[test]
+    fn attach_takes_the_callers_project_name() {
+        let (_dir, mut d) = daemon();
+        let r = d.gui_rpc_reply(Request::ProjectAttach {
+            project_url: "http://q.example/".into(),
+            authenticator: "k".into(),
+            project_name: " Test@Kit ".into(),
+            email_addr: String::new(),
+            use_config_file: false,
+        });
+        assert_eq!(r, reply::SUCCESS);
+        let p = d.state.project("http://q.example/").expect("attached");
+        assert_eq!(p.project.project_name, "Test@Kit");
     }
 }

@@ -145,7 +145,10 @@ impl Daemon {
                 self.state.host_info.write(&mut w, HostInfoForm::STATE_FILE);
                 w.finish()
             }
-            Request::GetDiskUsage => self.disk_usage_xml(),
+            Request::GetDiskUsage => {
+                self.update_disk_usages();
+                self.disk_usage_xml()
+            }
             Request::GetMessages {
                 seqno,
                 translatable,
@@ -297,17 +300,40 @@ impl Daemon {
         }
     }
 
+    /// The time a result still needs, as the scheduling core estimates it (the official
+    /// `est_dur`: fraction-done and static estimates blended by the fraction done), with
+    /// the app's latest report when it runs. `None` before the core's first pass saw it.
+    fn remaining_estimate(
+        &self,
+        url: &str,
+        result: &str,
+        live: Option<&ActiveTaskGui>,
+    ) -> Option<f64> {
+        let (_, world) = self.tasks.last_pass()?;
+        let id = self.tasks.ids().find_job(url, result)?;
+        let mut job = world.jobs.iter().find(|j| j.id == id)?.clone();
+        if let Some(l) = live.filter(|l| l.pid != 0) {
+            job.elapsed = l.elapsed_time;
+            job.fraction_done = l.fraction_done;
+            job.elapsed_at_fraction = l.elapsed_time;
+        }
+        Some(ferrite_sched::estimate::remaining_secs(world, &job))
+    }
+
     fn result_extra(
         &self,
         p: &ProjectState,
         wu: Option<&Workunit>,
         r: &TaskResult,
         a: Option<&ActiveTask>,
+        live: Option<&ActiveTaskGui>,
     ) -> ResultGuiExtra {
         let av = wu
             .and_then(|wu| p.app_version(&wu.app_name, &r.platform, r.version_num, &r.plan_class));
         let remaining = if r.computing_done() {
             0.0
+        } else if let Some(x) = self.remaining_estimate(&p.project.master_url, &r.name, live) {
+            x
         } else {
             let flops = av
                 .map(|v| v.usage.flops)
@@ -315,13 +341,7 @@ impl Daemon {
                 .unwrap_or(self.state.host_info.p_fpops.max(1.0));
             let est = wu.map_or(0.0, |wu| wu.rsc_fpops_est / flops)
                 * p.project.duration_correction_factor.max(0.0);
-            let done = a.map_or(0.0, |a| a.checkpoint_fraction_done);
-            let elapsed = a.map_or(0.0, |a| a.checkpoint_elapsed_time);
-            if done > 0.0 && elapsed > 0.0 {
-                (elapsed / done - elapsed).max(0.0)
-            } else {
-                (est - elapsed).max(0.0)
-            }
+            (est - a.map_or(0.0, |a| a.checkpoint_elapsed_time)).max(0.0)
         };
         let usage = wu
             .and_then(|wu| wu.usage.as_ref())
@@ -344,7 +364,7 @@ impl Daemon {
         let a = self.state.active_task(&p.project.master_url, &r.name);
         let live = a.map(|a| self.active_task_live(a));
         let wu = wus.get(r.wu_name.as_str()).copied();
-        let extra = self.result_extra(p, wu, r, a);
+        let extra = self.result_extra(p, wu, r, a, live.as_ref());
         gui::write_result(r, &p.project.master_url, &extra, a.zip(live.as_ref()), w);
     }
 
@@ -476,12 +496,33 @@ impl Daemon {
         w.finish().replace("\n    <", "\n   <")
     }
 
+    /// Measures each project's disk usage (`<disk_usage>` of `get_state` and
+    /// `get_project_status`): its project directory and its tasks' slot directories, as the
+    /// official client does when it reads the preferences, before each scheduler request
+    /// and for `get_disk_usage`.
+    pub(crate) fn update_disk_usages(&mut self) {
+        let slots = self.dir.join("slots");
+        let state = &mut self.state;
+        for ps in &mut state.projects {
+            let url = &ps.project.master_url;
+            let mut used = dir_size(&config::project_dir(&self.dir, url));
+            for a in state
+                .active_tasks
+                .iter()
+                .filter(|a| &a.project_master_url == url)
+            {
+                used += dir_size(&slots.join(a.slot.to_string()));
+            }
+            ps.project.disk_usage = used;
+        }
+    }
+
     fn disk_usage_xml(&self) -> String {
         let mut w = XmlWriter::new();
         w.open_flat("disk_usage_summary");
         let mut projects_total = 0.0;
         for p in &self.state.projects {
-            let used = dir_size(&config::project_dir(&self.dir, &p.project.master_url));
+            let used = p.project.disk_usage;
             projects_total += used;
             w.open("project")
                 .text("master_url", &p.project.master_url)
