@@ -394,6 +394,30 @@ impl Daemon {
         for w in &gpus.warnings {
             info!("GPU detection: {w}");
         }
+        for w in &gpus.opencl.warnings {
+            info!("OpenCL: {w}");
+        }
+        for c in &gpus.opencl.cpus {
+            info!(
+                "OpenCL CPU: {} (OpenCL driver vendor: {}, driver version {}, device version {})",
+                c.prop.name,
+                c.platform_vendor,
+                c.prop.opencl_driver_version,
+                c.prop.opencl_device_version.trim_end()
+            );
+        }
+        for d in &gpus.opencl.devices {
+            info!(
+                "OpenCL: {:?} GPU {} ({:?}): {} (driver version {}, device version {}, {:.2}GB)",
+                d.vendor,
+                d.device_num,
+                d.usage,
+                d.prop.name,
+                d.prop.opencl_driver_version,
+                d.prop.opencl_device_version.trim_end(),
+                d.prop.global_mem_size as f64 / 1e9
+            );
+        }
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
         self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
         if host.p_fpops <= 0.0 {
