@@ -430,7 +430,49 @@ impl Api {
 
 /// Asks the OpenCL library for every platform's CPU devices and GPUs/accelerators. Never
 /// fails: a missing library is a status, device errors are warnings.
+///
+/// Vendor libraries may install signal handlers of their own (PoCL's LLVM replaces the
+/// SIGTERM and SIGINT handlers, so the daemon would die instead of shutting down): every
+/// signal's disposition is saved before and put back after.
 pub fn scan(library: Option<&Path>) -> OpenclScan {
+    let saved = SavedSignals::save();
+    let out = scan_library(library);
+    saved.restore();
+    out
+}
+
+/// Signal dispositions saved with `sigaction`.
+struct SavedSignals(Vec<(libc::c_int, libc::sigaction)>);
+
+impl SavedSignals {
+    fn save() -> Self {
+        let mut v = Vec::new();
+        for sig in 1..32 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            // SAFETY: `old` is plain data that sigaction fills; a null `act` only reads.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) == 0 {
+                    v.push((sig, old));
+                }
+            }
+        }
+        SavedSignals(v)
+    }
+
+    fn restore(&self) {
+        for (sig, act) in &self.0 {
+            // SAFETY: `act` is a disposition sigaction returned for this signal.
+            unsafe {
+                libc::sigaction(*sig, act, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+fn scan_library(library: Option<&Path>) -> OpenclScan {
     let lib = match open_library(library) {
         Ok(l) => l,
         Err(e) => return OpenclScan::empty(OpenclStatus::LibraryMissing(e)),
