@@ -21,7 +21,7 @@ pub mod throttle;
 pub mod transfers;
 pub mod writer;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -94,6 +94,8 @@ pub struct Daemon {
     log: LogHandle,
     /// When to look for GPUs again (no driver answered yet).
     gpu_retry_at: Option<f64>,
+    /// The used devices of each GPU type, from the last GPU probe.
+    gpu_instances: BTreeMap<String, Vec<ferrite_hostinfo::GpuInstance>>,
     /// When to look at overdue tasks again (at start-up, then daily).
     next_overdue_check: f64,
     /// The CPU benchmarks are running on a blocking thread.
@@ -160,6 +162,7 @@ impl Daemon {
             save: SavePolicy::new(1.0),
             warned: HashSet::new(),
             gpu_retry_at: None,
+            gpu_instances: BTreeMap::new(),
             next_overdue_check: 0.0,
             benchmarks_running: false,
             activity: activity::ActivityMonitor::from_env(),
@@ -419,6 +422,7 @@ impl Daemon {
             );
         }
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
+        self.gpu_instances = gpus.instances();
         self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
         if host.p_fpops <= 0.0 {
             let d = BenchmarkResult::defaults();
@@ -451,6 +455,7 @@ impl Daemon {
         let gpus = HostDetector::new(probe).probe_gpus();
         let before = self.state.host_info.coprocs.clone();
         ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
+        self.gpu_instances = gpus.instances();
         self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
         if self.state.host_info.coprocs != before {
             info!(
@@ -708,6 +713,7 @@ impl Daemon {
             exclude_gpus: &self.config.cc.options.exclude_gpus,
             no_rsc_prefs: &self.config.no_rsc_prefs,
             stderr_head: self.config.cc.options.stderr_head,
+            gpu_instances: &self.gpu_instances,
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;

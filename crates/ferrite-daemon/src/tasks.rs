@@ -14,6 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ferrite_hostinfo::GpuInstance;
 use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::ExcludeGpu;
 use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
@@ -99,6 +100,8 @@ pub struct TickInputs<'a> {
     pub no_rsc_prefs: &'a BTreeMap<String, Vec<String>>,
     /// `cc_config.xml` `<stderr_head>`: keep the start of a long stderr, not its end.
     pub stderr_head: bool,
+    /// The used devices of each GPU type, in the scheduler's instance order.
+    pub gpu_instances: &'a BTreeMap<String, Vec<GpuInstance>>,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -666,10 +669,31 @@ impl TaskTable {
             .unwrap_or_default();
         let p = &ps.project;
         let gpu_usage = av.usage.coprocs.iter().map(|c| c.count).fold(0.0, f64::max);
-        // The device the core assigned (its lowest instance), as the app must be told.
-        let gpu_device = (gpu_usage > 0.0)
-            .then(|| gpu_device_num(instances))
-            .flatten();
+        // The GPU type, and the device of the instance the core assigned (its lowest), as
+        // the app must be told.
+        let gpu_type = av
+            .usage
+            .coprocs
+            .iter()
+            .filter(|c| c.count > 0.0)
+            .find_map(|c| crate::snapshot::canonical_gpu_type(&c.rsc_type));
+        let gpu_device = gpu_type
+            .filter(|_| gpu_usage > 0.0)
+            .and_then(|t| gpu_device_num(instances).map(|i| (t, i)))
+            .map(|(t, i)| {
+                let n = u32::try_from(i).unwrap_or(0);
+                let dev = inputs
+                    .gpu_instances
+                    .get(t)
+                    .and_then(|list| list.get(n as usize))
+                    .copied()
+                    .unwrap_or(GpuInstance {
+                        device_num: n,
+                        opencl_device_index: n,
+                    });
+                (t, dev)
+            });
+        let as_i32 = |n: u32| i32::try_from(n).unwrap_or(-1);
         let init = AppInitData {
             major_version: state.core_client_version.major,
             minor_version: state.core_client_version.minor,
@@ -698,13 +722,9 @@ impl TaskTable {
             resource_share_fraction: resource_share_fraction(state, &key.0),
             checkpoint_period: prefs.disk_interval,
             gpu_usage,
-            gpu_type: if gpu_device.is_some() {
-                "NVIDIA".to_owned()
-            } else {
-                String::new()
-            },
-            gpu_device_num: gpu_device.unwrap_or(-1),
-            gpu_opencl_dev_index: gpu_device.unwrap_or(-1),
+            gpu_type: gpu_device.map(|(t, _)| t.to_owned()).unwrap_or_default(),
+            gpu_device_num: gpu_device.map_or(-1, |(_, d)| as_i32(d.device_num)),
+            gpu_opencl_dev_index: gpu_device.map_or(-1, |(_, d)| as_i32(d.opencl_device_index)),
             ncpus: av.usage.avg_ncpus,
             rsc_fpops_est: wu.rsc_fpops_est,
             rsc_fpops_bound: wu.rsc_fpops_bound,

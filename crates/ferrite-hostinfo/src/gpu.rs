@@ -6,6 +6,7 @@
 //! A missing library or a driver that does not initialise gives zero GPUs, one log line and
 //! a status that tells the caller to try again later; it is never an error.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
@@ -144,6 +145,17 @@ pub struct GpuProbe {
     pub opencl: OpenclFound,
 }
 
+/// One instance of a GPU type as apps are told about it: the device number and the index
+/// within its OpenCL platform (`gpu_device_num`, `gpu_opencl_dev_index` in `init_data.xml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuInstance {
+    /// The device number.
+    pub device_num: u32,
+    /// The device's index among its OpenCL platform's GPUs (the device number when OpenCL
+    /// does not see it).
+    pub opencl_device_index: u32,
+}
+
 /// The OpenCL part of a GPU probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenclFound {
@@ -176,6 +188,52 @@ impl GpuProbe {
             self.status,
             NvmlStatus::LibraryMissing(_) | NvmlStatus::InitFailed(_)
         )
+    }
+
+    /// The used devices of each GPU type (`NVIDIA`, `ATI`, `intel_gpu`), in instance order:
+    /// the scheduler's instance `i` of a type is entry `i`.
+    pub fn instances(&self) -> BTreeMap<String, Vec<GpuInstance>> {
+        use crate::opencl::OpenclVendor;
+        let mut out = BTreeMap::new();
+        let opencl_of = |vendor: OpenclVendor| {
+            self.opencl
+                .devices
+                .iter()
+                .filter(move |d| d.vendor == vendor && d.usage == GpuUse::Used)
+                .map(|d| GpuInstance {
+                    device_num: d.device_num,
+                    opencl_device_index: d.opencl_device_index,
+                })
+        };
+        let cuda: Vec<GpuInstance> = self
+            .nvidia
+            .iter()
+            .filter(|d| d.usage == GpuUse::Used)
+            .map(|d| GpuInstance {
+                device_num: d.device_num,
+                opencl_device_index: self
+                    .opencl
+                    .devices
+                    .iter()
+                    .find(|o| o.vendor == OpenclVendor::Nvidia && o.device_num == d.device_num)
+                    .map_or(d.device_num, |o| o.opencl_device_index),
+            })
+            .collect();
+        let nvidia = if cuda.is_empty() {
+            opencl_of(OpenclVendor::Nvidia).collect()
+        } else {
+            cuda
+        };
+        for (name, list) in [
+            ("NVIDIA", nvidia),
+            ("ATI", opencl_of(OpenclVendor::Amd).collect()),
+            ("intel_gpu", opencl_of(OpenclVendor::Intel).collect()),
+        ] {
+            if !list.is_empty() {
+                out.insert(name.to_owned(), list);
+            }
+        }
+        out
     }
 
     /// The `<opencl_cpu_prop>` texts for `HostInfo::opencl_cpu_props`.

@@ -29,8 +29,8 @@ use ferrite_proto::host::HostInfo;
 pub use activity::{idle_time, on_battery, IdleProbe};
 pub use bench::{benchmarks_due, run_benchmarks, BenchmarkResult};
 pub use gpu::{
-    ExcludeGpu, GpuConfig, GpuProbe, GpuUse, NvidiaDevice, NvmlStatus, OpenclFound, UserCoproc,
-    NVML_LIBRARY_ENV,
+    ExcludeGpu, GpuConfig, GpuInstance, GpuProbe, GpuUse, NvidiaDevice, NvmlStatus, OpenclFound,
+    UserCoproc, NVML_LIBRARY_ENV,
 };
 pub use opencl::{OpenclDevice, OpenclStatus, OpenclVendor, OPENCL_LIBRARY_ENV};
 pub use os::Virtualization;
