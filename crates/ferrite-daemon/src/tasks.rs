@@ -756,6 +756,11 @@ impl TaskTable {
             args.extend(o.cmdline.split_whitespace().map(str::to_owned));
         }
         args.extend(wu.command_line.split_whitespace().map(str::to_owned));
+        // Apps older than API 7.5 learn their GPU from `--device N` (newer ones read
+        // `init_data.xml`).
+        if let Some((_, dev)) = gpu_device.filter(|_| !api_at_least(&av.api_version, 7, 5)) {
+            args.extend(["--device".to_owned(), dev.device_num.to_string()]);
+        }
         let flops = if av.usage.flops > 0.0 {
             av.usage.flops
         } else {
@@ -1071,6 +1076,16 @@ fn read_records(dir: &Path) -> Vec<TaskRecord> {
     }
 }
 
+/// Whether an `<api_version>` (`7.5.0`) is at least `major.minor`; an empty or unreadable
+/// one is not (the official client's `api_version_at_least`).
+fn api_at_least(v: &str, major: u32, minor: u32) -> bool {
+    let mut it = v.trim().split('.').map(|p| p.parse::<u32>().ok());
+    match (it.next().flatten(), it.next().flatten()) {
+        (Some(a), b) => (a, b.unwrap_or(0)) >= (major, minor),
+        _ => false,
+    }
+}
+
 /// The device number for a GPU task: the lowest instance in the core's assignment mask.
 fn gpu_device_num(instances: u64) -> Option<i32> {
     (instances != 0).then(|| i32::try_from(instances.trailing_zeros()).unwrap_or(0))
@@ -1078,6 +1093,14 @@ fn gpu_device_num(instances: u64) -> Option<i32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn old_apps_get_their_device_on_the_command_line() {
+        assert!(super::api_at_least("7.5.0", 7, 5));
+        assert!(super::api_at_least("8.0", 7, 5));
+        assert!(!super::api_at_least("7.4.9", 7, 5));
+        assert!(!super::api_at_least("", 7, 5));
+    }
+
     #[test]
     fn the_lowest_assigned_instance_is_the_device() {
         assert_eq!(super::gpu_device_num(0), None);
