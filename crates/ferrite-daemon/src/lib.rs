@@ -393,6 +393,18 @@ impl Daemon {
         if !device.is_empty() {
             host.domain_name = device.to_owned();
         }
+        host.docker = ferrite_hostinfo::docker::detect();
+        match &host.docker {
+            Some((v, t)) => info!(
+                "{} version {v} found",
+                if *t == ferrite_hostinfo::docker::PODMAN {
+                    "Podman"
+                } else {
+                    "Docker"
+                }
+            ),
+            None => info!("Docker/Podman: not found (or cannot run containers)"),
+        }
         let gpus = det.probe_gpus();
         for w in &gpus.warnings {
             info!("GPU detection: {w}");

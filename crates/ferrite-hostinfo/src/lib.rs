@@ -17,6 +17,7 @@ pub mod activity;
 pub mod bench;
 pub mod cgroup;
 pub mod cpuinfo;
+pub mod docker;
 pub mod gpu;
 pub mod opencl;
 pub mod os;
