@@ -261,6 +261,15 @@ impl OfficialClient {
     /// so the client only loads and serves its state. Panics with a hint when the official
     /// client is not installed.
     pub fn start(dir: &Path) -> OfficialClient {
+        Self::start_with(dir, false)
+    }
+
+    /// Like [`start`](Self::start), but the client detects GPUs and OpenCL platforms.
+    pub fn start_detecting_gpus(dir: &Path) -> OfficialClient {
+        Self::start_with(dir, true)
+    }
+
+    fn start_with(dir: &Path, detect_gpus: bool) -> OfficialClient {
         assert!(
             official_client_installed(),
             "the official client is needed: install Debian's boinc-client (see .ci/run)"
@@ -272,13 +281,11 @@ impl OfficialClient {
         let mut cmd = Command::new("boinc");
         cmd.arg("--dir")
             .arg(dir)
-            .args([
-                "--gui_rpc_port",
-                &port.to_string(),
-                "--no_info_fetch",
-                "--no_gpus",
-            ])
+            .args(["--gui_rpc_port", &port.to_string(), "--no_info_fetch"])
             .current_dir(dir);
+        if !detect_gpus {
+            cmd.arg("--no_gpus");
+        }
         let mut client = OfficialClient {
             proc: Proc::spawn(cmd),
             port,
@@ -326,6 +333,11 @@ impl OfficialClient {
             ),
             Err(_) => (false, String::new()),
         }
+    }
+
+    /// Sends one GUI RPC request (authenticated) and returns the raw reply.
+    pub fn gui_rpc(&self, op_xml: &str) -> String {
+        gui_rpc(self.port, Some(&self.password), op_xml)
     }
 
     /// What the client printed.

@@ -197,6 +197,17 @@ fn gpu_config(cc: &CcConfig, opts: &Options) -> GpuConfig {
             .iter()
             .filter_map(|&d| u32::try_from(d).ok())
             .collect(),
+        ignore_ati_dev: o
+            .ignore_ati_dev
+            .iter()
+            .filter_map(|&d| u32::try_from(d).ok())
+            .collect(),
+        ignore_intel_dev: o
+            .ignore_intel_dev
+            .iter()
+            .filter_map(|&d| u32::try_from(d).ok())
+            .collect(),
+        no_opencl: o.no_opencl,
         use_all_gpus: o.use_all_gpus,
         user_coprocs: o
             .coprocs

@@ -22,7 +22,7 @@ pub mod throttle;
 pub mod transfers;
 pub mod writer;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -99,6 +99,8 @@ pub struct Daemon {
     gpu_retry_at: Option<f64>,
     /// The last GPU probe's note ("No NVIDIA GPU: …"), logged only when it changes.
     gpu_note: Option<String>,
+    /// The used devices of each GPU type, from the last GPU probe.
+    gpu_instances: BTreeMap<String, Vec<ferrite_hostinfo::GpuInstance>>,
     /// When to look at overdue tasks again (at start-up, then daily).
     next_overdue_check: f64,
     /// The CPU benchmarks are running on a blocking thread.
@@ -172,6 +174,7 @@ impl Daemon {
             warned: HashSet::new(),
             gpu_retry_at: None,
             gpu_note: None,
+            gpu_instances: BTreeMap::new(),
             next_overdue_check: 0.0,
             benchmarks_running: false,
             activity: activity::ActivityMonitor::from_env(),
@@ -435,12 +438,49 @@ impl Daemon {
         if !device.is_empty() {
             host.domain_name = device.to_owned();
         }
+        host.docker = ferrite_hostinfo::docker::detect();
+        match &host.docker {
+            Some((v, t)) => info!(
+                "{} version {v} found",
+                if *t == ferrite_hostinfo::docker::PODMAN {
+                    "Podman"
+                } else {
+                    "Docker"
+                }
+            ),
+            None => info!("Docker/Podman: not found (or cannot run containers)"),
+        }
         let gpus = det.probe_gpus();
         for w in &gpus.warnings {
             info!("GPU detection: {w}");
         }
+        for w in &gpus.opencl.warnings {
+            info!("OpenCL: {w}");
+        }
+        for c in &gpus.opencl.cpus {
+            info!(
+                "OpenCL CPU: {} (OpenCL driver vendor: {}, driver version {}, device version {})",
+                c.prop.name,
+                c.platform_vendor,
+                c.prop.opencl_driver_version,
+                c.prop.opencl_device_version.trim_end()
+            );
+        }
+        for d in &gpus.opencl.devices {
+            info!(
+                "OpenCL: {:?} GPU {} ({:?}): {} (driver version {}, device version {}, {:.2}GB)",
+                d.vendor,
+                d.device_num,
+                d.usage,
+                d.prop.name,
+                d.prop.opencl_driver_version,
+                d.prop.opencl_device_version.trim_end(),
+                d.prop.global_mem_size as f64 / 1e9
+            );
+        }
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
         self.note_gpu_probe(&gpus);
+        self.gpu_instances = gpus.instances();
         self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
         if host.p_fpops <= 0.0 {
             let d = BenchmarkResult::defaults();
@@ -474,6 +514,7 @@ impl Daemon {
         let before = self.state.host_info.coprocs.clone();
         ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
         self.note_gpu_probe(&gpus);
+        self.gpu_instances = gpus.instances();
         self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
         if self.state.host_info.coprocs != before {
             info!(
@@ -754,6 +795,7 @@ impl Daemon {
             no_rsc_prefs: &self.config.no_rsc_prefs,
             stderr_head: self.config.cc.options.stderr_head,
             proxy: proxy.as_ref(),
+            gpu_instances: &self.gpu_instances,
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;

@@ -997,8 +997,7 @@ impl Daemon {
                     d_project_share: d.allowed * frac,
                 }
             }),
-            coprocs: (coprocs.nvidia.as_ref().is_some_and(|n| n.count > 0))
-                .then(|| coprocs.clone()),
+            coprocs: (coprocs.ndevs() > 0).then(|| coprocs.clone()),
             max_tasks_reported: usize::try_from(cc.max_tasks_reported).unwrap_or(0),
             allow_multiple_clients: cc.allow_multiple_clients,
             dont_use_docker: cc.dont_use_docker,
@@ -1237,6 +1236,11 @@ impl Daemon {
             .is_some_and(|n| n.count > 0)
         {
             v.push("NVIDIA".to_owned());
+        }
+        for o in &self.state.host_info.coprocs.other {
+            if o.count > 0 && matches!(o.element.as_str(), "coproc_ati" | "coproc_intel_gpu") {
+                v.push(o.rsc_type.clone());
+            }
         }
         v
     }

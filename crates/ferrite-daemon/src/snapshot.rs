@@ -130,13 +130,9 @@ pub fn build_world(
         .prefs
         .usable_cpus(h.p_ncpus.max(1), inputs.cc_ncpus, inputs.user_active);
     let mut host = Host::cpu_only(ncpus, h.p_fpops.max(1e6), h.m_nbytes.max(0.0));
-    if let Some(nv) = h.coprocs.nvidia.as_ref().filter(|n| n.count > 0) {
-        host.coprocs.push(Coproc {
-            kind: CoprocKind::Nvidia,
-            count: nv.count,
-            peak_flops: nv.peak_flops,
-        });
-    }
+    let gpu_types = host_gpu_types(h);
+    host.coprocs = gpu_types.iter().map(|(_, c)| c.clone()).collect();
+    let gpu_names: Vec<&str> = gpu_types.iter().map(|(n, _)| *n).collect();
     let gp = inputs.prefs;
     let mut world = World::new(host);
     world.prefs = Prefs {
@@ -176,7 +172,6 @@ pub fn build_world(
             intern(&mut ids.versions, &version_key(&p.project.master_url, v));
         }
     }
-    let has_gpu = !world.host.coprocs.is_empty();
     for url in &ids.projects {
         let proj = match state.project(url) {
             Some(ps) => {
@@ -197,13 +192,14 @@ pub fn build_world(
                         .filter(|n| *n > 0);
                     x.report_immediately = ac.report_results_immediately;
                 }
-                x.excluded_instances = excluded_nvidia(inputs.exclude_gpus, &p.master_url, None);
+                x.excluded_instances =
+                    excluded_gpus(inputs.exclude_gpus, &p.master_url, None, &gpu_names);
                 // The server says which resources it has no apps for; the volunteer's web
                 // preferences may turn others off.
                 x.fetch_only_known_resources = false;
                 let prefs_off = inputs.no_rsc_prefs.get(&p.master_url);
                 for name in p.no_rsc_apps.iter().chain(prefs_off.into_iter().flatten()) {
-                    if let Some(r) = resource_of(name, has_gpu) {
+                    if let Some(r) = resource_of(name, &gpu_names) {
                         x.no_work_for.insert(r);
                     }
                 }
@@ -222,7 +218,7 @@ pub fn build_world(
     let pid = |url: &str| -> ProjectId { ProjectId(index_of(&projects, &url.to_owned())) };
     for (url, name) in &ids.apps {
         let mut app = App::new(pid(url), name.clone());
-        app.excluded_instances = excluded_nvidia(inputs.exclude_gpus, url, Some(name));
+        app.excluded_instances = excluded_gpus(inputs.exclude_gpus, url, Some(name), &gpu_names);
         if let Some(a) = state.project(url).and_then(|p| p.app(name)) {
             app.fraction_done_exact = a.fraction_done_exact;
         }
@@ -256,11 +252,11 @@ pub fn build_world(
                     v.usage.avg_ncpus,
                     gpu.map_or(0.0, |c| c.count),
                 );
-                match gpu {
-                    Some(_) if has_gpu => {
-                        AppVersion::coproc(app, p, ResourceId(1), ngpus, ncpus, flops)
-                    }
-                    _ => AppVersion::cpu(app, p, ncpus.max(0.001), flops),
+                match gpu.and_then(|g| resource_of(&g.rsc_type, &gpu_names)) {
+                    Some(r) => AppVersion::coproc(app, p, r, ngpus, ncpus, flops),
+                    // CPU versions, and GPU versions for a type this host lacks (their jobs
+                    // are not runnable, below).
+                    None => AppVersion::cpu(app, p, ncpus.max(0.001), flops),
                 }
             }
             None => AppVersion::cpu(app, p, 1.0, world.host.p_fpops),
@@ -307,7 +303,8 @@ pub fn build_world(
                 continue;
             }
             job.runnable = r.state == ResultState::FilesDownloaded
-                && (has_gpu && !inputs.gpu_suspended || !gpu_version(v))
+                && (!gpu_version(v)
+                    || !inputs.gpu_suspended && gpu_resource_present(v, &gpu_names))
                 && inputs
                     .not_before
                     .get(&(url.clone(), r.name.clone()))
@@ -342,18 +339,73 @@ pub fn build_world(
     world
 }
 
-/// The core's resource for a BOINC resource name (`CPU`, `NVIDIA`; the official spellings of
-/// `no_rsc_apps` and `no_rsc`). Other GPU types are not detected, so they map to nothing.
-fn resource_of(name: &str, has_nvidia: bool) -> Option<ResourceId> {
-    if name.eq_ignore_ascii_case("CPU") {
-        Some(ResourceId(0))
-    } else if has_nvidia
-        && (name.eq_ignore_ascii_case("NVIDIA") || name.eq_ignore_ascii_case("CUDA"))
-    {
-        Some(ResourceId(1))
-    } else {
-        None
+/// The official spelling of a GPU resource type name (`NVIDIA`, `ATI`, `intel_gpu`), from
+/// any of the names BOINC accepts (`CUDA`, `AMD`, `CAL`, any case).
+pub fn canonical_gpu_type(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    match n.as_str() {
+        "nvidia" | "cuda" => Some("NVIDIA"),
+        "ati" | "amd" | "cal" => Some("ATI"),
+        "intel_gpu" | "intel" => Some("intel_gpu"),
+        _ => None,
     }
+}
+
+/// The host's GPU types in resource order (`ResourceId(i + 1)` is entry `i`), with their
+/// official names: NVIDIA, then AMD, then Intel, as the official client numbers them.
+fn host_gpu_types(h: &ferrite_proto::host::HostInfo) -> Vec<(&'static str, Coproc)> {
+    let mut v = Vec::new();
+    if let Some(nv) = h.coprocs.nvidia.as_ref().filter(|n| n.count > 0) {
+        v.push((
+            "NVIDIA",
+            Coproc {
+                kind: CoprocKind::Nvidia,
+                count: nv.count,
+                peak_flops: nv.peak_flops,
+            },
+        ));
+    }
+    for (element, name, kind) in [
+        ("coproc_ati", "ATI", CoprocKind::Amd),
+        ("coproc_intel_gpu", "intel_gpu", CoprocKind::IntelGpu),
+    ] {
+        if let Some(o) = h
+            .coprocs
+            .other
+            .iter()
+            .find(|o| o.element == element && o.count > 0)
+        {
+            v.push((
+                name,
+                Coproc {
+                    kind,
+                    count: o.count,
+                    peak_flops: o.peak_flops,
+                },
+            ));
+        }
+    }
+    v
+}
+
+/// The core's resource for a BOINC resource name (`CPU`, or a GPU type the host has, in the
+/// spellings of `no_rsc_apps`, `no_rsc` and app versions' `<coproc>`).
+fn resource_of(name: &str, gpu_names: &[&str]) -> Option<ResourceId> {
+    if name.eq_ignore_ascii_case("CPU") {
+        return Some(ResourceId(0));
+    }
+    let canonical = canonical_gpu_type(name)?;
+    let i = gpu_names.iter().position(|n| *n == canonical)?;
+    u8::try_from(i + 1).ok().map(ResourceId)
+}
+
+/// Whether the GPU type an app version uses is one this host has.
+fn gpu_resource_present(v: &ferrite_proto::client_state::AppVersion, gpu_names: &[&str]) -> bool {
+    v.usage
+        .coprocs
+        .iter()
+        .filter(|c| c.count > 0.0)
+        .all(|c| resource_of(&c.rsc_type, gpu_names).is_some())
 }
 
 /// The `app_config.xml` `<app>` block of an app, if any.
@@ -411,29 +463,41 @@ fn usage_override(
     (ncpus, ngpus)
 }
 
-/// The NVIDIA devices `cc_config.xml` excludes, as the core's per-resource masks (index 0,
-/// the CPU, unused): with `app` `None`, the entries for the whole project (no `<app>`); with
-/// an app name, the entries naming that app.
-fn excluded_nvidia(excludes: &[ExcludeGpu], url: &str, app: Option<&str>) -> Vec<u64> {
-    let mut mask = 0u64;
+/// The GPU devices `cc_config.xml` excludes, as the core's per-resource masks (index 0,
+/// the CPU, unused; then one per entry of `gpu_names`): with `app` `None`, the entries for
+/// the whole project (no `<app>`); with an app name, the entries naming that app. An entry
+/// without `<type>` applies to every GPU type.
+fn excluded_gpus(
+    excludes: &[ExcludeGpu],
+    url: &str,
+    app: Option<&str>,
+    gpu_names: &[&str],
+) -> Vec<u64> {
+    let mut masks = vec![0u64; gpu_names.len() + 1];
     for e in excludes.iter().filter(|e| {
         ferrite_proto::account::canonicalize_master_url(&e.url)
             == ferrite_proto::account::canonicalize_master_url(url)
             && e.app.as_deref() == app
-            && e.rsc_type
-                .as_deref()
-                .is_none_or(|t| t.eq_ignore_ascii_case("nvidia"))
     }) {
-        mask |= match e.device_num {
+        let bits = match e.device_num {
             Some(n) if (0..64).contains(&n) => 1u64 << n,
             Some(_) => 0,
             None => u64::MAX,
         };
+        for (i, name) in gpu_names.iter().enumerate() {
+            let applies = e
+                .rsc_type
+                .as_deref()
+                .is_none_or(|t| canonical_gpu_type(t) == Some(*name));
+            if applies {
+                masks[i + 1] |= bits;
+            }
+        }
     }
-    if mask == 0 {
+    if masks.iter().all(|m| *m == 0) {
         Vec::new()
     } else {
-        vec![0, mask]
+        masks
     }
 }
 
@@ -482,9 +546,89 @@ mod tests {
         }
     }
 
+    /// A host with `nvidia` NVIDIA, `ati` AMD and `intel` Intel GPUs.
+    fn with_gpus(mut s: ClientState, nvidia: u32, ati: u32, intel: u32) -> ClientState {
+        use ferrite_proto::host::{NvidiaCoproc, OpenclDeviceProp, OpenclGpu, OpenclGpuKind};
+        let c = &mut s.host_info.coprocs;
+        c.nvidia = (nvidia > 0).then(|| NvidiaCoproc {
+            count: nvidia,
+            peak_flops: 1e13,
+            have_cuda: true,
+            ..NvidiaCoproc::default()
+        });
+        for (kind, count) in [(OpenclGpuKind::Amd, ati), (OpenclGpuKind::Intel, intel)] {
+            if count > 0 {
+                c.other.push(
+                    OpenclGpu {
+                        kind,
+                        count,
+                        peak_flops: 2e12,
+                        available_ram: 1e9,
+                        prop: OpenclDeviceProp::default(),
+                    }
+                    .to_coproc(),
+                );
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn amd_and_intel_gpus_are_resources_with_their_versions_and_exclusions() {
+        let mut s = with_gpus(state(), 0, 2, 1);
+        let prefs = GlobalPrefs::default();
+        let nb = HashMap::new();
+        let mut ids = IdMap::default();
+        // The fixture's version becomes an Intel GPU one.
+        s.projects[0].app_versions[0].usage.coprocs =
+            vec![ferrite_proto::client_state::CoprocUsage {
+                rsc_type: "intel_gpu".to_owned(),
+                count: 1.0,
+            }];
+        let excludes = [ExcludeGpu {
+            url: "http://127.0.0.1:18080/".to_owned(),
+            device_num: Some(1),
+            rsc_type: Some("ATI".to_owned()),
+            app: None,
+        }];
+        let mut inp = inputs(&prefs, &nb);
+        inp.exclude_gpus = &excludes;
+        let w = build_world(&s, &mut ids, &inp, &|_, _| None);
+        w.validate().expect("world");
+        let kinds: Vec<_> = w
+            .host
+            .coprocs
+            .iter()
+            .map(|c| (c.kind.clone(), c.count))
+            .collect();
+        assert_eq!(kinds, [(CoprocKind::Amd, 2), (CoprocKind::IntelGpu, 1)]);
+        assert_eq!(w.app_versions[0].resource, ResourceId(2), "intel_gpu");
+        assert_eq!(w.projects[0].excluded_instances, vec![0, 0b10, 0]);
+        assert!(w.jobs.iter().any(|j| j.runnable), "an Intel GPU is there");
+        // The same version on a host with no Intel GPU: its jobs cannot run.
+        let s2 = with_gpus(
+            {
+                let mut x = s.clone();
+                x.host_info.coprocs = Default::default();
+                x
+            },
+            1,
+            0,
+            0,
+        );
+        let w = build_world(&s2, &mut IdMap::default(), &inp, &|_, _| None);
+        assert!(w
+            .jobs
+            .iter()
+            .all(|j| !j.runnable || matches!(j.state, JobState::Finished { .. })));
+        assert_eq!(resource_of("AMD", &["NVIDIA", "ATI"]), Some(ResourceId(2)));
+        assert_eq!(resource_of("cuda", &["NVIDIA", "ATI"]), Some(ResourceId(1)));
+        assert_eq!(resource_of("intel_gpu", &["NVIDIA", "ATI"]), None);
+    }
+
     #[test]
     fn app_config_and_gpu_exclusions_reach_the_core() {
-        let s = state();
+        let s = with_gpus(state(), 2, 0, 0);
         let prefs = GlobalPrefs::default();
         let nb = HashMap::new();
         let url = "http://127.0.0.1:18080/";

@@ -14,6 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ferrite_hostinfo::GpuInstance;
 use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::{ExcludeGpu, ProxyInfo};
 use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
@@ -103,6 +104,8 @@ pub struct TickInputs<'a> {
     pub stderr_head: bool,
     /// The proxy in force, told to apps in `init_data.xml` when it is used.
     pub proxy: Option<&'a ProxyInfo>,
+    /// The used devices of each GPU type, in the scheduler's instance order.
+    pub gpu_instances: &'a BTreeMap<String, Vec<GpuInstance>>,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -682,10 +685,31 @@ impl TaskTable {
             .unwrap_or_default();
         let p = &ps.project;
         let gpu_usage = av.usage.coprocs.iter().map(|c| c.count).fold(0.0, f64::max);
-        // The device the core assigned (its lowest instance), as the app must be told.
-        let gpu_device = (gpu_usage > 0.0)
-            .then(|| gpu_device_num(instances))
-            .flatten();
+        // The GPU type, and the device of the instance the core assigned (its lowest), as
+        // the app must be told.
+        let gpu_type = av
+            .usage
+            .coprocs
+            .iter()
+            .filter(|c| c.count > 0.0)
+            .find_map(|c| crate::snapshot::canonical_gpu_type(&c.rsc_type));
+        let gpu_device = gpu_type
+            .filter(|_| gpu_usage > 0.0)
+            .and_then(|t| gpu_device_num(instances).map(|i| (t, i)))
+            .map(|(t, i)| {
+                let n = u32::try_from(i).unwrap_or(0);
+                let dev = inputs
+                    .gpu_instances
+                    .get(t)
+                    .and_then(|list| list.get(n as usize))
+                    .copied()
+                    .unwrap_or(GpuInstance {
+                        device_num: n,
+                        opencl_device_index: n,
+                    });
+                (t, dev)
+            });
+        let as_i32 = |n: u32| i32::try_from(n).unwrap_or(-1);
         // The account key and project preferences live in the account file.
         let account = config::read_account(&self.dir, &key.0).unwrap_or_default();
         let init = AppInitData {
@@ -716,13 +740,9 @@ impl TaskTable {
             resource_share_fraction: resource_share_fraction(state, &key.0),
             checkpoint_period: prefs.disk_interval,
             gpu_usage,
-            gpu_type: if gpu_device.is_some() {
-                "NVIDIA".to_owned()
-            } else {
-                String::new()
-            },
-            gpu_device_num: gpu_device.unwrap_or(-1),
-            gpu_opencl_dev_index: gpu_device.unwrap_or(-1),
+            gpu_type: gpu_device.map(|(t, _)| t.to_owned()).unwrap_or_default(),
+            gpu_device_num: gpu_device.map_or(-1, |(_, d)| as_i32(d.device_num)),
+            gpu_opencl_dev_index: gpu_device.map_or(-1, |(_, d)| as_i32(d.opencl_device_index)),
             ncpus: av.usage.avg_ncpus,
             rsc_fpops_est: wu.rsc_fpops_est,
             rsc_fpops_bound: wu.rsc_fpops_bound,
@@ -760,6 +780,11 @@ impl TaskTable {
             args.extend(o.cmdline.split_whitespace().map(str::to_owned));
         }
         args.extend(wu.command_line.split_whitespace().map(str::to_owned));
+        // Apps older than API 7.5 learn their GPU from `--device N` (newer ones read
+        // `init_data.xml`).
+        if let Some((_, dev)) = gpu_device.filter(|_| !api_at_least(&av.api_version, 7, 5)) {
+            args.extend(["--device".to_owned(), dev.device_num.to_string()]);
+        }
         let flops = if av.usage.flops > 0.0 {
             av.usage.flops
         } else {
@@ -1093,6 +1118,16 @@ fn read_records(dir: &Path) -> Vec<TaskRecord> {
     }
 }
 
+/// Whether an `<api_version>` (`7.5.0`) is at least `major.minor`; an empty or unreadable
+/// one is not (the official client's `api_version_at_least`).
+fn api_at_least(v: &str, major: u32, minor: u32) -> bool {
+    let mut it = v.trim().split('.').map(|p| p.parse::<u32>().ok());
+    match (it.next().flatten(), it.next().flatten()) {
+        (Some(a), b) => (a, b.unwrap_or(0)) >= (major, minor),
+        _ => false,
+    }
+}
+
 /// The device number for a GPU task: the lowest instance in the core's assignment mask.
 fn gpu_device_num(instances: u64) -> Option<i32> {
     (instances != 0).then(|| i32::try_from(instances.trailing_zeros()).unwrap_or(0))
@@ -1100,6 +1135,14 @@ fn gpu_device_num(instances: u64) -> Option<i32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn old_apps_get_their_device_on_the_command_line() {
+        assert!(super::api_at_least("7.5.0", 7, 5));
+        assert!(super::api_at_least("8.0", 7, 5));
+        assert!(!super::api_at_least("7.4.9", 7, 5));
+        assert!(!super::api_at_least("", 7, 5));
+    }
+
     #[test]
     fn the_lowest_assigned_instance_is_the_device() {
         assert_eq!(super::gpu_device_num(0), None);

@@ -1,17 +1,21 @@
-//! NVIDIA GPU detection through NVML (loaded at run time by `nvml-wrapper`), the choice of
-//! usable devices (`use_all_gpus`, `ignore_nvidia_dev`), the aggregated `<coproc_cuda>`
-//! description, per-project exclusions (`exclude_gpu`) and user-defined `<coproc>` entries.
+//! GPU detection: NVIDIA GPUs through NVML (loaded at run time by `nvml-wrapper`), then
+//! every OpenCL platform (`opencl`), the choice of usable devices (`use_all_gpus`,
+//! `ignore_*_dev`), the aggregated `<coproc_cuda>` description, per-project exclusions
+//! (`exclude_gpu`) and user-defined `<coproc>` entries.
 //!
 //! A missing library or a driver that does not initialise gives zero GPUs, one log line and
 //! a status that tells the caller to try again later; it is never an error.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use ferrite_proto::host::{Coprocs, NvidiaCoproc, OtherCoproc, PciInfo};
+use ferrite_proto::host::{Coprocs, NvidiaCoproc, OpenclCpuProp, OtherCoproc, PciInfo};
 use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
+
+use crate::opencl::{self, OpenclChoice, OpenclDevice, OpenclStatus};
 
 /// Environment variable naming the NVML library to load instead of the system's.
 pub const NVML_LIBRARY_ENV: &str = "FERRITE_NVML_LIBRARY";
@@ -27,6 +31,12 @@ pub struct GpuConfig {
     pub no_gpus: bool,
     /// `<ignore_nvidia_dev>` (alias `ignore_cuda_dev`): device numbers never used.
     pub ignore_nvidia_dev: Vec<u32>,
+    /// `<ignore_ati_dev>`: AMD device numbers never used.
+    pub ignore_ati_dev: Vec<u32>,
+    /// `<ignore_intel_dev>`: Intel GPU device numbers never used.
+    pub ignore_intel_dev: Vec<u32>,
+    /// `<no_opencl>`: do not look for OpenCL platforms.
+    pub no_opencl: bool,
     /// `<use_all_gpus>`: use every device, not only those as capable as the best one.
     pub use_all_gpus: bool,
     /// User-defined `<coproc>` entries, reported as they are.
@@ -131,6 +141,43 @@ pub struct GpuProbe {
     pub coprocs: Coprocs,
     /// Problems worth a log line (a device that could not be queried, …).
     pub warnings: Vec<String>,
+    /// What OpenCL found.
+    pub opencl: OpenclFound,
+}
+
+/// One instance of a GPU type as apps are told about it: the device number and the index
+/// within its OpenCL platform (`gpu_device_num`, `gpu_opencl_dev_index` in `init_data.xml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuInstance {
+    /// The device number.
+    pub device_num: u32,
+    /// The device's index among its OpenCL platform's GPUs (the device number when OpenCL
+    /// does not see it).
+    pub opencl_device_index: u32,
+}
+
+/// The OpenCL part of a GPU probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenclFound {
+    /// How the OpenCL library answered.
+    pub status: OpenclStatus,
+    /// Each platform's CPU device (`<opencl_cpu_prop>`).
+    pub cpus: Vec<OpenclCpuProp>,
+    /// GPUs of the known vendors, numbered and marked used or not.
+    pub devices: Vec<OpenclDevice>,
+    /// The OpenCL library's problems and notes, one log line each.
+    pub warnings: Vec<String>,
+}
+
+impl OpenclFound {
+    fn disabled() -> Self {
+        OpenclFound {
+            status: OpenclStatus::Disabled,
+            cpus: Vec::new(),
+            devices: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
 }
 
 impl GpuProbe {
@@ -158,6 +205,57 @@ impl GpuProbe {
                 Some(format!("No NVIDIA GPU: NVML did not initialise ({e})"))
             }
         }
+    }
+
+    /// The used devices of each GPU type (`NVIDIA`, `ATI`, `intel_gpu`), in instance order:
+    /// the scheduler's instance `i` of a type is entry `i`.
+    pub fn instances(&self) -> BTreeMap<String, Vec<GpuInstance>> {
+        use crate::opencl::OpenclVendor;
+        let mut out = BTreeMap::new();
+        let opencl_of = |vendor: OpenclVendor| {
+            self.opencl
+                .devices
+                .iter()
+                .filter(move |d| d.vendor == vendor && d.usage == GpuUse::Used)
+                .map(|d| GpuInstance {
+                    device_num: d.device_num,
+                    opencl_device_index: d.opencl_device_index,
+                })
+        };
+        let cuda: Vec<GpuInstance> = self
+            .nvidia
+            .iter()
+            .filter(|d| d.usage == GpuUse::Used)
+            .map(|d| GpuInstance {
+                device_num: d.device_num,
+                opencl_device_index: self
+                    .opencl
+                    .devices
+                    .iter()
+                    .find(|o| o.vendor == OpenclVendor::Nvidia && o.device_num == d.device_num)
+                    .map_or(d.device_num, |o| o.opencl_device_index),
+            })
+            .collect();
+        let nvidia = if cuda.is_empty() {
+            opencl_of(OpenclVendor::Nvidia).collect()
+        } else {
+            cuda
+        };
+        for (name, list) in [
+            ("NVIDIA", nvidia),
+            ("ATI", opencl_of(OpenclVendor::Amd).collect()),
+            ("intel_gpu", opencl_of(OpenclVendor::Intel).collect()),
+        ] {
+            if !list.is_empty() {
+                out.insert(name.to_owned(), list);
+            }
+        }
+        out
+    }
+
+    /// The `<opencl_cpu_prop>` texts for `HostInfo::opencl_cpu_props`.
+    pub fn opencl_cpu_props(&self) -> Vec<String> {
+        self.opencl.cpus.iter().map(OpenclCpuProp::to_xml).collect()
     }
 
     /// GPUs usable by apps, all types (`n_usable_coprocs`).
@@ -450,25 +548,83 @@ fn query_device(
     })
 }
 
-/// Probes NVIDIA GPUs. Never fails: problems become the status and warnings. It writes no
-/// log line: [`GpuProbe::note`] says why no GPU was found, for the caller to log once.
-pub fn probe_gpus(config: &GpuConfig, nvml_library: Option<&Path>) -> GpuProbe {
-    let user_only = |status: NvmlStatus, warnings: Vec<String>| GpuProbe {
-        status,
-        nvidia: Vec::new(),
-        coprocs: aggregate(&[], None, &config.user_coprocs),
-        warnings,
-    };
+/// Probes NVIDIA GPUs through NVML, then OpenCL (which adds `have_opencl`, AMD and Intel
+/// GPUs and the OpenCL CPU platforms). Never fails: problems become statuses and warnings.
+/// It writes no log line: [`GpuProbe::note`] says why no GPU was found, for the caller to
+/// log once.
+pub fn probe_gpus(
+    config: &GpuConfig,
+    nvml_library: Option<&Path>,
+    opencl_library: Option<&Path>,
+) -> GpuProbe {
     if config.no_gpus {
-        return user_only(NvmlStatus::Disabled, Vec::new());
+        return GpuProbe {
+            status: NvmlStatus::Disabled,
+            nvidia: Vec::new(),
+            coprocs: aggregate(&[], None, &config.user_coprocs),
+            warnings: Vec::new(),
+            opencl: OpenclFound::disabled(),
+        };
     }
+    let (status, mut devices, warnings) = probe_nvml(nvml_library);
+    let best = choose_devices(&mut devices, config.use_all_gpus, &config.ignore_nvidia_dev);
+    let mut coprocs = aggregate(&devices, best, &config.user_coprocs);
+    let opencl = if config.no_opencl {
+        tracing::info!("OpenCL detection disabled by cc_config.xml <no_opencl>");
+        OpenclFound::disabled()
+    } else {
+        let scan = opencl::scan(opencl_library);
+        let mut ow = scan.warnings.clone();
+        let mut devs = opencl::classify(&scan, &devices, &mut ow);
+        opencl::merge_into(
+            &mut coprocs,
+            best.map(|b| devices[b].device_num),
+            &mut devs,
+            OpenclChoice {
+                use_all: config.use_all_gpus,
+                ignore_nvidia: &config.ignore_nvidia_dev,
+                ignore_ati: &config.ignore_ati_dev,
+                ignore_intel: &config.ignore_intel_dev,
+            },
+        );
+        match &scan.status {
+            OpenclStatus::LibraryMissing(e) => tracing::info!("No OpenCL library ({e})"),
+            OpenclStatus::NoPlatforms => tracing::info!("OpenCL library reports no platform"),
+            _ => {}
+        }
+        OpenclFound {
+            status: scan.status,
+            cpus: scan.cpus,
+            devices: devs,
+            warnings: ow,
+        }
+    };
+    GpuProbe {
+        status,
+        nvidia: devices,
+        coprocs,
+        warnings,
+        opencl,
+    }
+}
+
+/// Asks NVML for every NVIDIA device.
+fn probe_nvml(nvml_library: Option<&Path>) -> (NvmlStatus, Vec<NvidiaDevice>, Vec<String>) {
     let nvml = match open_nvml(nvml_library) {
         Ok(n) => n,
         Err(NvmlError::LibloadingError(e)) => {
-            return user_only(NvmlStatus::LibraryMissing(e.to_string()), Vec::new());
+            return (
+                NvmlStatus::LibraryMissing(e.to_string()),
+                Vec::new(),
+                Vec::new(),
+            );
         }
         Err(e) => {
-            return user_only(NvmlStatus::InitFailed(e.to_string()), Vec::new());
+            return (
+                NvmlStatus::InitFailed(e.to_string()),
+                Vec::new(),
+                Vec::new(),
+            );
         }
     };
     let mut warnings = Vec::new();
@@ -500,17 +656,10 @@ pub fn probe_gpus(config: &GpuConfig, nvml_library: Option<&Path>) -> GpuProbe {
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    let best = choose_devices(&mut devices, config.use_all_gpus, &config.ignore_nvidia_dev);
-    let coprocs = aggregate(&devices, best, &config.user_coprocs);
     if devices.is_empty() {
         tracing::info!("NVML is present but reports no NVIDIA GPU");
     }
-    GpuProbe {
-        status: NvmlStatus::Ready,
-        nvidia: devices,
-        coprocs,
-        warnings,
-    }
+    (NvmlStatus::Ready, devices, warnings)
 }
 
 #[cfg(test)]

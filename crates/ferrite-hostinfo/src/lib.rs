@@ -1,5 +1,6 @@
 //! Host detection for Ferrite: what the `<host_info>` and `<coprocs>` blocks say about this
-//! machine (CPUs, memory, disk, OS, NVIDIA GPUs, user-defined coprocessors), the CPU
+//! machine (CPUs, memory, disk, OS, NVIDIA GPUs, OpenCL platforms and GPUs, user-defined
+//! coprocessors), the CPU
 //! benchmarks, user activity and power state, and the `--detect_gpus` report.
 //!
 //! The daemon owns *when* things run; this crate only answers. Typical use:
@@ -16,7 +17,9 @@ pub mod activity;
 pub mod bench;
 pub mod cgroup;
 pub mod cpuinfo;
+pub mod docker;
 pub mod gpu;
+pub mod opencl;
 pub mod os;
 mod report;
 
@@ -27,8 +30,10 @@ use ferrite_proto::host::HostInfo;
 pub use activity::{idle_time, on_battery, IdleProbe};
 pub use bench::{benchmarks_due, run_benchmarks, BenchmarkResult};
 pub use gpu::{
-    ExcludeGpu, GpuConfig, GpuProbe, GpuUse, NvidiaDevice, NvmlStatus, UserCoproc, NVML_LIBRARY_ENV,
+    ExcludeGpu, GpuConfig, GpuInstance, GpuProbe, GpuUse, NvidiaDevice, NvmlStatus, OpenclFound,
+    UserCoproc, NVML_LIBRARY_ENV,
 };
+pub use opencl::{OpenclDevice, OpenclStatus, OpenclVendor, OPENCL_LIBRARY_ENV};
 pub use os::Virtualization;
 pub use report::detect_gpus_report;
 
@@ -67,6 +72,9 @@ pub struct HostProbeConfig {
     pub data_dir: PathBuf,
     /// NVML library to load; `None` means `$FERRITE_NVML_LIBRARY`, else the system's.
     pub nvml_library: Option<PathBuf>,
+    /// OpenCL library (ICD loader) to load; `None` means `$FERRITE_OPENCL_LIBRARY`, else the
+    /// system's `libOpenCL.so`.
+    pub opencl_library: Option<PathBuf>,
     /// GPU options from `cc_config.xml`.
     pub gpu: GpuConfig,
     /// Where to read system information from.
@@ -79,6 +87,7 @@ impl HostProbeConfig {
         HostProbeConfig {
             data_dir: data_dir.into(),
             nvml_library: None,
+            opencl_library: None,
             gpu: GpuConfig::default(),
             roots: SystemRoots::default(),
         }
@@ -138,9 +147,14 @@ impl HostDetector {
         detect_host_impl(&self.config)
     }
 
-    /// Probes NVIDIA GPUs and adds user-defined coprocessors. Never fails.
+    /// Probes NVIDIA GPUs and OpenCL platforms and adds user-defined coprocessors. Never
+    /// fails.
     pub fn probe_gpus(&self) -> GpuProbe {
-        gpu::probe_gpus(&self.config.gpu, self.config.nvml_library.as_deref())
+        gpu::probe_gpus(
+            &self.config.gpu,
+            self.config.nvml_library.as_deref(),
+            self.config.opencl_library.as_deref(),
+        )
     }
 
     /// Platform names this host runs, primary first.
@@ -200,10 +214,11 @@ pub fn generate_host_cpid(sys_root: &Path, data_dir: &Path) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Puts a GPU probe's `<coprocs>` and usable-GPU count into `host`.
+/// Puts a GPU probe's `<coprocs>`, usable-GPU count and OpenCL CPU platforms into `host`.
 pub fn apply_gpu_probe(host: &mut HostInfo, probe: &GpuProbe) {
     host.coprocs = probe.coprocs.clone();
     host.n_usable_coprocs = probe.usable_count();
+    host.opencl_cpu_props = probe.opencl_cpu_props();
 }
 
 /// Size and free space of the file system holding `path` (free = available to unprivileged

@@ -50,7 +50,7 @@ pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
             let _ = writeln!(s, "NVIDIA library present but not usable ({e})");
         }
     }
-    if gpus.nvidia.is_empty() && gpus.coprocs.other.is_empty() {
+    if gpus.coprocs.is_empty() {
         let _ = writeln!(s, "No usable GPUs found");
     }
     for g in &gpus.nvidia {
@@ -74,6 +74,38 @@ pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
             g.peak_flops / 1e9
         );
     }
+    for d in &gpus.opencl.devices {
+        let kind = match d.vendor {
+            crate::OpenclVendor::Nvidia => "NVIDIA GPU",
+            crate::OpenclVendor::Amd => "AMD/ATI GPU",
+            _ => "Intel GPU",
+        };
+        let note = match d.usage {
+            GpuUse::Used => "",
+            GpuUse::Unused => " (not used)",
+            GpuUse::Ignored => " (ignored by config)",
+        };
+        let _ = writeln!(
+            s,
+            "OpenCL: {kind} {}{note}: {} (driver version {}, device version {}, {:.2}GB, {:.0} GFLOPS peak)",
+            d.device_num,
+            d.prop.name,
+            d.prop.opencl_driver_version,
+            d.prop.opencl_device_version.trim_end(),
+            d.prop.global_mem_size as f64 / 1e9,
+            d.peak_flops / 1e9
+        );
+    }
+    for c in &gpus.opencl.cpus {
+        let _ = writeln!(
+            s,
+            "OpenCL CPU: {} (OpenCL driver vendor: {}, driver version {}, device version {})",
+            c.prop.name,
+            c.platform_vendor,
+            c.prop.opencl_driver_version,
+            c.prop.opencl_device_version.trim_end()
+        );
+    }
     for o in &gpus.coprocs.other {
         let _ = writeln!(
             s,
@@ -81,7 +113,7 @@ pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
             o.element, o.rsc_type, o.count
         );
     }
-    for w in &gpus.warnings {
+    for w in gpus.warnings.iter().chain(&gpus.opencl.warnings) {
         let _ = writeln!(s, "Warning: {w}");
     }
     s

@@ -5,6 +5,10 @@
 
 use crate::xml::{Num, Tag, XmlError, XmlReader, XmlWriter};
 
+pub mod opencl;
+
+pub use opencl::{OpenclCpuProp, OpenclDeviceProp, OpenclGpu, OpenclGpuKind};
+
 /// The machine as BOINC describes it (`lib/hostinfo.cpp`). Field names follow the XML tags.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostInfo {
@@ -62,8 +66,8 @@ pub struct HostInfo {
     pub docker: Option<(String, u32)>,
     /// docker-compose/podman-compose version and type (1 docker, 2 podman), when installed.
     pub docker_compose: Option<(String, u32)>,
-    /// `<opencl_cpu_prop>` blocks (one per OpenCL platform offering the CPU), kept verbatim:
-    /// only the server looks inside them.
+    /// `<opencl_cpu_prop>` blocks (one per OpenCL platform offering the CPU), kept as text:
+    /// detection writes them with [`OpenclCpuProp::to_xml`]; only the server looks inside.
     pub opencl_cpu_props: Vec<String>,
     /// GPUs and other coprocessors.
     pub coprocs: Coprocs,
