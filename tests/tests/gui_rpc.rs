@@ -422,6 +422,8 @@ fn big_replies_have_the_official_element_names_and_order() {
                 depth = depth.saturating_sub(1);
             }
         }
+        // How many platforms a host runs depends on it (a 32-bit loader adds i686).
+        names.dedup_by(|a, b| a == b && a == "platform");
         names
     };
     assert_eq!(top(&ours), top(&theirs));
