@@ -19,6 +19,7 @@ pub mod store;
 pub mod tasks;
 pub mod throttle;
 pub mod transfers;
+pub mod tuning;
 pub mod writer;
 
 use std::collections::HashSet;
@@ -102,6 +103,8 @@ pub struct Daemon {
     activity: activity::ActivityMonitor,
     /// Wall time the daemon started (for `start_delay`).
     started_at: f64,
+    /// When the first app started since start-up (for `--exit_after_app_start`).
+    app_started_at: Option<f64>,
     /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
     pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
     /// Last time other programs' CPU load was over `suspend_cpu_usage`.
@@ -164,6 +167,7 @@ impl Daemon {
             benchmarks_running: false,
             activity: activity::ActivityMonitor::from_env(),
             started_at: now(),
+            app_started_at: None,
             suspended: (None, None),
             cpu_busy_at: None,
             _lock: lock,
@@ -186,6 +190,19 @@ impl Daemon {
         };
         daemon.load_state();
         daemon.load_config();
+        let tuning = tuning::Tuning::from_options(&daemon.opts);
+        let changed = tuning.changes();
+        if !changed.is_empty() {
+            info!(
+                "retry figures from the command line: {}",
+                changed.join(", ")
+            );
+        }
+        daemon.projects.tuning = tuning;
+        daemon.transfers.tuning = tuning;
+        for (name, why) in daemon.opts.not_applicable() {
+            info!("--{name} accepted; it does nothing here: {why}");
+        }
         for url in config::projects_without_account(&daemon.dir, &daemon.state) {
             warn!(
                 "project {url} has no account file; its tasks are kept, but it cannot contact \
@@ -194,6 +211,11 @@ impl Daemon {
         }
         daemon.detect_host();
         daemon.apply_command_line()?;
+        if daemon.opts.show_projects {
+            for line in show_projects(&daemon.state) {
+                info!("{line}");
+            }
+        }
         daemon.tasks.recover(&mut daemon.state);
         Ok(daemon)
     }
@@ -264,6 +286,32 @@ impl Daemon {
     }
 
     fn apply_command_line(&mut self) -> anyhow::Result<()> {
+        if let Some(url) = self.opts.reset_project.clone() {
+            match self
+                .state
+                .project(&url)
+                .map(|p| p.project.master_url.clone())
+            {
+                Some(url) => {
+                    info!("resetting {url} (--reset_project)");
+                    self.reset_project(&url, now());
+                    self.save.mark_dirty(now());
+                }
+                None => warn!("--reset_project {url}: not attached to that project"),
+            }
+        }
+        if let Some(url) = self.opts.update_prefs.clone() {
+            match self.state.project_mut(&url) {
+                Some(ps) => {
+                    info!("contacting {url} to update preferences (--update_prefs)");
+                    ps.project.sched_rpc_pending =
+                        Some(ferrite_proto::client_state::RpcReason::UserReq);
+                    ps.project.min_rpc_time = 0.0;
+                    self.save.mark_dirty(now());
+                }
+                None => warn!("--update_prefs {url}: not attached to that project"),
+            }
+        }
         if let Some((url, key)) = self.opts.attach() {
             let url = url.to_owned();
             let key = key.to_owned();
@@ -339,13 +387,23 @@ impl Daemon {
     fn load_config(&mut self) {
         let (mut config, report) = Config::load(&self.dir, &self.state, now());
         // Command-line options that mirror cc_config options add to them.
-        config.cc.options.unsigned_apps_ok |= self.opts.unsigned_apps_ok;
+        let (o, c) = (&self.opts, &mut config.cc.options);
+        c.unsigned_apps_ok |= o.unsigned_apps_ok;
+        c.no_info_fetch |= o.no_info_fetch;
+        c.suppress_net_info |= o.suppress_net_info;
+        c.exit_before_start |= o.exit_before_start;
+        c.allow_multiple_clients |= o.allow_multiple_clients;
+        if let Some(d) = o.start_delay {
+            c.start_delay = d;
+        }
         self.config = config;
         self.log_warnings(report.warnings);
         for e in report.errors {
             error!("{e}");
         }
         self.log.set(&self.config.log_directives());
+        self.log
+            .set_max_file_size(self.config.cc.options.max_stdout_file_size);
     }
 
     fn reload(&mut self) {
@@ -494,7 +552,12 @@ impl Daemon {
     /// Runs the main loop until a shutdown event; then saves and stops.
     pub async fn run(mut self) -> anyhow::Result<()> {
         spawn_signal_listeners(self.events.clone())?;
-        let gui_rpc = self.start_gui_rpc();
+        let gui_rpc = if self.opts.no_gui_rpc {
+            info!("GUI RPC off (--no_gui_rpc): no TCP port, no Unix socket");
+            None
+        } else {
+            self.start_gui_rpc()
+        };
         let metrics_server = self.start_metrics().await;
         self.save_if_due(now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
@@ -684,6 +747,7 @@ impl Daemon {
             exclude_gpus: &self.config.cc.options.exclude_gpus,
             no_rsc_prefs: &self.config.no_rsc_prefs,
             stderr_head: self.config.cc.options.stderr_head,
+            exit_before_start: self.config.cc.options.exit_before_start,
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;
@@ -695,6 +759,17 @@ impl Daemon {
         let report = self.tasks.tick(&mut self.state, &inputs, t);
         if report.changed {
             self.save.mark_dirty(t);
+        }
+        if report.exit_before_start {
+            return Some("an app was about to start (exit_before_start)");
+        }
+        if report.started > 0 && self.app_started_at.is_none() {
+            self.app_started_at = Some(t);
+        }
+        if let (Some(n), Some(at)) = (self.opts.exit_after_app_start, self.app_started_at) {
+            if t >= at + n as f64 {
+                return Some("an app started (--exit_after_app_start)");
+            }
         }
         let o = &self.config.cc.options;
         if (self.opts.exit_after_finish || o.exit_after_finish) && report.finished > 0 {
@@ -1021,6 +1096,35 @@ fn spawn_signal_listeners(tx: mpsc::Sender<Event>) -> anyhow::Result<()> {
 /// Lines describing a loaded state: projects, apps, tasks.
 pub fn state_summary(state: &ClientState) -> Vec<String> {
     config::summary(state)
+}
+
+/// The `--show_projects` lines: each project's URL, computer ID and resource share.
+pub fn show_projects(state: &ClientState) -> Vec<String> {
+    if state.projects.is_empty() {
+        return vec!["no projects attached".to_owned()];
+    }
+    state
+        .projects
+        .iter()
+        .map(|ps| {
+            let p = &ps.project;
+            let id = if p.hostid > 0 {
+                p.hostid.to_string()
+            } else {
+                "not assigned yet".to_owned()
+            };
+            format!(
+                "[{}] URL {}; Computer ID {id}; resource share {:.0}",
+                if p.project_name.is_empty() {
+                    &p.master_url
+                } else {
+                    &p.project_name
+                },
+                p.master_url,
+                p.resource_share
+            )
+        })
+        .collect()
 }
 
 /// The `--detect_gpus` report.
