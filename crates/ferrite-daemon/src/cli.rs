@@ -12,7 +12,7 @@ use clap::Parser;
 ///
 /// Takes the official client's options (`--opt`, `-opt` and `--opt-with-dashes` alike).
 #[derive(Debug, Clone, Parser, Default)]
-#[command(name = "ferrited", version, about, long_about = None)]
+#[command(name = "ferrited", version, about, long_about = None, args_override_self = true)]
 pub struct Options {
     /// Data directory (the official client's `--dir`); default: the current directory.
     #[arg(long, value_name = "DIR")]
