@@ -374,7 +374,7 @@ where
         let arg = cmd.get_arguments().find(|a| {
             a.get_long() == Some(name)
                 || a.get_all_aliases()
-                    .is_some_and(|al| al.iter().any(|x| *x == name))
+                    .is_some_and(|al| al.contains(&name))
         })?;
         Some(if arg.get_action().takes_values() {
             arg.get_num_args().map_or(1, |r| r.min_values())
