@@ -292,6 +292,11 @@ impl OfficialClient {
         );
     }
 
+    /// Its GUI RPC port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Runs `boinccmd` against this client; returns (success, stdout).
     pub fn boinccmd(&self, args: &[&str]) -> (bool, String) {
         let out = Command::new("boinccmd")

@@ -258,3 +258,136 @@ fn unknown_options_are_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--no_such_option"));
 }
+
+/// `ferrited --help` as (option with its values, meaning) rows, without `--help`/`--version`
+/// and clap's `[default: …]` notes.
+fn help_rows() -> Vec<(String, String)> {
+    let mut cmd = Command::new(bin("ferrited"));
+    cmd.arg("--help");
+    let (out, _) = run_bounded(cmd, T);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix("--")?;
+            let (opt, meaning) = l.split_once("  ")?;
+            let name = opt.split_whitespace().next()?;
+            if name == "help" || name == "version" {
+                return None;
+            }
+            let opt = format!("--{}", opt.replace(['<', '>'], ""));
+            let meaning = meaning.trim();
+            let meaning = match meaning.rfind(" [default: ") {
+                Some(i) if meaning.ends_with(']') => &meaning[..i],
+                _ => meaning,
+            };
+            Some((opt, meaning.to_owned()))
+        })
+        .collect()
+}
+
+/// The rows of the first Markdown table after `heading` in `doc`, as (first cell, second
+/// cell) with backticks removed.
+fn table_after(doc: &str, heading: &str) -> Vec<(String, String)> {
+    let start = doc.find(heading).expect("heading");
+    doc[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").collect();
+            Some((
+                cells.first()?.trim().replace('`', ""),
+                cells.get(1)?.trim().replace('`', ""),
+            ))
+        })
+        .collect()
+}
+
+fn doc(name: &str) -> String {
+    fs::read_to_string(ferrite_e2e::workspace_root().join("docs").join(name)).expect("doc")
+}
+
+#[test]
+fn control_md_lists_every_option_with_the_meaning_help_gives() {
+    let help: Vec<(String, String)> = help_rows()
+        .into_iter()
+        .map(|(o, m)| (o, m.replace('`', "")))
+        .collect();
+    assert!(help.len() >= 45, "{help:?}");
+    let table = table_after(&doc("control.md"), "## `ferrited` options");
+    for row in &help {
+        assert!(
+            table.contains(row),
+            "`ferrited --help` says {row:?}; docs/control.md's table does not"
+        );
+    }
+    for row in &table {
+        assert!(
+            help.contains(row),
+            "docs/control.md lists {row:?}; `ferrited --help` does not"
+        );
+    }
+}
+
+#[test]
+fn configure_md_names_the_command_line_twin_of_each_option() {
+    let help = help_rows();
+    let names: Vec<String> = help
+        .iter()
+        .filter_map(|(o, _)| o.split_whitespace().next().map(str::to_owned))
+        .collect();
+    let accepted_only: Vec<&String> = names
+        .iter()
+        .zip(&help)
+        .filter(|(_, (_, m))| m.starts_with("Accepted"))
+        .map(|(n, _)| n)
+        .collect();
+    let configure = doc("configure.md");
+    let mut twins = 0;
+    for line in configure.lines().filter(|l| l.starts_with("| `")) {
+        let first = line.trim_matches('|').split(" | ").next().unwrap_or("");
+        for option in first.split(", ").map(|c| c.trim().trim_matches('`')) {
+            let flag = format!("--{option}");
+            if !names.contains(&flag) {
+                continue;
+            }
+            twins += 1;
+            // The row names the command-line option, and says it is acted on unless the
+            // option is only accepted.
+            assert!(
+                line.contains(&format!("`{flag}")) || line.contains(&format!("ferrited {flag}")),
+                "docs/configure.md's `{option}` row does not name {flag}: {line}"
+            );
+            let not_acted = line.contains(&format!("`{option}` not acted on"))
+                || line.contains("| not acted on");
+            assert!(
+                !not_acted || accepted_only.contains(&&flag),
+                "docs/configure.md says `{option}` is not acted on; {flag} is: {line}"
+            );
+        }
+    }
+    assert!(
+        twins >= 10,
+        "only {twins} cc_config options with a twin found"
+    );
+    // Every `ferrited --option` the docs name exists.
+    for name in [
+        "configure.md",
+        "control.md",
+        "troubleshoot.md",
+        "install.md",
+    ] {
+        let text = doc(name);
+        for (i, _) in text.match_indices("ferrited --") {
+            let opt: String = text[i + "ferrited ".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            assert!(
+                names.contains(&opt) || opt == "--help" || opt == "--version",
+                "docs/{name} names `ferrited {opt}`, which ferrited does not take"
+            );
+        }
+    }
+}

@@ -5,10 +5,21 @@
 //! print tables for people or JSON with `--json` (`messages --follow --json`: one object per
 //! line); control commands (`mode`, `task`, `project`, `attach`, `detach`, `prefs set`,
 //! `benchmark`, `config reload`, `quit`) print nothing on success. The password is found the way `boinccmd` finds it
-//! ([`password`]); errors go to stderr with exit status 1 (authentication errors: 101, as
-//! `boinccmd`).
+//! ([`password`]); errors go to stderr with a distinct exit status for each kind
+//! ([`exit`]). A closed pipe ends the output quietly.
+
+// Standard output goes through `exit::write_out`, which ends quietly on a closed pipe where
+// the standard macros would panic.
+macro_rules! print {
+    ($($t:tt)*) => { $crate::exit::write_out(format_args!($($t)*), false) };
+}
+macro_rules! println {
+    () => { $crate::exit::write_out(format_args!(""), true) };
+    ($($t:tt)*) => { $crate::exit::write_out(format_args!($($t)*), true) };
+}
 
 mod demo;
+mod exit;
 mod model;
 mod password;
 
@@ -26,7 +37,7 @@ use crate::model::{Message, Project, Status, Task, Transfer};
 
 /// Control a running Ferrite (or BOINC) client.
 #[derive(Debug, Parser)]
-#[command(name = "ferrite", version, about, long_about = None)]
+#[command(name = "ferrite", version, about, long_about = None, after_help = exit::HELP)]
 struct Cli {
     /// Client to talk to: HOST, HOST:PORT or [IPv6]:PORT.
     #[arg(long, global = true, default_value = "127.0.0.1")]
@@ -226,14 +237,24 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let searched = password::search_report(
+        cli.passwd.as_deref(),
+        cli.dir.as_deref(),
+        &cwd,
+        &password::SystemPaths::default(),
+    );
+    let result = runtime.block_on(run(cli));
+    exit::flush_out();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let code = exit::code(&e);
             eprintln!("ferrite: {e:#}");
-            let auth = e
-                .chain()
-                .any(|c| matches!(c.downcast_ref(), Some(ClientError::Unauthorized)));
-            ExitCode::from(if auth { 101 } else { 1 })
+            if code == exit::AUTH {
+                eprintln!("{searched}");
+            }
+            ExitCode::from(code)
         }
     }
 }
@@ -266,7 +287,7 @@ async fn connect(cli: &Cli) -> anyhow::Result<GuiRpcClient> {
             .await
             .with_context(|| format!("cannot connect to {}", path.display()))?,
         None => {
-            let (host, port) = host_port(&cli.host)?;
+            let (host, port) = host_port(&cli.host).map_err(|e| exit::usage(format!("{e:#}")))?;
             GuiRpcClient::connect_tcp((host.as_str(), port))
                 .await
                 .with_context(|| format!("cannot connect to {host}:{port}"))?
@@ -638,7 +659,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let duration = for_secs.unwrap_or(0.0);
             if !(duration >= 0.0 && duration.is_finite()) {
-                anyhow::bail!("--for takes a number of seconds, 0 or more");
+                return Err(exit::usage("--for takes a number of seconds, 0 or more"));
             }
             let request = match which {
                 ModeWhich::Run => Request::SetRunMode { mode, duration },
@@ -722,13 +743,17 @@ async fn follow_messages(
 ) -> anyhow::Result<()> {
     use std::io::Write as _;
     if !(interval > 0.0 && interval.is_finite()) {
-        anyhow::bail!("--interval takes a positive number of seconds");
+        return Err(exit::usage("--interval takes a positive number of seconds"));
     }
     let deadline = match max_seconds {
         Some(s) if s >= 0.0 && s.is_finite() => {
             Some(tokio::time::Instant::now() + std::time::Duration::from_secs_f64(s))
         }
-        Some(_) => anyhow::bail!("--max-seconds takes a number of seconds, 0 or more"),
+        Some(_) => {
+            return Err(exit::usage(
+                "--max-seconds takes a number of seconds, 0 or more",
+            ))
+        }
         None => None,
     };
     let interval = std::time::Duration::from_secs_f64(interval);

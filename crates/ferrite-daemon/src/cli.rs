@@ -104,7 +104,8 @@ pub struct Options {
     #[arg(long = "abort_jobs_on_exit", alias = "abort-jobs-on-exit")]
     pub abort_jobs_on_exit: bool,
 
-    /// Fetch only enough work to keep resources busy (no buffer).
+    /// Fetch one job per device at most, and no more once the client had or asked for work
+    /// (as cc_config `<fetch_minimal_work>`).
     #[arg(long = "fetch_minimal_work", alias = "fetch-minimal-work")]
     pub fetch_minimal_work: bool,
 
@@ -210,7 +211,7 @@ pub struct Options {
     #[arg(long)]
     pub daemon: bool,
 
-    /// Allow more than one client per host (as cc_config `<allow_multiple_clients>`; one
+    /// Accepted: Ferrite never refuses to start because another client runs on the host (one
     /// client per data directory is always enforced).
     #[arg(long = "allow_multiple_clients", alias = "allow-multiple-clients")]
     pub allow_multiple_clients: bool,
@@ -372,9 +373,7 @@ where
             return Some(0);
         }
         let arg = cmd.get_arguments().find(|a| {
-            a.get_long() == Some(name)
-                || a.get_all_aliases()
-                    .is_some_and(|al| al.contains(&name))
+            a.get_long() == Some(name) || a.get_all_aliases().is_some_and(|al| al.contains(&name))
         })?;
         Some(if arg.get_action().takes_values() {
             arg.get_num_args().map_or(1, |r| r.min_values())
