@@ -121,6 +121,17 @@ fn exit_statuses_and_closed_pipes() {
     );
     assert_eq!(out.code, 1, "{out:?}");
 
+    // A project URL without its trailing slash (or with another case) finds the project,
+    // as with the official client.
+    for url in ["http://127.0.0.1:18080", "HTTP://127.0.0.1:18080/"] {
+        let out = ferrite_bounded(
+            cwd.path(),
+            &["--host", &host, "--dir", data, "project", url, "nomorework"],
+            T,
+        );
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+    }
+
     // --help documents the statuses.
     let mut help = Command::new(bin("ferrite"));
     help.arg("--help");
