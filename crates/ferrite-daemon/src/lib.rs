@@ -105,6 +105,9 @@ pub struct Daemon {
     started_at: f64,
     /// When the first app started since start-up (for `--exit_after_app_start`).
     app_started_at: Option<f64>,
+    /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
+    /// host's free space).
+    next_usage_refresh: f64,
     /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
     pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
     /// Last time other programs' CPU load was over `suspend_cpu_usage`.
@@ -168,6 +171,7 @@ impl Daemon {
             activity: activity::ActivityMonitor::from_env(),
             started_at: now(),
             app_started_at: None,
+            next_usage_refresh: 0.0,
             suspended: (None, None),
             cpu_busy_at: None,
             _lock: lock,
@@ -210,6 +214,9 @@ impl Daemon {
             );
         }
         daemon.detect_host();
+        // This session's figures, not the last session's from the state file.
+        daemon.state.time_stats.client_start_time = daemon.started_at;
+        daemon.refresh_usage(daemon.started_at);
         daemon.apply_command_line()?;
         if daemon.opts.show_projects {
             for line in show_projects(&daemon.state) {
@@ -713,9 +720,28 @@ impl Daemon {
 }
 
 impl Daemon {
+    /// Puts the disk figures of now into the state, at most once a minute: each project's
+    /// `disk_usage` (its present files) and the host's `d_total`/`d_free`, so GUIs never
+    /// show the figures a previous session saved.
+    fn refresh_usage(&mut self, t: f64) {
+        if t < self.next_usage_refresh {
+            return;
+        }
+        self.next_usage_refresh = t + 60.0;
+        let d = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
+        for ps in &mut self.state.projects {
+            ps.project.disk_usage = d.used.get(&ps.project.master_url).copied().unwrap_or(0.0);
+        }
+        if let Some((total, free)) = projects::volume_space(&self.dir) {
+            self.state.host_info.d_total = total;
+            self.state.host_info.d_free = free;
+        }
+    }
+
     /// One supervision tick; returns a reason to exit when `--exit_after_finish` or
     /// `--exit_when_idle` says so.
     fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
+        self.refresh_usage(t);
         // Right before tasks may start: an app file changed since it was verified must not run.
         if self.transfers.check_app_files(&mut self.state) {
             self.save.mark_dirty(t);
@@ -1156,7 +1182,39 @@ mod tests {
         };
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 864_000.0);
+        // This session's start time, not a saved one.
+        assert!((d.state.time_stats.client_start_time - now()).abs() < 60.0);
         let _ = d.tick_tasks(now());
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
+    }
+
+    #[test]
+    fn saved_start_time_and_disk_usage_are_replaced_by_this_sessions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("client_state.xml"),
+            "<client_state>\n<time_stats>\n<client_start_time>1000.0</client_start_time>\n\
+             <previous_uptime>50.0</previous_uptime>\n</time_stats>\n\
+             <project>\n<master_url>http://p.example/</master_url>\n\
+             <disk_usage>123456789.0</disk_usage>\n</project>\n\
+             <file_info>\n<name>f1</name>\n<nbytes>1000.0</nbytes>\n<status>1</status>\n</file_info>\n\
+             <file_info>\n<name>f2</name>\n<nbytes>500.0</nbytes>\n<status>0</status>\n</file_info>\n\
+             <host_info>\n<d_free>1.0</d_free>\n<d_total>2.0</d_total>\n</host_info>\n\
+             </client_state>\n",
+        )
+        .expect("state");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let d = Daemon::start(opts, logging::init()).expect("daemon");
+        let ts = &d.state.time_stats;
+        assert!((ts.client_start_time - now()).abs() < 60.0, "{ts:?}");
+        assert_eq!(ts.previous_uptime, 50.0);
+        let p = &d.state.projects[0].project;
+        assert_eq!(p.disk_usage, 1000.0, "present files only");
+        assert!(d.state.host_info.d_total > 2.0);
     }
 }
