@@ -1217,4 +1217,38 @@ mod tests {
         assert_eq!(p.disk_usage, 1000.0, "present files only");
         assert!(d.state.host_info.d_total > 2.0);
     }
+
+    #[test]
+    fn project_gui_urls_from_the_account_file_reach_guis() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = "http://p.example/";
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            attach_project: Some(vec![url.to_owned(), "key".to_owned()]),
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        let urls = "<gui_urls>\n<gui_url>\n<name>Forum</name>\n<description>Talk</description>\n\
+                    <url>http://p.example/forum</url>\n</gui_url>\n</gui_urls>";
+        std::fs::write(
+            dir.path().join("account_p.example.xml"),
+            format!(
+                "<account>\n<master_url>{url}</master_url>\n<authenticator>key</authenticator>\n\
+                 <project_preferences>\n</project_preferences>\n{urls}\n</account>\n"
+            ),
+        )
+        .expect("account");
+        for request in [
+            ferrite_gui_rpc::Request::GetProjectStatus,
+            ferrite_gui_rpc::Request::GetState,
+        ] {
+            let reply = d.gui_rpc_reply(request);
+            assert!(
+                reply.contains("<url>http://p.example/forum</url>"),
+                "{reply}"
+            );
+        }
+    }
 }
