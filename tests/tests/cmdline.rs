@@ -391,3 +391,58 @@ fn configure_md_names_the_command_line_twin_of_each_option() {
         }
     }
 }
+
+#[test]
+fn exit_before_upload_exits_when_an_upload_would_start_and_reset_project_drops_the_tasks() {
+    use ferrite_e2e::testproject::{client_dir, Server, KEY};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start(tmp.path(), &["--jobs", "2"]);
+    let dir = client_dir(tmp.path(), "");
+    let d = dir.to_str().expect("utf-8").to_owned();
+    let port = free_port().to_string();
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        &d,
+        "--gui_rpc_port",
+        &port,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--attach_project",
+        &server.url,
+        KEY,
+        "-exit_before_upload",
+    ]);
+    let status = p.wait(Duration::from_secs(150));
+    let out = p.output();
+    assert!(status.success(), "{status}: {out}");
+    assert!(out.contains("(--exit_before_upload)"), "{out}");
+    assert!(!out.contains("Started upload"), "{out}");
+    // A finished task waits for its upload in the saved state.
+    let state = fs::read_to_string(dir.join("client_state.xml")).expect("state");
+    assert!(state.contains("<state>4</state>"), "{out}\n{state}");
+
+    // --reset_project (URL without its slash): the tasks are dropped, the project stays.
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        &d,
+        "--gui_rpc_port",
+        &port,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--reset_project",
+        server.url.trim_end_matches('/'),
+        // The project asks for work again at once: start none of it, so nothing new can
+        // reach the uploading state.
+        "--exit_before_start",
+    ]);
+    p.wait_for("entering main loop", T);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    assert!(p.output().contains("(--reset_project)"), "{}", p.output());
+    let state = fs::read_to_string(dir.join("client_state.xml")).expect("state");
+    assert!(
+        !state.contains("<state>4</state>"),
+        "the finished task is dropped: {state}"
+    );
+    assert!(state.contains(&format!("<master_url>{}</master_url>", server.url)));
+}
