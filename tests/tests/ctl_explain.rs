@@ -66,4 +66,58 @@ fn explain_names_every_task_with_a_decision_and_every_fetch_verdict() {
         "{}",
         table.stdout
     );
+    // Projects are named as in every other table: by name.
+    assert!(table.stdout.contains("Fixture Project"), "{}", table.stdout);
+    assert!(
+        !table.stdout.contains("http://127.0.0.1:18080/"),
+        "{}",
+        table.stdout
+    );
+    // The fixture host has no GPU (ferrited runs with --no_gpus): said, not left out.
+    assert!(
+        table.stdout.contains("No GPU is in use"),
+        "{}",
+        table.stdout
+    );
+    let tasks = ferrite_bounded(
+        dir.path(),
+        &["--host", &host, "tasks"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(tasks.code, 0, "{}", tasks.stderr);
+    assert!(tasks.stdout.contains("Fixture Project"), "{}", tasks.stdout);
+    assert!(
+        !tasks.stdout.contains("http://127.0.0.1:18080/"),
+        "{}",
+        tasks.stdout
+    );
+}
+
+#[test]
+fn explain_without_a_project_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let _d = ferrited_with_gui_rpc(dir.path(), port);
+    let host = format!("127.0.0.1:{port}");
+    let t0 = Instant::now();
+    let out = loop {
+        let out = ferrite_bounded(
+            dir.path(),
+            &["--host", &host, "explain"],
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        if !out.stdout.contains("has not run yet") {
+            break out;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{}", out.stdout);
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(
+        out.stdout.contains("No project is attached"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("ferrite attach"), "{}", out.stdout);
+    assert!(!out.stdout.contains("TASK"), "bare headers: {}", out.stdout);
 }

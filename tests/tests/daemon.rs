@@ -239,7 +239,10 @@ fn unwritable_data_directory_is_a_clear_error() {
     let status = p.wait(T);
     assert!(!status.success());
     let out = p.output();
-    assert!(out.contains("cannot lock"), "{out}");
+    assert!(
+        out.contains("cannot create or lock") && out.contains("must be writable"),
+        "{out}"
+    );
     assert!(
         out.contains("Read-only file system") || out.contains("Permission denied"),
         "{out}"

@@ -576,7 +576,7 @@ fn ferrite_cli_reads_and_controls_ferrited() {
 
     // Control needs the password: refused without it, found through --dir or ./.
     let (code, _, err) = run(&["mode", "run", "never", "--for", "60"]);
-    assert_eq!(code, 101, "{err}");
+    assert_eq!(code, 4, "{err}");
     assert!(err.contains("authentication error"), "{err}");
     let (code, _, err) = with_dir(&["mode", "run", "never", "--for", "60"]);
     assert_eq!(code, 0, "{err}");

@@ -420,13 +420,17 @@ fn add_cc_option(dir: &Path, option: &str) {
 }
 
 /// The nice value and scheduling policy of `pid` (fields 19 and 41 of its stat line).
-fn nice_and_policy(pid: i32) -> (i64, u32) {
-    let f = ferrite_e2e::inspect::stat_fields(pid).expect("stat");
+/// Nice value and scheduling policy of `pid`; `None` when it is gone, or not an app yet: a
+/// process forked by `ferrited` sits in its slot directory before it sets its priority and
+/// calls exec, so only a process running another program than `ferrited` counts.
+fn nice_and_policy(pid: i32) -> Option<(i64, u32)> {
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    if exe.file_name().is_some_and(|n| n == "ferrited") {
+        return None;
+    }
+    let f = ferrite_e2e::inspect::stat_fields(pid)?;
     // After the command name: state is field 3, nice 19, policy 41.
-    (
-        f[19 - 3].parse().expect("nice"),
-        f[41 - 3].parse().expect("policy"),
-    )
+    Some((f.get(19 - 3)?.parse().ok()?, f.get(41 - 3)?.parse().ok()?))
 }
 
 #[test]
@@ -450,7 +454,7 @@ fn apps_run_at_idle_priority_unless_cc_config_sets_process_priority() {
         wait_until("the apps run", Duration::from_secs(20), || {
             seen = slot_processes(d.path())
                 .iter()
-                .map(|(pid, _, _)| nice_and_policy(*pid))
+                .filter_map(|(pid, _, _)| nice_and_policy(*pid))
                 .collect();
             !seen.is_empty()
         });

@@ -5,17 +5,28 @@
 //! print tables for people or JSON with `--json` (`messages --follow --json`: one object per
 //! line); control commands (`mode`, `task`, `project`, `attach`, `detach`, `prefs set`,
 //! `benchmark`, `config reload`, `quit`) print nothing on success. The password is found the way `boinccmd` finds it
-//! ([`password`]); errors go to stderr with exit status 1 (authentication errors: 101, as
-//! `boinccmd`).
+//! ([`password`]); errors go to stderr with a distinct exit status for each kind
+//! ([`exit`]). A closed pipe ends the output quietly.
+
+// Standard output goes through `exit::write_out`, which ends quietly on a closed pipe where
+// the standard macros would panic.
+macro_rules! print {
+    ($($t:tt)*) => { $crate::exit::write_out(format_args!($($t)*), false) };
+}
+macro_rules! println {
+    () => { $crate::exit::write_out(format_args!(""), true) };
+    ($($t:tt)*) => { $crate::exit::write_out(format_args!($($t)*), true) };
+}
 
 mod account;
 mod demo;
+mod exit;
 mod model;
 mod password;
+mod tables;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -24,10 +35,13 @@ use ferrite_gui_rpc::{ClientError, GuiRpcClient, ProjectAction, Request, ResultA
 use serde::Serialize;
 
 use crate::model::{Message, Project, Status, Task, Transfer};
+use crate::tables::{
+    message_line, now, status_text, table, tasks_table, transfers_table, ProjectNames,
+};
 
 /// Control a running Ferrite (or BOINC) client.
 #[derive(Debug, Parser)]
-#[command(name = "ferrite", version, about, long_about = None)]
+#[command(name = "ferrite", version, about, long_about = None, after_help = exit::HELP)]
 struct Cli {
     /// Client to talk to: HOST, HOST:PORT or [IPv6]:PORT.
     #[arg(long, global = true, default_value = "127.0.0.1")]
@@ -231,14 +245,24 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let searched = password::search_report(
+        cli.passwd.as_deref(),
+        cli.dir.as_deref(),
+        &cwd,
+        &password::SystemPaths::default(),
+    );
+    let result = runtime.block_on(run(cli));
+    exit::flush_out();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let code = exit::code(&e);
             eprintln!("ferrite: {e:#}");
-            let auth = e
-                .chain()
-                .any(|c| matches!(c.downcast_ref(), Some(ClientError::Unauthorized)));
-            ExitCode::from(if auth { 101 } else { 1 })
+            if code == exit::AUTH {
+                eprintln!("{searched}");
+            }
+            ExitCode::from(code)
         }
     }
 }
@@ -271,7 +295,7 @@ async fn connect(cli: &Cli) -> anyhow::Result<GuiRpcClient> {
             .await
             .with_context(|| format!("cannot connect to {}", path.display()))?,
         None => {
-            let (host, port) = host_port(&cli.host)?;
+            let (host, port) = host_port(&cli.host).map_err(|e| exit::usage(format!("{e:#}")))?;
             GuiRpcClient::connect_tcp((host.as_str(), port))
                 .await
                 .with_context(|| format!("cannot connect to {host}:{port}"))?
@@ -428,8 +452,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     })
                     .collect()
             };
-            let tasks = pick("task", &["name", "project", "decision", "reason"]);
-            let fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
+            let mut tasks = pick("task", &["name", "project", "decision", "reason"]);
+            let mut fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
             let suspended = pick("suspended", &["what", "code", "reason"]);
             if json {
                 let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
@@ -456,6 +480,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("The scheduler has not run yet; try again in a second.");
                 return Ok(());
             }
+            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
+            let names = ProjectNames::new(&projects);
+            for row in &mut tasks {
+                row[1] = names.of(&row[1]).to_owned();
+            }
+            for row in &mut fetches {
+                row[0] = names.of(&row[0]).to_owned();
+            }
             for s in &suspended {
                 let what = if s[0] == "gpu" {
                     "GPU computing"
@@ -467,15 +499,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     s[2], s[1]
                 );
             }
-            print!(
-                "{}",
-                table(&["TASK", "PROJECT", "DECISION", "REASON"], &tasks)
-            );
+            if projects.is_empty() {
+                println!(
+                    "No project is attached: there is nothing to run and no work to ask for.\n\
+                     Attach one with `ferrite attach URL ACCOUNT_KEY`."
+                );
+                return Ok(());
+            }
+            if tasks.is_empty() {
+                println!("No tasks: nothing runs or waits to run.");
+            } else {
+                print!(
+                    "{}",
+                    table(&["TASK", "PROJECT", "DECISION", "REASON"], &tasks)
+                );
+            }
             println!();
-            print!(
-                "{}",
-                table(&["PROJECT", "RESOURCE", "FETCH", "REASON"], &fetches)
-            );
+            if fetches.is_empty() {
+                println!("No work-fetch decision was made for any project in the last pass.");
+            } else {
+                print!(
+                    "{}",
+                    table(&["PROJECT", "RESOURCE", "FETCH", "REASON"], &fetches)
+                );
+            }
+            let host = fetch(&mut client, &Request::GetHostInfo).await?;
+            if !host.contains("<coproc_") {
+                println!(
+                    "\nNo GPU is in use on this client (none detected, or GPUs turned off with \
+                     --no_gpus or <no_gpus>): only CPU work is asked for. See \
+                     `ferrited --detect_gpus`."
+                );
+            }
         }
         Command::Status => {
             let cc = fetch(&mut client, &Request::GetCcStatus).await?;
@@ -515,11 +570,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            let tasks = Task::all(&body);
+            let mut tasks = Task::all(&body);
+            if let Some(status) = Status::parse(&fetch(&mut client, &Request::GetCcStatus).await?) {
+                Task::note_network_suspension(&mut tasks, &status);
+            }
             if json {
                 return print_json(&tasks);
             }
-            print!("{}", tasks_table(&tasks, now()));
+            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
+            print!(
+                "{}",
+                tasks_table(&tasks, &ProjectNames::new(&projects), now())
+            );
         }
         Command::Projects => {
             let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
@@ -658,7 +720,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let duration = for_secs.unwrap_or(0.0);
             if !(duration >= 0.0 && duration.is_finite()) {
-                anyhow::bail!("--for takes a number of seconds, 0 or more");
+                return Err(exit::usage("--for takes a number of seconds, 0 or more"));
             }
             let request = match which {
                 ModeWhich::Run => Request::SetRunMode { mode, duration },
@@ -722,15 +784,6 @@ async fn messages_after(client: &mut GuiRpcClient, seqno: i64) -> anyhow::Result
     Ok(Message::all(&body))
 }
 
-fn message_line(m: &Message) -> String {
-    let project = if m.project.is_empty() {
-        "---"
-    } else {
-        &m.project
-    };
-    format!("{} {} [{project}] {}", m.seqno, utc(m.time), m.body)
-}
-
 /// Prints the event log after `since`, then polls for newer lines every `interval` seconds
 /// until Ctrl-C or `max_seconds`. With `json`, one JSON object per line.
 async fn follow_messages(
@@ -742,13 +795,17 @@ async fn follow_messages(
 ) -> anyhow::Result<()> {
     use std::io::Write as _;
     if !(interval > 0.0 && interval.is_finite()) {
-        anyhow::bail!("--interval takes a positive number of seconds");
+        return Err(exit::usage("--interval takes a positive number of seconds"));
     }
     let deadline = match max_seconds {
         Some(s) if s >= 0.0 && s.is_finite() => {
             Some(tokio::time::Instant::now() + std::time::Duration::from_secs_f64(s))
         }
-        Some(_) => anyhow::bail!("--max-seconds takes a number of seconds, 0 or more"),
+        Some(_) => {
+            return Err(exit::usage(
+                "--max-seconds takes a number of seconds, 0 or more",
+            ))
+        }
         None => None,
     };
     let interval = std::time::Duration::from_secs_f64(interval);
@@ -856,172 +913,6 @@ fn error_text(body: &str) -> Option<String> {
         .and_then(|r| r.get("error").cloned())
 }
 
-fn transfers_table(transfers: &[Transfer]) -> String {
-    let rows: Vec<Vec<String>> = transfers
-        .iter()
-        .map(|t| {
-            let done = if t.nbytes > 0.0 {
-                format!("{:.1}%", 100.0 * t.bytes_xferred / t.nbytes)
-            } else {
-                String::new()
-            };
-            let speed = if t.active {
-                format!("{:.1} KB/s", t.xfer_speed / 1024.0)
-            } else {
-                String::new()
-            };
-            vec![
-                t.name.clone(),
-                t.project_name.clone(),
-                t.state(),
-                format!("{:.0}", t.nbytes),
-                done,
-                speed,
-                t.num_retries.to_string(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "FILE", "PROJECT", "STATE", "BYTES", "DONE", "SPEED", "RETRIES",
-        ],
-        &rows,
-    )
-}
-
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// `YYYY-MM-DD HH:MM:SS` in UTC.
-fn utc(t: i64) -> String {
-    let days = t.div_euclid(86_400);
-    let secs = t.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-/// A duration as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
-fn span(secs: f64) -> String {
-    let s = secs.max(0.0).round() as i64;
-    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
-    if d > 0 {
-        format!("{d}d {h}h")
-    } else if h > 0 {
-        format!("{h}h {m}m")
-    } else if m > 0 {
-        format!("{m}m {sec}s")
-    } else {
-        format!("{sec}s")
-    }
-}
-
-/// Left-aligned columns separated by two spaces.
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(cell);
-            } else {
-                l.push_str(&format!("{cell:<w$}  "));
-            }
-        }
-        out.push_str(l.trim_end());
-        out.push('\n');
-    };
-    line(headers.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-    out
-}
-
-fn tasks_table(tasks: &[Task], now: f64) -> String {
-    let rows: Vec<Vec<String>> = tasks
-        .iter()
-        .map(|t| {
-            let deadline = if t.report_deadline <= 0.0 {
-                String::new()
-            } else if t.report_deadline >= now {
-                format!("in {}", span(t.report_deadline - now))
-            } else {
-                format!("{} ago", span(now - t.report_deadline))
-            };
-            vec![
-                t.name.clone(),
-                t.project_url.clone(),
-                t.status.clone(),
-                format!("{:.1}%", t.fraction_done * 100.0),
-                span(t.elapsed_time),
-                span(t.estimated_remaining),
-                deadline,
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "TASK",
-            "PROJECT",
-            "STATUS",
-            "DONE",
-            "ELAPSED",
-            "REMAINING",
-            "DEADLINE",
-        ],
-        &rows,
-    )
-}
-
-fn status_text(s: &Status, projects: usize, tasks: &[Task]) -> String {
-    let mut out = String::new();
-    for (name, m) in [
-        ("computing", &s.cpu),
-        ("GPU", &s.gpu),
-        ("network", &s.network),
-    ] {
-        let mut line = format!("{name:<10} {}", m.current);
-        if m.current != m.permanent || m.delay > 0.0 {
-            line.push_str(&format!(" for {} (then {})", span(m.delay), m.permanent));
-        }
-        if let Some(r) = &m.suspend_reason {
-            line.push_str(&format!(", suspended: {r}"));
-        }
-        out.push_str(&line);
-        out.push('\n');
-    }
-    let running = tasks.iter().filter(|t| t.status == "running").count();
-    out.push_str(&format!(
-        "projects   {projects}\ntasks      {} ({running} running)\n",
-        tasks.len()
-    ));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1033,18 +924,6 @@ mod tests {
         assert_eq!(host_port("[::1]:2").ok(), Some(("::1".into(), 2)));
         assert_eq!(host_port("[::1]").ok(), Some(("::1".into(), 31416)));
         assert!(host_port("h:x").is_err());
-    }
-
-    #[test]
-    fn times_and_tables() {
-        assert_eq!(utc(1795332972), "2026-11-22 07:36:12");
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(span(93_784.0), "1d 2h");
-        assert_eq!(span(65.0), "1m 5s");
-        assert_eq!(
-            table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]),
-            "A    BB\nxxx  y\n"
-        );
     }
 
     #[test]

@@ -236,6 +236,12 @@ impl Task {
                     flag(r, "suspended_via_gui") || flag(r, "project_suspended_via_gui");
                 let status = if state == 2 && suspended {
                     "suspended".to_owned()
+                } else if state == 1 && flag(r, "ready_to_report") {
+                    "download failed".to_owned()
+                } else if state < 2 && suspended {
+                    // Its input files still download (as with the official client); it
+                    // will not start until resumed.
+                    "suspended (files downloading)".to_owned()
                 } else if state == 2 && scheduler_state == Some(2) && active_task_state == Some(1) {
                     "running".to_owned()
                 } else if state == 2 && has_task {
@@ -273,6 +279,21 @@ impl Task {
                 }
             })
             .collect()
+    }
+}
+
+impl Task {
+    /// Marks transfers the client's network suspension holds (`get_cc_status`), as the
+    /// BOINC Manager does: `downloading (suspended: user request)`.
+    pub fn note_network_suspension(tasks: &mut [Task], status: &Status) {
+        let Some(reason) = &status.network.suspend_reason else {
+            return;
+        };
+        for t in tasks {
+            if t.status == "downloading" || t.status == "uploading" {
+                t.status = format!("{} (suspended: {reason})", t.status);
+            }
+        }
     }
 }
 
@@ -502,6 +523,37 @@ mod tests {
         for done in [3, 4, 5, 6] {
             assert_eq!(Task::all(&r(done))[0].fraction_done, 1.0, "state {done}");
         }
+    }
+
+    #[test]
+    fn suspended_downloads_do_not_read_as_plain_downloading() {
+        let xml = "<results>\n\
+            <result><name>a</name><state>1</state><suspended_via_gui/></result>\n\
+            <result><name>b</name><state>1</state><project_suspended_via_gui/></result>\n\
+            <result><name>c</name><state>1</state></result>\n\
+            <result><name>d</name><state>1</state><ready_to_report/></result>\n\
+            <result><name>e</name><state>4</state></result>\n\
+            </results>\n";
+        let mut t = Task::all(xml);
+        let status: Vec<&str> = t.iter().map(|t| t.status.as_str()).collect();
+        assert_eq!(
+            status,
+            [
+                "suspended (files downloading)",
+                "suspended (files downloading)",
+                "downloading",
+                "download failed",
+                "uploading"
+            ]
+        );
+        let net = Status::parse(
+            "<cc_status>\n<network_suspend_reason>4</network_suspend_reason>\n</cc_status>\n",
+        )
+        .expect("status");
+        Task::note_network_suspension(&mut t, &net);
+        assert_eq!(t[2].status, "downloading (suspended: user request)");
+        assert_eq!(t[4].status, "uploading (suspended: user request)");
+        assert_eq!(t[0].status, "suspended (files downloading)");
     }
 
     #[test]

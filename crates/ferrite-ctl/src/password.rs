@@ -46,6 +46,58 @@ fn data_dir_of(config_properties: &Path) -> Option<PathBuf> {
     })
 }
 
+/// The password files looked at, in order (after `--passwd`).
+fn candidates(dir: Option<&Path>, cwd: &Path, system: &SystemPaths) -> Vec<PathBuf> {
+    let mut out = vec![dir.unwrap_or(cwd).join(PASSWORD_FILE)];
+    if let Some(d) = data_dir_of(&system.config_properties) {
+        out.push(d.join(PASSWORD_FILE));
+    }
+    out.push(system.ferrite_password_file.clone());
+    out.push(system.default_password_file.clone());
+    out
+}
+
+/// Where the password was looked for and what was found at each place, and how to give
+/// one: the text that follows an authentication error.
+pub fn search_report(
+    explicit: Option<&str>,
+    dir: Option<&Path>,
+    cwd: &Path,
+    system: &SystemPaths,
+) -> String {
+    let mut lines = vec!["The GUI RPC password was looked for in:".to_owned()];
+    match explicit {
+        Some(_) => lines.push("  --passwd: given (and refused by the client)".to_owned()),
+        None => {
+            lines.push("  --passwd: not given".to_owned());
+            let mut used = false;
+            for path in candidates(dir, cwd, system) {
+                let what = match fs::read(&path) {
+                    Ok(_) if used => "present, not used".to_owned(),
+                    Ok(b) if String::from_utf8_lossy(&b).trim().is_empty() => {
+                        used = true;
+                        "used: empty (no password sent)".to_owned()
+                    }
+                    Ok(_) => {
+                        used = true;
+                        "used (refused by the client)".to_owned()
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => "missing".to_owned(),
+                    Err(e) => format!("cannot read it: {e}"),
+                };
+                lines.push(format!("  {}: {what}", path.display()));
+            }
+        }
+    }
+    lines.push(
+        "Give the password with --passwd PASSWORD, or --dir DATA_DIR (the client's data \
+         directory, holding gui_rpc_auth.cfg), or run ferrite in that directory; reading \
+         /var/lib/boinc's file may need membership in the boinc group."
+            .to_owned(),
+    );
+    lines.join("\n")
+}
+
 /// The password to use and where it came from (`None` when nothing was found: then no
 /// authentication is attempted, which works for the read-only ops on a local connection).
 pub fn find_password(
@@ -57,17 +109,7 @@ pub fn find_password(
     if let Some(p) = explicit {
         return Some((p.to_owned(), "--passwd".to_owned()));
     }
-    let mut candidates = Vec::new();
-    match dir {
-        Some(d) => candidates.push(d.join(PASSWORD_FILE)),
-        None => candidates.push(cwd.join(PASSWORD_FILE)),
-    }
-    if let Some(d) = data_dir_of(&system.config_properties) {
-        candidates.push(d.join(PASSWORD_FILE));
-    }
-    candidates.push(system.ferrite_password_file.clone());
-    candidates.push(system.default_password_file.clone());
-    candidates
+    candidates(dir, cwd, system)
         .into_iter()
         .find_map(|path| read_password_file(&path).map(|p| (p, path.display().to_string())))
 }
@@ -126,6 +168,23 @@ mod tests {
         assert_eq!(
             find_password(Some("x"), Some(&var), &cwd, &system).map(|p| p.0),
             Some("x".into())
+        );
+        let report = search_report(None, None, &cwd, &system);
+        assert!(
+            report.contains(&format!("{}: used", cwd.join(PASSWORD_FILE).display())),
+            "{report}"
+        );
+        assert!(
+            report.contains(&format!(
+                "{}: present, not used",
+                data.join(PASSWORD_FILE).display()
+            )),
+            "{report}"
+        );
+        assert!(report.contains("--passwd: not given"), "{report}");
+        assert!(
+            report.contains("Give the password with --passwd"),
+            "{report}"
         );
         // An empty file means "no password".
         fs::write(cwd.join(PASSWORD_FILE), "\n").expect("w");

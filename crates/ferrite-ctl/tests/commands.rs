@@ -114,7 +114,7 @@ fn attach_prints_the_clients_refusal_and_detach_removes_the_project() {
     assert_eq!(c.json(&["tasks"]), serde_json::json!([]));
     // Without the password a detach is refused.
     let no_pw = ferrite_bounded(c.cwd.path(), &["--host", &c.host, "detach", URL], T);
-    assert_eq!(no_pw.code, 101, "{}", no_pw.stderr);
+    assert_eq!(no_pw.code, 4, "{}", no_pw.stderr);
     c.stop();
 }
 

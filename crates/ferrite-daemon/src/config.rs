@@ -63,6 +63,14 @@ fn read_optional(path: &Path) -> Result<Option<String>, String> {
     }
 }
 
+/// The `<gui_urls>` a project sent (kept in its account file), for GUIs; `None` when it sent
+/// none or the file is missing or unreadable.
+pub fn account_gui_urls(dir: &Path, url: &str) -> Option<String> {
+    let name = account_file_name(url);
+    let text = fs::read_to_string(dir.join(&name)).ok()?;
+    AccountFile::parse(&text, &name).ok()?.value.gui_urls
+}
+
 /// The resources a project's web preferences (in its account file) switch off for this
 /// host's venue; `None` when the file is missing or unreadable.
 pub fn account_no_rsc(dir: &Path, url: &str, host_venue: &str) -> Option<Vec<String>> {

@@ -20,6 +20,7 @@ pub mod store;
 pub mod tasks;
 pub mod throttle;
 pub mod transfers;
+pub mod tuning;
 pub mod writer;
 
 use std::collections::{BTreeMap, HashSet};
@@ -109,6 +110,11 @@ pub struct Daemon {
     activity: activity::ActivityMonitor,
     /// Wall time the daemon started (for `start_delay`).
     started_at: f64,
+    /// When the first app started since start-up (for `--exit_after_app_start`).
+    app_started_at: Option<f64>,
+    /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
+    /// host's free space).
+    next_usage_refresh: f64,
     /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
     pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
     /// Last time other programs' CPU load was over `suspend_cpu_usage`.
@@ -179,6 +185,8 @@ impl Daemon {
             benchmarks_running: false,
             activity: activity::ActivityMonitor::from_env(),
             started_at: now(),
+            app_started_at: None,
+            next_usage_refresh: 0.0,
             suspended: (None, None),
             cpu_busy_at: None,
             _lock: lock,
@@ -210,6 +218,19 @@ impl Daemon {
         daemon.time_session =
             ferrite_project::stats::TimeSession::start(&mut daemon.state.time_stats, now());
         daemon.load_config();
+        let tuning = tuning::Tuning::from_options(&daemon.opts);
+        let changed = tuning.changes();
+        if !changed.is_empty() {
+            info!(
+                "retry figures from the command line: {}",
+                changed.join(", ")
+            );
+        }
+        daemon.projects.tuning = tuning;
+        daemon.transfers.tuning = tuning;
+        for (name, why) in daemon.opts.not_applicable() {
+            info!("--{name} accepted; it does nothing here: {why}");
+        }
         for url in config::projects_without_account(&daemon.dir, &daemon.state) {
             warn!(
                 "project {url} has no account file; its tasks are kept, but it cannot contact \
@@ -218,7 +239,15 @@ impl Daemon {
         }
         daemon.load_feeds(now());
         daemon.detect_host();
+        // This session's figures, not the last session's from the state file.
+        daemon.state.time_stats.client_start_time = daemon.started_at;
+        daemon.refresh_usage(daemon.started_at);
         daemon.apply_command_line()?;
+        if daemon.opts.show_projects {
+            for line in show_projects(&daemon.state) {
+                info!("{line}");
+            }
+        }
         daemon.tasks.recover(&mut daemon.state);
         Ok(daemon)
     }
@@ -296,6 +325,32 @@ impl Daemon {
     }
 
     fn apply_command_line(&mut self) -> anyhow::Result<()> {
+        if let Some(url) = self.opts.reset_project.clone() {
+            match self
+                .state
+                .project(&url)
+                .map(|p| p.project.master_url.clone())
+            {
+                Some(url) => {
+                    info!("resetting {url} (--reset_project)");
+                    self.reset_project(&url, now());
+                    self.save.mark_dirty(now());
+                }
+                None => warn!("--reset_project {url}: not attached to that project"),
+            }
+        }
+        if let Some(url) = self.opts.update_prefs.clone() {
+            match self.state.project_mut(&url) {
+                Some(ps) => {
+                    info!("contacting {url} to update preferences (--update_prefs)");
+                    ps.project.sched_rpc_pending =
+                        Some(ferrite_proto::client_state::RpcReason::UserReq);
+                    ps.project.min_rpc_time = 0.0;
+                    self.save.mark_dirty(now());
+                }
+                None => warn!("--update_prefs {url}: not attached to that project"),
+            }
+        }
         if let Some((url, key)) = self.opts.attach() {
             let url = url.to_owned();
             let key = key.to_owned();
@@ -378,7 +433,15 @@ impl Daemon {
     fn load_config(&mut self) {
         let (mut config, report) = Config::load(&self.dir, &self.state, now());
         // Command-line options that mirror cc_config options add to them.
-        config.cc.options.unsigned_apps_ok |= self.opts.unsigned_apps_ok;
+        let (o, c) = (&self.opts, &mut config.cc.options);
+        c.unsigned_apps_ok |= o.unsigned_apps_ok;
+        c.no_info_fetch |= o.no_info_fetch;
+        c.suppress_net_info |= o.suppress_net_info;
+        c.exit_before_start |= o.exit_before_start;
+        c.allow_multiple_clients |= o.allow_multiple_clients;
+        if let Some(d) = o.start_delay {
+            c.start_delay = d;
+        }
         self.config = config;
         self.log_warnings(report.warnings);
         if !report.errors.iter().any(|e| e.contains("cc_config.xml")) {
@@ -394,6 +457,8 @@ impl Daemon {
         self.log.set(&self.config.log_directives());
         // The official client measures disk usage whenever it reads the preferences.
         self.update_disk_usages();
+        self.log
+            .set_max_file_size(self.config.cc.options.max_stdout_file_size);
     }
 
     fn reload(&mut self) {
@@ -593,7 +658,12 @@ impl Daemon {
     /// Runs the main loop until a shutdown event; then saves and stops.
     pub async fn run(mut self) -> anyhow::Result<()> {
         spawn_signal_listeners(self.events.clone())?;
-        let gui_rpc = self.start_gui_rpc();
+        let gui_rpc = if self.opts.no_gui_rpc {
+            info!("GUI RPC off (--no_gui_rpc): no TCP port, no Unix socket");
+            None
+        } else {
+            self.start_gui_rpc()
+        };
         let metrics_server = self.start_metrics().await;
         self.save_if_due(now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
@@ -751,9 +821,28 @@ impl Daemon {
 }
 
 impl Daemon {
+    /// Puts the disk figures of now into the state, at most once a minute: each project's
+    /// `disk_usage` (its present files) and the host's `d_total`/`d_free`, so GUIs never
+    /// show the figures a previous session saved.
+    fn refresh_usage(&mut self, t: f64) {
+        if t < self.next_usage_refresh {
+            return;
+        }
+        self.next_usage_refresh = t + 60.0;
+        let d = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
+        for ps in &mut self.state.projects {
+            ps.project.disk_usage = d.used.get(&ps.project.master_url).copied().unwrap_or(0.0);
+        }
+        if let Some((total, free)) = projects::volume_space(&self.dir) {
+            self.state.host_info.d_total = total;
+            self.state.host_info.d_free = free;
+        }
+    }
+
     /// One supervision tick; returns a reason to exit when `--exit_after_finish` or
     /// `--exit_when_idle` says so.
     fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
+        self.refresh_usage(t);
         // Right before tasks may start: an app file changed since it was verified must not run.
         if self.transfers.check_app_files(&mut self.state) {
             self.save.mark_dirty(t);
@@ -796,6 +885,7 @@ impl Daemon {
             stderr_head: self.config.cc.options.stderr_head,
             proxy: proxy.as_ref(),
             gpu_instances: &self.gpu_instances,
+            exit_before_start: self.config.cc.options.exit_before_start,
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;
@@ -807,6 +897,17 @@ impl Daemon {
         let report = self.tasks.tick(&mut self.state, &inputs, t);
         if report.changed {
             self.save.mark_dirty(t);
+        }
+        if report.exit_before_start {
+            return Some("an app was about to start (exit_before_start)");
+        }
+        if report.started > 0 && self.app_started_at.is_none() {
+            self.app_started_at = Some(t);
+        }
+        if let (Some(n), Some(at)) = (self.opts.exit_after_app_start, self.app_started_at) {
+            if t >= at + n as f64 {
+                return Some("an app started (--exit_after_app_start)");
+            }
         }
         let o = &self.config.cc.options;
         if (self.opts.exit_after_finish || o.exit_after_finish) && report.finished > 0 {
@@ -1158,6 +1259,35 @@ pub fn state_summary(state: &ClientState) -> Vec<String> {
     config::summary(state)
 }
 
+/// The `--show_projects` lines: each project's URL, computer ID and resource share.
+pub fn show_projects(state: &ClientState) -> Vec<String> {
+    if state.projects.is_empty() {
+        return vec!["no projects attached".to_owned()];
+    }
+    state
+        .projects
+        .iter()
+        .map(|ps| {
+            let p = &ps.project;
+            let id = if p.hostid > 0 {
+                p.hostid.to_string()
+            } else {
+                "not assigned yet".to_owned()
+            };
+            format!(
+                "[{}] URL {}; Computer ID {id}; resource share {:.0}",
+                if p.project_name.is_empty() {
+                    &p.master_url
+                } else {
+                    &p.project_name
+                },
+                p.master_url,
+                p.resource_share
+            )
+        })
+        .collect()
+}
+
 /// The `--detect_gpus` report.
 pub fn detect_report(opts: &Options) -> anyhow::Result<String> {
     config::detect_report(opts)
@@ -1187,8 +1317,74 @@ mod tests {
         };
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 864_000.0);
+        // This session's start time, not a saved one.
+        assert!((d.state.time_stats.client_start_time - now()).abs() < 60.0);
         let _ = d.tick_tasks(now());
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
+    }
+
+    #[test]
+    fn saved_start_time_and_disk_usage_are_replaced_by_this_sessions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("client_state.xml"),
+            "<client_state>\n<time_stats>\n<client_start_time>1000.0</client_start_time>\n\
+             <previous_uptime>50.0</previous_uptime>\n</time_stats>\n\
+             <project>\n<master_url>http://p.example/</master_url>\n\
+             <disk_usage>123456789.0</disk_usage>\n</project>\n\
+             <file_info>\n<name>f1</name>\n<nbytes>1000.0</nbytes>\n<status>1</status>\n</file_info>\n\
+             <file_info>\n<name>f2</name>\n<nbytes>500.0</nbytes>\n<status>0</status>\n</file_info>\n\
+             <host_info>\n<d_free>1.0</d_free>\n<d_total>2.0</d_total>\n</host_info>\n\
+             </client_state>\n",
+        )
+        .expect("state");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let d = Daemon::start(opts, logging::init()).expect("daemon");
+        let ts = &d.state.time_stats;
+        assert!((ts.client_start_time - now()).abs() < 60.0, "{ts:?}");
+        assert_eq!(ts.previous_uptime, 50.0);
+        let p = &d.state.projects[0].project;
+        assert_eq!(p.disk_usage, 1000.0, "present files only");
+        assert!(d.state.host_info.d_total > 2.0);
+    }
+
+    #[test]
+    fn project_gui_urls_from_the_account_file_reach_guis() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = "http://p.example/";
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            attach_project: Some(vec![url.to_owned(), "key".to_owned()]),
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        let urls = "<gui_urls>\n<gui_url>\n<name>Forum</name>\n<description>Talk</description>\n\
+                    <url>http://p.example/forum</url>\n</gui_url>\n</gui_urls>";
+        std::fs::write(
+            dir.path().join("account_p.example.xml"),
+            format!(
+                "<account>\n<master_url>{url}</master_url>\n<authenticator>key</authenticator>\n\
+                 <project_preferences>\n</project_preferences>\n{urls}\n</account>\n"
+            ),
+        )
+        .expect("account");
+        for request in [
+            ferrite_gui_rpc::Request::GetProjectStatus,
+            ferrite_gui_rpc::Request::GetState,
+        ] {
+            let reply = d.gui_rpc_reply(request);
+            assert!(
+                reply.contains("<url>http://p.example/forum</url>"),
+                "{reply}"
+            );
+        }
     }
 }
 

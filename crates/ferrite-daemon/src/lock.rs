@@ -25,7 +25,7 @@ pub enum LockError {
         pid: i32,
     },
     /// The lock file could not be opened or locked.
-    #[error("cannot lock {path}: {source}")]
+    #[error("cannot create or lock {path} (the data directory must be writable by this user)")]
     Io {
         /// The lock file.
         path: PathBuf,

@@ -5,7 +5,16 @@
 //! off; every other flag (`cpu_sched_debug`, `work_fetch_debug`, …) turns on `debug` for its
 //! target. `RUST_LOG` overrides all of it. On a terminal the format is human, with local times;
 //! elsewhere (systemd's journal) each line starts with a syslog priority `<N>` and has no
-//! timestamp, which journald adds itself.
+//! timestamp, which journald adds itself. With `--daemon` or `--redirectio` the log goes to
+//! `stdoutdae.txt` in the data directory, as the official client's does, moved to
+//! `stdoutdae.old` when it grows past `max_stdout_file_size` (cc_config; 2 MiB by default),
+//! and stderr to `stderrdae.txt`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use std::fmt;
 use std::io::IsTerminal;
@@ -43,6 +52,8 @@ pub fn directives<'a>(flags: impl IntoIterator<Item = (&'a str, bool)>) -> Strin
 #[derive(Clone)]
 pub struct LogHandle {
     handle: Option<reload::Handle<EnvFilter, tracing_subscriber::Registry>>,
+    /// The size limit of `stdoutdae.txt`, when logging to it.
+    max_file_size: Option<Arc<AtomicU64>>,
 }
 
 impl fmt::Debug for LogHandle {
@@ -61,10 +72,118 @@ impl LogHandle {
             let _ = h.reload(filter);
         }
     }
+
+    /// Sets the size at which `stdoutdae.txt` is moved to `stdoutdae.old` (cc_config
+    /// `max_stdout_file_size`; 0 or less keeps the default).
+    pub fn set_max_file_size(&self, bytes: f64) {
+        if let Some(m) = &self.max_file_size {
+            let v = if bytes >= 1.0 {
+                bytes as u64
+            } else {
+                DEFAULT_MAX_STDOUT_SIZE
+            };
+            m.store(v, Ordering::Relaxed);
+        }
+    }
 }
 
-/// Installs the global subscriber; returns the handle that changes its filter.
+/// The official client's log file in its data directory.
+pub const STDOUT_FILE: &str = "stdoutdae.txt";
+/// Where its stderr goes.
+pub const STDERR_FILE: &str = "stderrdae.txt";
+/// `stdoutdae.txt` past its size limit.
+pub const STDOUT_OLD: &str = "stdoutdae.old";
+/// The official default of `max_stdout_file_size` (2 MiB).
+pub const DEFAULT_MAX_STDOUT_SIZE: u64 = 2048 * 1024;
+
+/// The log file: appends, and moves itself to `stdoutdae.old` when past its limit.
+#[derive(Debug)]
+pub struct RotatingFile {
+    path: PathBuf,
+    old: PathBuf,
+    file: File,
+    size: u64,
+    max: Arc<AtomicU64>,
+}
+
+impl RotatingFile {
+    /// Opens (appending) `stdoutdae.txt` in `dir`.
+    pub fn open(dir: &Path, max: Arc<AtomicU64>) -> io::Result<RotatingFile> {
+        let path = dir.join(STDOUT_FILE);
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let size = file.metadata()?.len();
+        Ok(RotatingFile {
+            old: dir.join(STDOUT_OLD),
+            path,
+            file,
+            size,
+            max,
+        })
+    }
+
+    fn rotate(&mut self) -> io::Result<()> {
+        std::fs::rename(&self.path, &self.old)?;
+        self.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        self.size = 0;
+        Ok(())
+    }
+}
+
+impl Write for RotatingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.size += n as u64;
+        if self.size > self.max.load(Ordering::Relaxed) {
+            // A failed rotation keeps appending: the log is never lost for it.
+            let _ = self.rotate();
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The log files `--daemon` and `--redirectio` write, opened before the process detaches
+/// (so a failure is said on the terminal).
+#[derive(Debug)]
+pub struct LogFiles {
+    stdout: RotatingFile,
+    stderr: File,
+    max: Arc<AtomicU64>,
+}
+
+impl LogFiles {
+    /// Opens `stdoutdae.txt` and `stderrdae.txt` in `dir` (created if missing).
+    pub fn open(dir: &Path) -> io::Result<LogFiles> {
+        std::fs::create_dir_all(dir)?;
+        let max = Arc::new(AtomicU64::new(DEFAULT_MAX_STDOUT_SIZE));
+        let stdout = RotatingFile::open(dir, max.clone())?;
+        let stderr = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(STDERR_FILE))?;
+        Ok(LogFiles {
+            stdout,
+            stderr,
+            max,
+        })
+    }
+}
+
+/// Installs the global subscriber logging to stderr; returns the handle that changes its
+/// filter.
 pub fn init() -> LogHandle {
+    init_with(None)
+}
+
+/// Installs the global subscriber; returns the handle that changes its filter. With `files`,
+/// the log goes there (and stderr to `stderrdae.txt`); otherwise to stderr.
+pub fn init_with(files: Option<LogFiles>) -> LogHandle {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives([])));
     let (filter, handle) = reload::Layer::new(filter);
@@ -72,6 +191,23 @@ pub fn init() -> LogHandle {
     let registry = tracing_subscriber::registry()
         .with(filter)
         .with(crate::rpc::messages::MessageLayer);
+    if let Some(files) = files {
+        // Panics and anything else written to stderr land beside the log.
+        let _ = nix::unistd::dup2_stderr(&files.stderr);
+        let max = files.max.clone();
+        let result = registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(Mutex::new(files.stdout))
+                    .with_ansi(false)
+                    .with_target(true),
+            )
+            .try_init();
+        return LogHandle {
+            handle: result.is_ok().then_some(handle),
+            max_file_size: Some(max),
+        };
+    }
     let result = if terminal {
         registry
             .with(
@@ -92,6 +228,7 @@ pub fn init() -> LogHandle {
     };
     LogHandle {
         handle: result.is_ok().then_some(handle),
+        max_file_size: None,
     }
 }
 
@@ -140,5 +277,31 @@ mod tests {
             "info,ferrite::task=warn,ferrite::cpu_sched_debug=debug"
         );
         assert!(EnvFilter::try_new(directives([("work_fetch_debug", true)])).is_ok());
+    }
+
+    #[test]
+    fn the_log_file_moves_to_old_past_its_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let max = Arc::new(AtomicU64::new(100));
+        let mut f = RotatingFile::open(dir.path(), max.clone()).expect("open");
+        f.write_all(&[b'a'; 60]).expect("write");
+        assert!(!dir.path().join(STDOUT_OLD).exists());
+        f.write_all(&[b'b'; 60]).expect("write");
+        let old = std::fs::read(dir.path().join(STDOUT_OLD)).expect("old");
+        assert_eq!(old.len(), 120);
+        f.write_all(b"new\n").expect("write");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(STDOUT_FILE)).expect("txt"),
+            "new\n"
+        );
+        // Appends to an existing file, counting what it held.
+        drop(f);
+        max.store(10, Ordering::Relaxed);
+        let mut g = RotatingFile::open(dir.path(), max).expect("reopen");
+        g.write_all(b"0123456789").expect("write");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(STDOUT_OLD)).expect("old"),
+            "new\n0123456789"
+        );
     }
 }

@@ -2,12 +2,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use ferrite_daemon::cli::Options;
 use ferrite_daemon::{logging, Daemon};
 
 fn main() -> ExitCode {
-    let opts = Options::parse();
+    let opts = Options::from_env();
     if opts.detect_gpus {
         return match ferrite_daemon::detect_report(&opts) {
             Ok(report) => {
@@ -20,6 +19,23 @@ fn main() -> ExitCode {
             }
         };
     }
+    // The log files are opened before detaching, so a failure is said on the terminal.
+    let files = if opts.log_to_files() {
+        let dir = opts.data_dir();
+        match logging::LogFiles::open(&dir) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!(
+                    "ferrited: cannot open {} in {}: {e}",
+                    logging::STDOUT_FILE,
+                    dir.display()
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     if opts.daemon {
         // Detach before any thread exists: fork is only safe in a single-threaded process.
         if let Err(e) = nix::unistd::daemon(true, false) {
@@ -27,7 +43,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let log = logging::init();
+    let log = logging::init_with(files);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -33,6 +33,7 @@ use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
 use tracing::{error, info, warn};
 
 use crate::config::{self, write_atomic, GLOBAL_PREFS};
+use crate::tuning::Tuning;
 use crate::{Daemon, Event};
 
 /// `ERR_BAD_FILENAME`: a server-sent name that could escape the project directory.
@@ -47,13 +48,6 @@ pub const ERR_ATTACH_FAIL_DOWNLOAD: i32 = -210;
 /// `ERR_ATTACH_FAIL_INIT`: the first scheduler RPC of an attach failed.
 pub const ERR_ATTACH_FAIL_INIT: i32 = -209;
 
-/// Scheduler RPC backoff bounds (`SCHED_RETRY_DELAY_MIN/MAX`), seconds.
-const RETRY_MIN: f64 = 60.0;
-const RETRY_MAX: f64 = 4.0 * 3600.0;
-/// After this many failed RPCs the master page is fetched again (`RETRY_CAP`).
-const RETRY_CAP: i32 = 10;
-/// After this many failed master fetches, wait a day (`MASTER_FETCH_RETRY_CAP`).
-const MASTER_FETCH_RETRY_CAP: i32 = 3;
 /// How long a project that is uploading is not asked for work, so the report can ride on
 /// the same RPC (`WF_UPLOAD_DEFER_INTERVAL`), seconds.
 const REPORT_CHECK_PERIOD: f64 = 60.0;
@@ -161,6 +155,8 @@ pub struct ProjectLoop {
     /// The data directory could take nothing more at the last look (see
     /// [`Daemon::storage_blocks_work`]).
     storage_full: bool,
+    /// Retry figures (the official defaults unless the command line changed them).
+    pub tuning: Tuning,
 }
 
 impl Default for ProjectLoop {
@@ -184,6 +180,7 @@ impl Default for ProjectLoop {
             rpc_counts: BTreeMap::new(),
             old_results: std::collections::VecDeque::new(),
             storage_full: false,
+            tuning: Tuning::default(),
         }
     }
 }
@@ -325,21 +322,27 @@ fn to_request_work(
     out
 }
 
-/// The official client's RPC backoff after a failure (reference §7.1).
-fn rpc_backoff(p: &mut Project, now: f64, u: f64) {
-    if p.master_fetch_failures >= MASTER_FETCH_RETRY_CAP {
+/// The official client's RPC backoff after a failure (reference §7.1), with the figures of
+/// `--sched_retry_delay_min/max`, `--retry_cap` and `--master_fetch_*`.
+fn rpc_backoff(p: &mut Project, now: f64, u: f64, k: &Tuning) {
+    if p.master_fetch_failures >= k.master_fetch_retry_cap {
         p.master_url_fetch_pending = true;
-        p.min_rpc_time = p.min_rpc_time.max(now + 86400.0);
+        p.min_rpc_time = p.min_rpc_time.max(now + k.master_fetch_interval);
         return;
     }
-    if p.nrpc_failures >= RETRY_CAP {
+    if p.nrpc_failures >= k.master_fetch_period {
         p.master_url_fetch_pending = true;
         p.nrpc_failures = 0;
         p.min_rpc_time = 0.0;
         p.master_fetch_failures += 1;
     }
     p.nrpc_failures += 1;
-    let d = backoff(p.nrpc_failures.min(RETRY_CAP), RETRY_MIN, RETRY_MAX, u);
+    let d = backoff(
+        p.nrpc_failures.min(k.retry_cap),
+        k.sched_retry_delay_min,
+        k.sched_retry_delay_max,
+        u,
+    );
     p.min_rpc_time = p.min_rpc_time.max(now + d);
 }
 
@@ -863,7 +866,8 @@ impl Daemon {
                     warn!(project = %url, "no account key (account file missing or empty); not contacting it");
                     if let Some(ps) = self.state.project_mut(&url) {
                         ps.project.sched_rpc_pending = None;
-                        rpc_backoff(&mut ps.project, t, self.projects.jitter.next_unit());
+                        let k = self.projects.tuning;
+                        rpc_backoff(&mut ps.project, t, self.projects.jitter.next_unit(), &k);
                     }
                     return;
                 };
@@ -1054,7 +1058,7 @@ impl Daemon {
             Err(e) => {
                 info!(project = %url, "master page fetch failed: {e}");
                 ferrite_project::master::master_fetch_failed(&mut ps.project);
-                rpc_backoff(&mut ps.project, t, u);
+                rpc_backoff(&mut ps.project, t, u, &self.projects.tuning);
                 self.attach_failed(
                     url,
                     ERR_ATTACH_FAIL_DOWNLOAD,
@@ -1252,13 +1256,14 @@ impl Daemon {
             .or_default()
             .1 += 1;
         let u = self.projects.jitter.next_unit();
+        let k = self.projects.tuning;
         if let Some(ps) = self.state.project_mut(url) {
             let p = &mut ps.project;
             p.scheduler_rpc_in_progress = false;
             if !matches!(reason, RpcReason::Init | RpcReason::AcctMgrReq) {
                 p.sched_rpc_pending = None;
             }
-            rpc_backoff(p, t, u);
+            rpc_backoff(p, t, u, &k);
             info!(
                 project = %url,
                 "Scheduler request failed: {why}; next attempt in {:.0} s ({} failures in a row)",
@@ -1621,18 +1626,51 @@ mod tests {
 
     #[test]
     fn rpc_failures_back_off_then_refetch_the_master_page() {
+        let k = Tuning::default();
         let mut p = Project::default();
-        rpc_backoff(&mut p, 1000.0, 1.0);
+        rpc_backoff(&mut p, 1000.0, 1.0, &k);
         assert_eq!(p.nrpc_failures, 1);
         assert_eq!(p.min_rpc_time, 1120.0);
-        p.nrpc_failures = RETRY_CAP;
-        rpc_backoff(&mut p, 2000.0, 1.0);
+        p.nrpc_failures = k.master_fetch_period;
+        rpc_backoff(&mut p, 2000.0, 1.0, &k);
         assert!(p.master_url_fetch_pending);
         assert_eq!(p.nrpc_failures, 1);
         assert_eq!(p.master_fetch_failures, 1);
-        p.master_fetch_failures = MASTER_FETCH_RETRY_CAP;
-        rpc_backoff(&mut p, 3000.0, 1.0);
+        p.master_fetch_failures = k.master_fetch_retry_cap;
+        rpc_backoff(&mut p, 3000.0, 1.0, &k);
         assert_eq!(p.min_rpc_time, 3000.0 + 86400.0);
+    }
+
+    #[test]
+    fn command_line_figures_change_the_rpc_backoff() {
+        let o = crate::cli::Options::try_parse_args([
+            "ferrited",
+            "--sched_retry_delay_min",
+            "10",
+            "--sched_retry_delay_max",
+            "15",
+            "--master_fetch_period",
+            "2",
+            "--master_fetch_retry_cap",
+            "1",
+            "--master_fetch_interval",
+            "500",
+        ])
+        .expect("parses");
+        let k = Tuning::from_options(&o);
+        let mut p = Project::default();
+        rpc_backoff(&mut p, 1000.0, 1.0, &k);
+        assert_eq!(p.min_rpc_time, 1015.0, "min 10 doubled, capped at 15");
+        rpc_backoff(&mut p, 2000.0, 1.0, &k);
+        assert!(!p.master_url_fetch_pending);
+        rpc_backoff(&mut p, 3000.0, 1.0, &k);
+        assert!(
+            p.master_url_fetch_pending,
+            "master page again after 2 failures"
+        );
+        assert_eq!(p.master_fetch_failures, 1);
+        rpc_backoff(&mut p, 4000.0, 1.0, &k);
+        assert_eq!(p.min_rpc_time, 4500.0, "then --master_fetch_interval");
     }
 
     #[test]

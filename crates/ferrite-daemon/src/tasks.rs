@@ -106,6 +106,9 @@ pub struct TickInputs<'a> {
     pub proxy: Option<&'a ProxyInfo>,
     /// The used devices of each GPU type, in the scheduler's instance order.
     pub gpu_instances: &'a BTreeMap<String, Vec<GpuInstance>>,
+    /// `--exit_before_start` (or cc_config `<exit_before_start>`): start nothing; the tick
+    /// reports it and the daemon exits.
+    pub exit_before_start: bool,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -115,6 +118,10 @@ pub struct TickReport {
     pub changed: bool,
     /// Results whose computation finished successfully in this tick.
     pub finished: usize,
+    /// An app was about to start and `exit_before_start` is set.
+    pub exit_before_start: bool,
+    /// Apps started in this tick.
+    pub started: usize,
 }
 
 /// The daemon's tasks.
@@ -396,8 +403,16 @@ impl TaskTable {
             if self.live.contains_key(&key) {
                 continue;
             }
+            if inputs.exit_before_start {
+                info!("exiting before task {} starts (exit_before_start)", key.1);
+                report.exit_before_start = true;
+                break;
+            }
             match self.start(state, inputs, &key, e.instances, now, inst) {
-                Ok(()) => report.changed = true,
+                Ok(()) => {
+                    report.changed = true;
+                    report.started += 1;
+                }
                 Err(msg) => {
                     warn!("cannot start task {}: {msg}; retrying later", key.1);
                     self.not_before.insert(key, now + START_RETRY_SECS);

@@ -18,9 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferrite_net::backoff::{
-    backoff_delay, ProjectBackoff, GIVEUP_PERIOD, RETRY_DELAY_MAX, RETRY_DELAY_MIN,
-};
+use ferrite_net::backoff::{backoff_delay, ProjectBackoff};
 use ferrite_net::{CancellationToken, DownloadTarget, ExpectedFile, HttpClient, UploadJob};
 use ferrite_project::files::{record_verification, verify_download};
 use ferrite_project::stats::{record_transfer, Direction};
@@ -191,6 +189,9 @@ pub struct Transfers {
     /// Size and modification time of each verified app file, by (project URL, file name):
     /// a file that changes on disk is fetched and verified again before it may run.
     verified: HashMap<(String, String), (u64, std::time::SystemTime)>,
+    /// Retry figures and `--exit_before_upload` (the official defaults unless the command
+    /// line changed them).
+    pub tuning: crate::tuning::Tuning,
 }
 
 /// The partial file of a download.
@@ -251,6 +252,7 @@ impl Transfers {
             jitter: SplitMix64::new(seed),
             unsigned_apps_ok: false,
             verified: HashMap::new(),
+            tuning: crate::tuning::Tuning::default(),
         }
     }
 
@@ -366,6 +368,11 @@ impl Transfers {
                     .is_none_or(|b| b.ok_to_transfer(now));
                 if now < retry.next_request_time || (retry.num_retries > 0 && !project_ok) {
                     continue;
+                }
+                if upload && self.tuning.exit_before_upload {
+                    info!(project = %url, "exiting before the upload of {} (--exit_before_upload)", f.name);
+                    let _ = events.try_send(Event::Shutdown("--exit_before_upload"));
+                    return changed;
                 }
                 let path = pdir.join(&f.name);
                 if !ferrite_project::names::stays_inside(&pdir, &path) {
@@ -662,7 +669,8 @@ impl Transfers {
             }
             (Err(msg), _) => {
                 let give_up = done.permanent
-                    || now - retry.first_request_time.max(1.0) > GIVEUP_PERIOD
+                    || now - retry.first_request_time.max(1.0)
+                        > self.tuning.file_xfer_giveup_period
                         && retry.first_request_time > 0.0;
                 if done.code == ERR_ABORTED_VIA_GUI && active.is_none() {
                     // Cancelled by abort/shutdown: the caller already recorded it.
@@ -691,8 +699,12 @@ impl Transfers {
                     );
                 } else {
                     retry.num_retries += 1;
-                    let delay =
-                        backoff_delay(retry.num_retries, RETRY_DELAY_MIN, RETRY_DELAY_MAX, u);
+                    let delay = backoff_delay(
+                        retry.num_retries,
+                        self.tuning.pers_retry_delay_min,
+                        self.tuning.pers_retry_delay_max,
+                        u,
+                    );
                     retry.next_request_time = now + delay;
                     retry.last_bytes_xferred = active
                         .as_ref()

@@ -188,23 +188,22 @@ pub struct Call {
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    /// The TCP listener could not be set up.
-    #[error("cannot listen on {addr}")]
+    /// The TCP listener could not be set up (the cause is part of the message, as the
+    /// official client's "bind failed (98)" is).
+    #[error("cannot listen on {addr}: {cause}")]
     TcpBind {
         /// The address.
         addr: SocketAddr,
         /// The cause.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     /// The Unix socket could not be set up.
-    #[error("cannot listen on Unix socket {path}")]
+    #[error("cannot listen on Unix socket {path}: {cause}")]
     UnixBind {
         /// The path.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     /// Something that is not a socket sits at the socket path.
     #[error("{path} exists and is not a socket")]
@@ -258,6 +257,11 @@ impl GuiRpcServer {
     /// Binds the configured listeners and starts serving. Cancelling `shutdown` (or calling
     /// [`GuiRpcServer::shutdown`]) stops accepting and closes every connection; then
     /// [`GuiRpcServer::wait`] returns once all tasks have ended.
+    ///
+    /// A listener that cannot be set up is reported at once, with its cause, and the other
+    /// one serves alone; an error is returned only when none can serve. A TCP port in use
+    /// with [`TcpConfig::bind_retry_for`] set is tried again every second in the background
+    /// meanwhile ([`GuiRpcServer::tcp_addr`] is `None` until it is bound).
     pub async fn start(
         config: ServerConfig,
         calls: mpsc::Sender<Call>,
@@ -273,12 +277,49 @@ impl GuiRpcServer {
         }
         let token = shutdown.child_token();
         let tracker = TaskTracker::new();
-        let tcp_listener = match &config.tcp {
-            Some(tcp) => Some(bind_tcp(tcp).await?),
+        let unix_result = config.unix.as_ref().map(bind_unix);
+        let tcp_result = config
+            .tcp
+            .as_ref()
+            .map(|tcp| try_bind_tcp(tcp.bind_addr()).map_err(|cause| (tcp, cause)));
+        let unix_ok = matches!(unix_result, Some(Ok(_)));
+        let mut retry_tcp = None;
+        let tcp_listener = match tcp_result {
+            Some(Ok(l)) => Some(l),
+            Some(Err((tcp, cause))) => {
+                let e = ServerError::TcpBind {
+                    addr: tcp.bind_addr(),
+                    cause,
+                };
+                if !tcp.bind_retry_for.is_zero() {
+                    tracing::error!(
+                        "GUI RPC: {e}; trying again every second for {} s{}",
+                        tcp.bind_retry_for.as_secs(),
+                        if unix_ok {
+                            "; the Unix socket serves meanwhile"
+                        } else {
+                            ""
+                        }
+                    );
+                    retry_tcp = Some(tcp.clone());
+                } else if unix_ok {
+                    tracing::error!("GUI RPC: {e}; serving on the Unix socket only");
+                } else {
+                    return Err(e);
+                }
+                None
+            }
             None => None,
         };
-        let unix_listener = match &config.unix {
-            Some(unix) => Some(bind_unix(unix)?),
+        let unix_listener = match unix_result {
+            Some(Ok(l)) => Some(l),
+            Some(Err(e)) => {
+                if tcp_listener.is_none() && retry_tcp.is_none() {
+                    return Err(e);
+                }
+                tracing::error!("GUI RPC: {e}; serving on TCP only");
+                None
+            }
             None => None,
         };
         let shared = Arc::new(Shared {
@@ -296,12 +337,12 @@ impl GuiRpcServer {
             Some(listener) => {
                 let addr = listener
                     .local_addr()
-                    .map_err(|source| ServerError::TcpBind {
+                    .map_err(|cause| ServerError::TcpBind {
                         addr: shared.tcp.as_ref().map_or_else(
                             || SocketAddr::from(([127, 0, 0, 1], 0)),
                             TcpConfig::bind_addr,
                         ),
-                        source,
+                        cause,
                     })?;
                 tracing::info!(%addr, "GUI RPC listening on TCP");
                 tracker.spawn(accept_tcp(
@@ -314,6 +355,14 @@ impl GuiRpcServer {
             }
             None => None,
         };
+        if let Some(tcp) = retry_tcp {
+            tracker.spawn(retry_bind_tcp(
+                tcp,
+                shared.clone(),
+                tracker.clone(),
+                token.clone(),
+            ));
+        }
         let unix_path = match unix_listener {
             Some(listener) => {
                 let path = config.unix.map(|u| u.path).unwrap_or_default();
@@ -366,16 +415,37 @@ impl GuiRpcServer {
     }
 }
 
-async fn bind_tcp(config: &TcpConfig) -> Result<TcpListener, ServerError> {
+/// Tries the TCP port again every second until it binds (then serves it), the retry period
+/// ends (then says so) or the server stops.
+async fn retry_bind_tcp(
+    config: TcpConfig,
+    shared: Arc<Shared>,
+    tracker: TaskTracker,
+    token: CancellationToken,
+) {
     let addr = config.bind_addr();
     let deadline = Instant::now() + config.bind_retry_for;
     loop {
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
         match try_bind_tcp(addr) {
-            Ok(listener) => return Ok(listener),
-            Err(source) if Instant::now() >= deadline => {
-                return Err(ServerError::TcpBind { addr, source })
+            Ok(listener) => {
+                let addr = listener.local_addr().unwrap_or(addr);
+                tracing::info!(%addr, "GUI RPC listening on TCP");
+                accept_tcp(listener, shared, tracker, token).await;
+                return;
             }
-            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            Err(cause) if Instant::now() >= deadline => {
+                let e = ServerError::TcpBind { addr, cause };
+                tracing::error!(
+                    "GUI RPC: {e}; gave up after {} s: no GUI RPC on TCP until restarted",
+                    config.bind_retry_for.as_secs()
+                );
+                return;
+            }
+            Err(_) => {}
         }
     }
 }
@@ -393,9 +463,9 @@ fn try_bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
 
 fn bind_unix(config: &UnixConfig) -> Result<UnixListener, ServerError> {
     let path = &config.path;
-    let err = |source| ServerError::UnixBind {
+    let err = |cause| ServerError::UnixBind {
         path: path.clone(),
-        source,
+        cause,
     };
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path).map_err(err)?,

@@ -994,3 +994,119 @@ async fn boinccmd_against_our_server() {
     assert!(seen.iter().all(|(_, p)| p.authorized));
     h.stop().await;
 }
+
+// ---------------------------------------------------------------- listeners that fail
+
+/// Sends one unauthenticated request on a Unix socket and returns the reply.
+async fn unix_exchange(path: &Path) -> String {
+    let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
+    s.write_all(b"<boinc_gui_rpc_request>\n<exchange_versions/>\n</boinc_gui_rpc_request>\n\x03")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.ends_with(&[3]) {
+        let n = tokio::time::timeout(TIMEOUT, s.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// A server answering every call with a canned `exchange_versions` reply.
+fn answer_all(mut rx: mpsc::Receiver<Call>) {
+    tokio::spawn(async move {
+        while let Some(call) = rx.recv().await {
+            let _ = call.reply.send("<server_version/>\n".to_owned());
+        }
+    });
+}
+
+#[tokio::test]
+async fn a_port_in_use_is_said_at_once_and_the_unix_socket_serves_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let mut config = ServerConfig::new(Password::Disabled);
+    let mut tcp = TcpConfig::local(port);
+    tcp.bind_retry_for = Duration::from_secs(30);
+    config.tcp = Some(tcp);
+    config.unix = Some(UnixConfig::in_data_dir(dir.path()));
+    let (tx, rx) = mpsc::channel(8);
+    answer_all(rx);
+    let token = CancellationToken::new();
+    let started = std::time::Instant::now();
+    let server = GuiRpcServer::start(config, tx, token.clone())
+        .await
+        .expect("the Unix socket serves");
+    assert!(started.elapsed() < Duration::from_secs(2), "no waiting");
+    assert!(server.tcp_addr().is_none());
+    let reply = unix_exchange(&dir.path().join("boinc_socket")).await;
+    assert!(reply.contains("server_version"), "{reply}");
+    // Once the port is free, TCP comes up by itself.
+    drop(held);
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "TCP never came up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    token.cancel();
+    server.wait().await;
+}
+
+#[tokio::test]
+async fn a_port_in_use_without_retry_or_socket_is_an_error_naming_the_cause() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let mut config = ServerConfig::new(Password::Disabled);
+    config.tcp = Some(TcpConfig::local(port));
+    config.unix = None;
+    let (tx, _rx) = mpsc::channel(1);
+    let e = GuiRpcServer::start(config, tx, CancellationToken::new())
+        .await
+        .expect_err("port in use");
+    let text = e.to_string();
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(text.contains("os error 98"), "{text}");
+}
+
+#[tokio::test]
+async fn a_socket_path_that_cannot_be_made_leaves_tcp_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    // Longer than a Unix socket address can be.
+    let deep = dir.path().join("d".repeat(120));
+    std::fs::create_dir(&deep).unwrap();
+    let mut config = ServerConfig::new(Password::Disabled);
+    config.tcp = Some(TcpConfig::local(0));
+    config.unix = Some(UnixConfig::in_data_dir(&deep));
+    let (tx, rx) = mpsc::channel(8);
+    answer_all(rx);
+    let token = CancellationToken::new();
+    let server = GuiRpcServer::start(config, tx, token.clone())
+        .await
+        .expect("TCP serves");
+    assert!(server.unix_path().is_none());
+    let addr = server.tcp_addr().expect("tcp");
+    assert!(TcpStream::connect(addr).await.is_ok());
+    // Alone, the socket's failure is the error, with its cause.
+    let mut only_unix = ServerConfig::new(Password::Disabled);
+    only_unix.tcp = None;
+    only_unix.unix = Some(UnixConfig::in_data_dir(&deep));
+    let (tx2, _rx2) = mpsc::channel(1);
+    let e = GuiRpcServer::start(only_unix, tx2, CancellationToken::new())
+        .await
+        .expect_err("no listener");
+    assert!(
+        e.to_string().contains("cannot listen on Unix socket"),
+        "{e}"
+    );
+    assert!(e.to_string().contains(": "), "{e}");
+    token.cancel();
+    server.wait().await;
+}

@@ -189,6 +189,35 @@ fn objects_follow_the_most_recent_project() {
         .any(|w| w.element == "app" && w.line == 2));
 }
 
+#[test]
+fn projects_are_found_as_the_official_client_finds_them() {
+    let doc = "<client_state>\n\
+        <project><master_url>https://www.example.org/proj/</master_url></project>\n\
+        <project><master_url>http://127.0.0.1:18080/</master_url></project>\n\
+        </client_state>\n";
+    let cs = ClientState::parse(doc, "c.xml").expect("parses").value;
+    let found = |u: &str| cs.project(u).map(|p| p.project.master_url.clone());
+    for u in [
+        "https://www.example.org/proj/",
+        "https://www.example.org/proj",
+        "http://example.org/proj",
+        "example.org/proj",
+        "HTTPS://WWW.Example.org//proj",
+    ] {
+        assert_eq!(
+            found(u).as_deref(),
+            Some("https://www.example.org/proj/"),
+            "{u}"
+        );
+    }
+    assert_eq!(
+        found("http://127.0.0.1:18080").as_deref(),
+        Some("http://127.0.0.1:18080/")
+    );
+    assert_eq!(found("https://example.org/other"), None);
+    assert_eq!(found("http://127.0.0.1:18081/"), None);
+}
+
 // ---- bad input ----
 
 fn sample() -> String {

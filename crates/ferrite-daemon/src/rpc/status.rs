@@ -251,6 +251,7 @@ impl Daemon {
         let dir = fs::canonicalize(&dir).unwrap_or(dir);
         ProjectGuiExtra {
             project_dir: dir.display().to_string(),
+            gui_urls: config::account_gui_urls(&self.dir, &p.project.master_url),
             ..ProjectGuiExtra::default()
         }
     }

@@ -22,13 +22,22 @@ pub struct ProjectGuiExtra {
     pub download_backoff: f64,
     /// Seconds until uploads may be retried (0 = no backoff).
     pub upload_backoff: f64,
+    /// The project's `<gui_urls>` element (kept in its account file), verbatim.
+    pub gui_urls: Option<String>,
 }
 
 /// Writes `<project>` in the GUI form.
 pub fn write_project(p: &Project, extra: &ProjectGuiExtra, w: &mut XmlWriter) {
     p.write_common(w);
-    for e in p.extra.iter().filter(|e| e.starts_with("<gui_urls")) {
-        w.raw(e);
+    match &extra.gui_urls {
+        Some(g) => {
+            w.raw(g);
+        }
+        None => {
+            for e in p.extra.iter().filter(|e| e.starts_with("<gui_urls")) {
+                w.raw(e);
+            }
+        }
     }
     w.f64("sched_priority", extra.sched_priority).f64(
         "project_files_downloaded_time",
@@ -282,6 +291,22 @@ mod tests {
         };
         write_project(&p, &extra, &mut w);
         let xml = w.finish();
+        // The account file's GUI URLs come right before sched_priority.
+        let mut with_urls = XmlWriter::new();
+        let urls = "<gui_urls>\n<gui_url>\n<name>Forum</name>\n<url>http://p/forum</url>\n</gui_url>\n</gui_urls>";
+        write_project(
+            &p,
+            &ProjectGuiExtra {
+                gui_urls: Some(urls.to_owned()),
+                ..extra.clone()
+            },
+            &mut with_urls,
+        );
+        let with_urls = with_urls.finish();
+        assert!(
+            with_urls.contains(&format!("{urls}\n    <sched_priority>")),
+            "{with_urls}"
+        );
         let n = names(&xml);
         let tail: Vec<&str> = n[n.len() - 4..].iter().map(String::as_str).collect();
         assert_eq!(

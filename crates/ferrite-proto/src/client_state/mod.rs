@@ -229,6 +229,15 @@ pub struct ClientState {
     pub extra: Vec<String>,
 }
 
+/// A master URL as the official client compares it when looking a project up.
+fn url_lookup_key(url: &str) -> String {
+    let canonical = crate::account::canonicalize_master_url(url).to_lowercase();
+    let rest = canonical
+        .split_once("//")
+        .map_or(canonical.as_str(), |(_, r)| r);
+    rest.strip_prefix("www.").unwrap_or(rest).to_owned()
+}
+
 impl ClientState {
     /// Parses `client_state.xml`. `file` names the document in errors and warnings.
     pub fn parse(text: &str, file: &str) -> Result<Parsed<ClientState>, XmlError> {
@@ -413,7 +422,9 @@ impl ClientState {
         w.finish()
     }
 
-    /// The project with master URL `url` (exact, else ignoring ASCII case).
+    /// The project with master URL `url`: exact, else ignoring ASCII case, else as the
+    /// official client looks a project up (`http://x/p` finds `https://www.x/p/`: the URL
+    /// canonicalized, compared without its scheme and `www.`, ignoring case).
     pub fn project(&self, url: &str) -> Option<&ProjectState> {
         self.project_index(url).map(|i| &self.projects[i])
     }
@@ -431,6 +442,12 @@ impl ClientState {
                 self.projects
                     .iter()
                     .position(|p| p.project.master_url.eq_ignore_ascii_case(url))
+            })
+            .or_else(|| {
+                let key = url_lookup_key(url);
+                self.projects
+                    .iter()
+                    .position(|p| url_lookup_key(&p.project.master_url) == key)
             })
     }
 
