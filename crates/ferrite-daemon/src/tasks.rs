@@ -108,6 +108,9 @@ pub struct TickReport {
     pub changed: bool,
     /// Results whose computation finished successfully in this tick.
     pub finished: usize,
+    /// Projects a task of which could not start because a file is gone: their files are
+    /// checked again.
+    pub files_missing: Vec<String>,
 }
 
 /// The daemon's tasks.
@@ -387,6 +390,17 @@ impl TaskTable {
                 continue;
             };
             if self.live.contains_key(&key) {
+                continue;
+            }
+            if let Some(name) = crate::filecheck::missing_file(&self.dir, state, &key.0, &key.1) {
+                warn!(
+                    "cannot start task {}: file {name} is missing; checking the project's files",
+                    key.1
+                );
+                if !report.files_missing.contains(&key.0) {
+                    report.files_missing.push(key.0.clone());
+                }
+                self.not_before.insert(key, now + START_RETRY_SECS);
                 continue;
             }
             match self.start(state, inputs, &key, e.instances, now, inst) {
