@@ -286,3 +286,60 @@ fn damaged_state_files_keep_the_projects_of_the_account_files_attached() {
     );
     assert_outputs(&server, &s);
 }
+
+#[test]
+fn an_input_lost_while_the_daemon_runs_is_fetched_again_before_its_task_starts() {
+    let base = tempfile::tempdir().expect("tmp");
+    // Six jobs on four CPUs: two wait while four run.
+    let server = Server::start_with(base.path(), &["--jobs", "6"], "sleep 3\n");
+    let dir = client_dir(base.path(), "");
+    let port = free_port();
+    let client = start_client(&dir, port, Some(&server.url));
+    let pdir = project_dir(&dir, &server);
+    let names: Vec<String> = server
+        .wait_until(&client, T, "six tasks sent", |s| s["results_sent"] == 6)["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect();
+    let input_of = |r: &str| format!("{}_in", r.rsplit_once('_').map_or(r, |(wu, _)| wu));
+    let started = |log: &str, r: &str| log.contains(&format!("starting task {r} "));
+    ferrite_e2e::inspect::wait_until("four tasks run, all inputs in", T, || {
+        let log = client.output();
+        names.iter().filter(|r| started(&log, r)).count() == 4
+            && names
+                .iter()
+                .all(|r| log.contains(&format!("Finished download of {}", input_of(r))))
+    });
+    let log = client.output();
+    let waiting: Vec<&String> = names.iter().filter(|r| !started(&log, r)).collect();
+    assert_eq!(waiting.len(), 2, "{log}");
+    for r in &waiting {
+        fs::remove_file(pdir.join(input_of(r))).expect("remove a waiting task's input");
+    }
+
+    let s = wait_all_reported(&server, &client, 6);
+    let log = client.output();
+    // The first of them to be started finds its input gone; the project's files are checked
+    // and both inputs fetched again.
+    assert!(
+        waiting.iter().any(|r| log.contains(&format!(
+            "cannot start task {r}: file {} is missing; checking the project's files",
+            input_of(r)
+        ))),
+        "{log}"
+    );
+    for r in &waiting {
+        let input = input_of(r);
+        assert!(
+            log.contains(&format!("file {input}: missing; it is downloaded again")),
+            "{log}"
+        );
+        assert_eq!(downloads_of(&s, &input), 2, "{input}");
+    }
+    for (name, code) in reported(&s) {
+        assert_eq!(code, 0, "{name} succeeded\n{log}");
+    }
+    assert_outputs(&server, &s);
+}

@@ -36,8 +36,9 @@ use crate::snapshot::{build_world, IdMap, LiveTask, SnapshotInputs};
 /// The records of live tasks, in the data directory.
 pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
 
-/// `ERR_FILE_MISSING`: an output file the app should have written is not there.
-const ERR_FILE_MISSING: i32 = -161;
+// `ERR_FILE_MISSING` (-163, BOINC's number): an output file the app should have written is
+// not there.
+use ferrite_project::existence::ERR_FILE_MISSING;
 
 /// `ERR_FILE_TOO_BIG`: an output file is larger than its `max_nbytes`.
 const ERR_FILE_TOO_BIG: i32 = -141;
@@ -60,6 +61,8 @@ pub const PROCESS_SUSPENDED: i32 = 9;
 
 /// How long a task that could not be started waits before the next attempt, seconds.
 const START_RETRY_SECS: f64 = 600.0;
+/// Seconds before a task whose file was missing is tried again.
+const MISSING_FILE_RETRY_SECS: f64 = 10.0;
 
 /// How long shutdown waits for apps before killing what is left.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
@@ -400,7 +403,9 @@ impl TaskTable {
                 if !report.files_missing.contains(&key.0) {
                     report.files_missing.push(key.0.clone());
                 }
-                self.not_before.insert(key, now + START_RETRY_SECS);
+                // The check makes it wait for the download; this only spaces the tries
+                // should the file stay missing.
+                self.not_before.insert(key, now + MISSING_FILE_RETRY_SECS);
                 continue;
             }
             match self.start(state, inputs, &key, e.instances, now, inst) {

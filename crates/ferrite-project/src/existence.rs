@@ -406,24 +406,14 @@ mod tests {
         }
     }
 
-    /// The disk as a map name → (len, md5); it records which names were hashed.
-    fn disk(
-        files: &[(&str, u64, &str)],
-    ) -> (
-        HashMap<String, (u64, String)>,
-        std::cell::RefCell<Vec<String>>,
-    ) {
-        (
-            files
-                .iter()
-                .map(|(n, l, m)| ((*n).to_owned(), (*l, (*m).to_owned())))
-                .collect(),
-            std::cell::RefCell::new(Vec::new()),
-        )
-    }
-
+    /// Checks `ps` against a disk holding `files` (name, length, MD5); also says which
+    /// names were hashed.
     fn run(ps: &mut ProjectState, files: &[(&str, u64, &str)]) -> (FileCheck, Vec<String>) {
-        let (map, hashed) = disk(files);
+        let map: HashMap<String, (u64, String)> = files
+            .iter()
+            .map(|(n, l, m)| ((*n).to_owned(), (*l, (*m).to_owned())))
+            .collect();
+        let hashed = std::cell::RefCell::new(Vec::new());
         let mut look = |name: &str, want_md5: bool| match map.get(name) {
             None => OnDisk::Missing,
             Some((len, md5)) => {
