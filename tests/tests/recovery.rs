@@ -10,9 +10,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ferrite_e2e::inspect::load_state;
-use ferrite_e2e::testproject::{client_dir, reported, start_client, status, Server};
+use ferrite_e2e::testproject::{
+    client_dir, nudge_until_reported, reported, start_client, status, Server,
+};
 use ferrite_e2e::{boinccmd, free_port, Proc};
 use ferrite_proto::account::escape_project_url;
+use ferrite_proto::client_state::ResultState;
 
 const T: Duration = Duration::from_secs(90);
 
@@ -340,6 +343,52 @@ fn an_input_lost_while_the_daemon_runs_is_fetched_again_before_its_task_starts()
     }
     for (name, code) in reported(&s) {
         assert_eq!(code, 0, "{name} succeeded\n{log}");
+    }
+    assert_outputs(&server, &s);
+}
+
+#[test]
+fn an_output_lost_before_its_upload_fails_only_its_task() {
+    let base = tempfile::tempdir().expect("tmp");
+    // The first upload fails, so its output waits for a retry when the client stops.
+    let server = Server::start(base.path(), &["--jobs", "2", "--fault", "upload-500:1"]);
+    let dir = client_dir(base.path(), "");
+    let port = free_port();
+    let mut client = start_client(&dir, port, Some(&server.url));
+    server.wait_until(&client, T, "an upload refused", |s| {
+        s["faults_armed"]["upload-500"].as_i64().unwrap_or(0) == 0
+    });
+    stop(&mut client);
+    let state = load_state(&dir, "client_state.xml");
+    let ps = &state.projects[0];
+    let lost = ps
+        .results
+        .iter()
+        .find(|r| {
+            r.state == ResultState::FilesUploading
+                && r.output_files
+                    .iter()
+                    .any(|o| ps.file(&o.file_name).is_some_and(|f| !f.uploaded))
+        })
+        .map(|r| r.name.clone())
+        .expect("a task waiting to upload");
+    let lost = &lost;
+    let out = format!("{lost}_out");
+    fs::remove_file(project_dir(&dir, &server).join(&out)).expect("remove an output");
+
+    let client = start_client(&dir, port, None);
+    let s = nudge_until_reported(&server, &client, port, (2, T), "both reported", false);
+    let log = client.output();
+    assert!(
+        log.contains(&format!(
+            "file {out}: missing; it cannot be downloaded again"
+        )),
+        "{log}"
+    );
+    assert!(log.contains(&format!("task {lost} fails (-187)")), "{log}");
+    for (name, code) in reported(&s) {
+        let want = if &name == lost { -187 } else { 0 };
+        assert_eq!(code, want, "{name}\n{log}");
     }
     assert_outputs(&server, &s);
 }
