@@ -79,8 +79,8 @@ pub enum FileAction {
     /// Marked not present: downloaded again when a task needs it. What is on disk under
     /// its name (a damaged copy) must be deleted.
     Refetch,
-    /// Gone for good (no download URL, or an output not yet uploaded): status
-    /// [`ERR_FILE_MISSING`].
+    /// Gone for good: an output not yet uploaded (status [`ERR_FILE_MISSING`]), or a file
+    /// with no download URL (marked not present; the tasks that need it fail).
     Lost,
 }
 
@@ -205,13 +205,15 @@ pub fn check_files(
             OnDisk::Present { .. } => None,
         };
         let Some(problem) = problem else { continue };
-        let action = if output || !downloadable(f) {
+        let action = if output {
             f.status = ERR_FILE_MISSING;
-            f.error_msg = Some(if output {
-                "output file missing or invalid".to_owned()
-            } else {
-                format!("{problem}, and it has no download URL")
-            });
+            f.error_msg = Some("output file missing or invalid".to_owned());
+            FileAction::Lost
+        } else if !downloadable(f) {
+            // Not present, as the official client marks it; the tasks that need it fail
+            // below, the others never notice.
+            f.status = 0;
+            f.persistent_file_xfer = None;
             FileAction::Lost
         } else {
             f.status = 0;
@@ -591,6 +593,11 @@ mod tests {
         assert_eq!(
             ps.result("r3").map(|r| r.state),
             Some(ResultState::FilesUploading)
+        );
+        assert_eq!(
+            ps.file("in1").map(|f| f.status),
+            Some(0),
+            "not present, as BOINC marks it"
         );
     }
 
