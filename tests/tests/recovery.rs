@@ -260,9 +260,12 @@ fn damaged_state_files_keep_the_projects_of_the_account_files_attached() {
         fs::write(dir.join(name), "<client_state>\n<project>\n<master_url>").expect("damage");
     }
 
-    let client = start_client(&dir, port, None);
+    // Started as it was the first time, with `--attach_project`: the project is already
+    // attached again, from its account file.
+    let client = start_client(&dir, port, Some(&server.url));
     let log = client.output();
     assert!(log.contains("no usable state file"), "{log}");
+    assert!(log.contains("already attached"), "{log}");
     assert!(
         log.contains("Every task of the lost state file was lost"),
         "{log}"

@@ -295,7 +295,15 @@ impl Daemon {
     }
 
     fn apply_command_line(&mut self) -> anyhow::Result<()> {
-        if let Some((url, key)) = self.opts.attach() {
+        let attached = |state: &ClientState, url: &str| {
+            let url = ferrite_proto::account::canonicalize_master_url(url);
+            state.project(&url).is_some()
+        };
+        if let Some((url, _)) = self.opts.attach().filter(|(u, _)| attached(&self.state, u)) {
+            // As the official client: nothing to do (a project kept from its account file
+            // after the state file was lost is one).
+            info!("--attach_project {url}: already attached");
+        } else if let Some((url, key)) = self.opts.attach() {
             let url = url.to_owned();
             let key = key.to_owned();
             config::attach_project(&self.dir, &mut self.state, &url, &key)
