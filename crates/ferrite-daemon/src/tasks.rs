@@ -23,6 +23,8 @@ use ferrite_sched::suspend::SuspendReason;
 use ferrite_sched::{
     JobId, PassOutput, PreemptAction, PreemptReason, Scheduler, SkipReason, World,
 };
+// `ERR_FILE_MISSING` (BOINC's -163): an output the app should have written is not there.
+use ferrite_project::existence::ERR_FILE_MISSING;
 use ferrite_supervise::{
     end_orphans, find_orphans, find_strays, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode,
     Priority, PriorityConfig, Slot, SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit,
@@ -35,10 +37,6 @@ use crate::snapshot::{build_world, IdMap, LiveTask, SnapshotInputs};
 
 /// The records of live tasks, in the data directory.
 pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
-
-// `ERR_FILE_MISSING` (-163, BOINC's number): an output file the app should have written is
-// not there.
-use ferrite_project::existence::ERR_FILE_MISSING;
 
 /// `ERR_FILE_TOO_BIG`: an output file is larger than its `max_nbytes`.
 const ERR_FILE_TOO_BIG: i32 = -141;
