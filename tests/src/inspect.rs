@@ -87,3 +87,33 @@ pub fn result_names(state: &ClientState) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Makes the state file of data directory `dir` describe file `name` of the project whose
+/// directory is `project` (`projects/…`) as it now is on disk: its size, and no MD5. For
+/// tests that put their own app or input into a fixture: `ferrited` checks every file
+/// against the state at start-up and fetches again what does not match.
+pub fn refit_file(dir: &Path, project: &str, name: &str) {
+    let len = fs::metadata(dir.join(project).join(name))
+        .expect("the file is there")
+        .len();
+    let path = dir.join("client_state.xml");
+    let text = fs::read_to_string(&path).expect("state");
+    let at = text
+        .find(&format!("<name>{name}</name>"))
+        .unwrap_or_else(|| panic!("no file {name} in the state"));
+    let start = text[..at].rfind("<file>").expect("<file>");
+    let end = at + text[at..].find("</file>").expect("</file>");
+    let block: String = text[start..end]
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("<md5_cksum>"))
+        .map(|l| {
+            if l.trim_start().starts_with("<nbytes>") {
+                format!("    <nbytes>{len}</nbytes>\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let new = format!("{}{}{}", &text[..start], block, &text[end..]);
+    fs::write(&path, new).expect("state");
+}

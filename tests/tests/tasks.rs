@@ -8,7 +8,7 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::inspect::{make_writable, slot_processes, wait_until};
+use ferrite_e2e::inspect::{make_writable, refit_file, slot_processes, wait_until};
 use ferrite_e2e::{ferrited_with_gui_rpc as start, fixture_data_dir, free_port, gui_rpc, Proc};
 
 const URL: &str = "http://127.0.0.1:18080/";
@@ -22,6 +22,7 @@ fn set_duration(dir: &Path, wu: &str, slot: u32, secs: u32) {
         format!("{secs}\n"),
     )
     .expect("in");
+    refit_file(dir, PROJECT, &format!("wu_{wu}_in"));
     fs::write(dir.join(format!("slots/{slot}/in")), format!("{secs}\n")).expect("slot in");
 }
 

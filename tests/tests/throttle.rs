@@ -15,15 +15,15 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::inspect::{make_writable, slot_processes, stat_fields, state_letter};
+use ferrite_e2e::inspect::{make_writable, refit_file, slot_processes, stat_fields, state_letter};
 use ferrite_e2e::{boinc_test_app, fixture_data_dir, free_port, gui_rpc, Proc};
 
 const URL: &str = "http://127.0.0.1:18080/";
 const PROJECT: &str = "projects/127.0.0.1_18080";
 const WINDOW: Duration = Duration::from_secs(6);
 
-/// The fixture with its app replaced by an endless busy loop (the daemon has not verified the
-/// file yet, so it takes it as it finds it), only `wu_long_0` runnable (`wu_abort_0` is
+/// The fixture with its app replaced by an endless busy loop (the state file made to describe
+/// it, or the start-up check would fetch the fixture's app again), only `wu_long_0` runnable (`wu_abort_0` is
 /// suspended by the user), and `cpu_usage_limit`.
 fn data_dir(limit: u32) -> tempfile::TempDir {
     let d = fixture_data_dir("02_tasks_running");
@@ -44,6 +44,7 @@ fn data_dir(limit: u32) -> tempfile::TempDir {
     )
     .expect("app");
     fs::set_permissions(&app, fs::Permissions::from_mode(0o755)).expect("chmod");
+    refit_file(d.path(), PROJECT, "fixture_app_2.00.sh");
     fs::write(
         d.path().join("cc_config.xml"),
         "<cc_config>\n<options>\n<ncpus>1</ncpus>\n</options>\n</cc_config>\n",

@@ -343,6 +343,64 @@ pub fn detach_project(dir: &Path, state: &mut ClientState, url: &str) -> io::Res
     Ok(true)
 }
 
+/// The projects of the data directory's account files (`account_*.xml`), as the official
+/// client reads them at start-up (`client/cs_account.cpp: parse_account_files`): each one
+/// attached, with no tasks, its master page and first scheduler RPC pending. Used when no
+/// state file could be loaded. Also returns, for each account file that could not be used,
+/// its name and why.
+pub fn projects_from_account_files(dir: &Path) -> (Vec<ProjectState>, Vec<(String, String)>) {
+    let mut projects: Vec<ProjectState> = Vec::new();
+    let mut problems = Vec::new();
+    let mut names: Vec<String> = match fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("account_") && n.ends_with(".xml"))
+            .collect(),
+        Err(e) => {
+            problems.push((dir.display().to_string(), e.to_string()));
+            return (projects, problems);
+        }
+    };
+    names.sort();
+    for name in names {
+        let account = match read_optional(&dir.join(&name)) {
+            Ok(Some(text)) => match AccountFile::parse(&text, &name) {
+                Ok(parsed) => parsed.value,
+                Err(e) => {
+                    problems.push((name, e.to_string()));
+                    continue;
+                }
+            },
+            Ok(None) => continue,
+            Err(e) => {
+                problems.push((name, e));
+                continue;
+            }
+        };
+        if account.authenticator.trim().is_empty() {
+            problems.push((name, "it has no account key".to_owned()));
+            continue;
+        }
+        let url = account.master_url.clone();
+        if projects.iter().any(|p| p.project.master_url == url) {
+            continue;
+        }
+        projects.push(ProjectState {
+            project: Project {
+                master_url: url,
+                project_name: account.project_name.clone(),
+                resource_share: account.prefs("").resource_share.unwrap_or(100.0),
+                master_url_fetch_pending: true,
+                sched_rpc_pending: Some(RpcReason::Init),
+                ..Project::default()
+            },
+            ..ProjectState::default()
+        });
+    }
+    (projects, problems)
+}
+
 /// Projects whose account file is missing, by master URL. The official client drops such
 /// projects with all their tasks; Ferrite keeps them and says so.
 pub fn projects_without_account(dir: &Path, state: &ClientState) -> Vec<String> {
@@ -531,6 +589,70 @@ mod tests {
         assert!(!acct.exists());
         assert!(!project_dir(dir.path(), &url).exists());
         assert!(!detach_project(dir.path(), &mut state, &url).expect("detach again"));
+    }
+
+    #[test]
+    fn account_files_give_the_attached_projects_without_tasks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut state = ClientState::default();
+        attach_project(dir.path(), &mut state, "http://a.example/p", "key-a").expect("a");
+        let b = AccountFile {
+            master_url: "http://b.example/q/".to_owned(),
+            authenticator: "key-b".to_owned(),
+            project_name: "Project B".to_owned(),
+            project_prefs: "<resource_share>250</resource_share>\n".to_owned(),
+            gui_urls: None,
+        };
+        fs::write(
+            dir.path().join(account_file_name(&b.master_url)),
+            b.to_xml(),
+        )
+        .expect("b");
+        fs::write(dir.path().join("account_broken.xml"), "<account>\n<authent").expect("w");
+        fs::write(
+            dir.path().join("account_nokey.xml"),
+            "<account>\n<master_url>http://c.example/</master_url>\n</account>\n",
+        )
+        .expect("w");
+        fs::write(dir.path().join("statistics_a.example_p.xml"), "<x/>").expect("w");
+
+        let (projects, problems) = projects_from_account_files(dir.path());
+        let got: Vec<(&str, &str, f64, bool, Option<RpcReason>)> = projects
+            .iter()
+            .map(|p| {
+                (
+                    p.project.master_url.as_str(),
+                    p.project.project_name.as_str(),
+                    p.project.resource_share,
+                    p.project.master_url_fetch_pending,
+                    p.project.sched_rpc_pending,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "http://a.example/p/",
+                    "",
+                    100.0,
+                    true,
+                    Some(RpcReason::Init)
+                ),
+                (
+                    "http://b.example/q/",
+                    "Project B",
+                    250.0,
+                    true,
+                    Some(RpcReason::Init)
+                ),
+            ]
+        );
+        assert!(projects
+            .iter()
+            .all(|p| p.results.is_empty() && p.files.is_empty()));
+        let bad: Vec<&str> = problems.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(bad, vec!["account_broken.xml", "account_nokey.xml"]);
     }
 
     #[test]

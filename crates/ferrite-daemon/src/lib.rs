@@ -8,6 +8,7 @@
 pub mod activity;
 pub mod cli;
 pub mod config;
+pub mod filecheck;
 pub mod lock;
 pub mod logging;
 pub mod metrics;
@@ -249,6 +250,12 @@ impl Daemon {
             }
         }
         daemon.tasks.recover(&mut daemon.state);
+        // As the official client does at start-up: files lost in a crash or a copy are
+        // fetched again, and only the tasks whose files cannot come back fail.
+        let check_sizes = !daemon.config.cc.options.dont_check_file_sizes;
+        if filecheck::check_all(&daemon.dir, &mut daemon.state, check_sizes, None, now()) {
+            daemon.save.mark_dirty(now());
+        }
         Ok(daemon)
     }
 
@@ -313,8 +320,32 @@ impl Daemon {
                 self.state = parsed.value;
             }
             (None, _) if !loaded.rejected.is_empty() => {
-                error!("no usable state file; starting with a fresh state");
                 self.state = ClientState::default();
+                // As the official client: the account files say which projects are
+                // attached; they stay attached, with the tasks of the lost file gone.
+                let (projects, problems) = config::projects_from_account_files(&self.dir);
+                for (name, why) in problems {
+                    warn!("account file {name} not used: {why}");
+                }
+                if projects.is_empty() {
+                    error!("no usable state file; starting with a fresh state");
+                } else {
+                    error!(
+                        "no usable state file; starting with a fresh state that keeps the {} \
+                         project(s) of the account files attached. Every task of the lost state \
+                         file was lost (a project may send lost tasks again)",
+                        projects.len()
+                    );
+                    for ps in &projects {
+                        warn!(
+                            project = %ps.project.master_url,
+                            "project {} kept attached from its account file; its tasks were \
+                             lost with the state file",
+                            ps.project.master_url
+                        );
+                    }
+                }
+                self.state.projects = projects;
             }
             (None, _) => info!("no state file; starting with a fresh state"),
         }
@@ -351,7 +382,15 @@ impl Daemon {
                 None => warn!("--update_prefs {url}: not attached to that project"),
             }
         }
-        if let Some((url, key)) = self.opts.attach() {
+        let attached = |state: &ClientState, url: &str| {
+            let url = ferrite_proto::account::canonicalize_master_url(url);
+            state.project(&url).is_some()
+        };
+        if let Some((url, _)) = self.opts.attach().filter(|(u, _)| attached(&self.state, u)) {
+            // As the official client: nothing to do (a project kept from its account file
+            // after the state file was lost is one).
+            info!("--attach_project {url}: already attached");
+        } else if let Some((url, key)) = self.opts.attach() {
             let url = url.to_owned();
             let key = key.to_owned();
             config::attach_project(&self.dir, &mut self.state, &url, &key)
@@ -907,6 +946,12 @@ impl Daemon {
         if let (Some(n), Some(at)) = (self.opts.exit_after_app_start, self.app_started_at) {
             if t >= at + n as f64 {
                 return Some("an app started (--exit_after_app_start)");
+            }
+        }
+        let check_sizes = !self.config.cc.options.dont_check_file_sizes;
+        for url in &report.files_missing {
+            if filecheck::check_all(&self.dir, &mut self.state, check_sizes, Some(url), t) {
+                self.save.mark_dirty(t);
             }
         }
         let o = &self.config.cc.options;

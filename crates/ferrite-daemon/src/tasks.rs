@@ -24,6 +24,8 @@ use ferrite_sched::suspend::SuspendReason;
 use ferrite_sched::{
     JobId, PassOutput, PreemptAction, PreemptReason, Scheduler, SkipReason, World,
 };
+// `ERR_FILE_MISSING` (BOINC's -163): an output the app should have written is not there.
+use ferrite_project::existence::ERR_FILE_MISSING;
 use ferrite_supervise::{
     end_orphans, find_orphans, find_strays, Checkpoint, ExitOutcome, FileRole, Limits, LinkMode,
     Priority, PriorityConfig, Slot, SlotFile, SlotManager, Task, TaskConfig, TaskEvent, TaskExit,
@@ -36,9 +38,6 @@ use crate::snapshot::{build_world, IdMap, LiveTask, SnapshotInputs};
 
 /// The records of live tasks, in the data directory.
 pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
-
-/// `ERR_FILE_MISSING`: an output file the app should have written is not there.
-const ERR_FILE_MISSING: i32 = -161;
 
 /// `ERR_FILE_TOO_BIG`: an output file is larger than its `max_nbytes`.
 const ERR_FILE_TOO_BIG: i32 = -141;
@@ -61,6 +60,8 @@ pub const PROCESS_SUSPENDED: i32 = 9;
 
 /// How long a task that could not be started waits before the next attempt, seconds.
 const START_RETRY_SECS: f64 = 600.0;
+/// Seconds before a task whose file was missing is tried again.
+const MISSING_FILE_RETRY_SECS: f64 = 10.0;
 
 /// How long shutdown waits for apps before killing what is left.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
@@ -122,6 +123,9 @@ pub struct TickReport {
     pub exit_before_start: bool,
     /// Apps started in this tick.
     pub started: usize,
+    /// Projects a task of which could not start because a file is gone: their files are
+    /// checked again.
+    pub files_missing: Vec<String>,
 }
 
 /// The daemon's tasks.
@@ -407,6 +411,19 @@ impl TaskTable {
                 info!("exiting before task {} starts (exit_before_start)", key.1);
                 report.exit_before_start = true;
                 break;
+            }
+            if let Some(name) = crate::filecheck::missing_file(&self.dir, state, &key.0, &key.1) {
+                warn!(
+                    "cannot start task {}: file {name} is missing; checking the project's files",
+                    key.1
+                );
+                if !report.files_missing.contains(&key.0) {
+                    report.files_missing.push(key.0.clone());
+                }
+                // The check makes it wait for the download; this only spaces the tries
+                // should the file stay missing.
+                self.not_before.insert(key, now + MISSING_FILE_RETRY_SECS);
+                continue;
             }
             match self.start(state, inputs, &key, e.instances, now, inst) {
                 Ok(()) => {

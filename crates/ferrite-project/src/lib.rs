@@ -41,11 +41,16 @@
 //! `NameError`); after canonicalising a path, `stays_inside(project_dir, path)` guards
 //! against symbolic-link escapes.
 //!
+//! **Start-up file check** ([`existence`]): `check_files` compares a project's files with
+//! the disk; what is missing or damaged is fetched again, tasks whose files cannot come back
+//! fail with their reason.
+//!
 //! **Signatures** ([`verify`]): every check goes through the `SignatureVerifier` trait;
 //! `BoincCrypt` is BOINC's scheme via `ferrite_proto::crypt`, and any
 //! `Fn(key, md5_hex, signature) -> bool` closure works in tests.
 
 pub mod attach;
+pub mod existence;
 pub mod files;
 pub mod master;
 pub mod names;
