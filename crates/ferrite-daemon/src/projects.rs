@@ -28,7 +28,7 @@ use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile}
 use ferrite_proto::client_state::{
     ClientState, Project, ResultState, RpcReason, RscBackoff, TaskResult,
 };
-use ferrite_proto::sched_reply::SchedulerReply;
+use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
 use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
 use tracing::{error, info, warn};
 
@@ -1130,6 +1130,9 @@ impl Daemon {
             }
         };
         if outcome.project_down {
+            // The official client shows the reply's messages ("Project is temporarily shut
+            // down for maintenance") before it backs off.
+            self.show_reply_messages(url, &outcome.messages);
             return self.rpc_failed(url, reason, "the project is down", t);
         }
         let request_delay = reply.request_delay.unwrap_or(0.0);
@@ -1284,21 +1287,27 @@ impl Daemon {
         }
     }
 
-    /// Acts on what applying a reply produced.
-    fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, t: f64) {
+    /// Shows the messages of a scheduler reply under the project's name; returns that name.
+    fn show_reply_messages(&self, url: &str, messages: &[ReplyMessage]) -> String {
         let name = self
             .state
             .project(url)
             .map(|p| p.project.project_name.clone())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| url.to_owned());
-        for m in &out.messages {
+        for m in messages {
             if m.priority.eq_ignore_ascii_case("high") || m.is_notice() {
                 warn!(project = %name, "{}", m.text.trim());
             } else {
                 info!(project = %name, "{}", m.text.trim());
             }
         }
+        name
+    }
+
+    /// Acts on what applying a reply produced.
+    fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, t: f64) {
+        let name = self.show_reply_messages(url, &out.messages);
         let added: u32 = out.tasks_added.values().sum();
         let acked = out
             .events
