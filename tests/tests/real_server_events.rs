@@ -421,6 +421,12 @@ fn a_client_below_min_core_client_version_is_told_and_backs_off() {
         },
         || client.messages(),
     );
+    // A notice, as the official client makes of a scheduler message of priority "notice".
+    let notices = client.cmd(&["--get_notices", "0"]);
+    assert!(
+        notices.contains("Your BOINC client software is too old"),
+        "{notices}"
+    );
     std::thread::sleep(Duration::from_secs(20));
     let refusals = server
         .scheduler_log()
