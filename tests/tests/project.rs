@@ -161,6 +161,7 @@ fn a_project_down_for_maintenance_is_told_and_waited_for() {
         &mut client,
         "Project is temporarily shut down for maintenance",
     );
+    wait_log(&mut client, "Project requested delay of 3600 seconds");
     wait_log(&mut client, "next attempt in 3600 s");
     let before = status(&server.url)["scheduler_rpcs"].clone();
     std::thread::sleep(Duration::from_secs(3));

@@ -205,8 +205,12 @@ fn scheduler_messages_reach_the_user_and_request_delay_is_kept() {
         "{}",
         server.scheduler_log()
     );
-    // The message is the project's, shown under its name.
+    // The message is the project's, shown under its name, and so is the delay.
     let msgs = client.messages();
+    assert!(
+        msgs.contains("[Test@Kit] Project requested delay of 41 seconds"),
+        "{msgs}"
+    );
     assert!(
         msgs.lines()
             .any(|l| l.contains("[Test@Kit]") && l.contains("Project has no tasks available")),

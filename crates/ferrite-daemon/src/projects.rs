@@ -1129,10 +1129,10 @@ impl Daemon {
                 return;
             }
         };
+        // As the official client: the reply's messages (even "Project is temporarily shut
+        // down for maintenance") and the delay asked for, before anything else.
+        self.show_reply_messages(url, &outcome.messages, reply.request_delay);
         if outcome.project_down {
-            // The official client shows the reply's messages ("Project is temporarily shut
-            // down for maintenance") before it backs off.
-            self.show_reply_messages(url, &outcome.messages);
             return self.rpc_failed(url, reason, "the project is down", t);
         }
         let request_delay = reply.request_delay.unwrap_or(0.0);
@@ -1287,14 +1287,19 @@ impl Daemon {
         }
     }
 
-    /// Shows the messages of a scheduler reply under the project's name; returns that name.
-    fn show_reply_messages(&self, url: &str, messages: &[ReplyMessage]) -> String {
-        let name = self
-            .state
+    /// The project's name for messages, else its URL.
+    fn display_name(&self, url: &str) -> String {
+        self.state
             .project(url)
             .map(|p| p.project.project_name.clone())
             .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| url.to_owned());
+            .unwrap_or_else(|| url.to_owned())
+    }
+
+    /// Shows the messages of a scheduler reply, and the delay it asks for, under the
+    /// project's name.
+    fn show_reply_messages(&self, url: &str, messages: &[ReplyMessage], delay: Option<f64>) {
+        let name = self.display_name(url);
         for m in messages {
             if m.priority.eq_ignore_ascii_case("high") || m.is_notice() {
                 warn!(project = %name, "{}", m.text.trim());
@@ -1302,12 +1307,14 @@ impl Daemon {
                 info!(project = %name, "{}", m.text.trim());
             }
         }
-        name
+        if let Some(d) = delay.filter(|d| *d > 0.0) {
+            info!(project = %name, "Project requested delay of {d:.0} seconds");
+        }
     }
 
     /// Acts on what applying a reply produced.
     fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, t: f64) {
-        let name = self.show_reply_messages(url, &out.messages);
+        let name = self.display_name(url);
         let added: u32 = out.tasks_added.values().sum();
         let acked = out
             .events
