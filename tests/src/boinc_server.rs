@@ -218,23 +218,6 @@ impl BoincServer {
             .unwrap_or(0)
     }
 
-    /// Sets `<tag>value</tag>` in the project's `config.xml` (replacing an existing one);
-    /// the scheduler reads the file at each request.
-    pub fn set_config(&self, tag: &str, value: &str) {
-        let path = self.project_dir().join("config.xml");
-        let text = fs::read_to_string(&path).expect("config.xml");
-        let open = format!("<{tag}>");
-        let close = format!("</{tag}>");
-        let element = format!("{open}{value}{close}");
-        let text = match (text.find(&open), text.find(&close)) {
-            (Some(a), Some(b)) if a < b => {
-                format!("{}{element}{}", &text[..a], &text[b + close.len()..])
-            }
-            _ => text.replacen("<config>", &format!("<config>\n    {element}"), 1),
-        };
-        fs::write(&path, text).expect("write config.xml");
-    }
-
     /// Makes the scheduler keep every request it gets (and its reply) in a folder, returned
     /// (`<debug_req_reply_dir>`): files `PID_N_sched_request.xml`.
     pub fn keep_scheduler_requests(&self) -> PathBuf {
@@ -283,6 +266,149 @@ impl BoincServer {
             context()
         );
     }
+}
+
+impl BoincServer {
+    /// Runs a `bash` script in the project directory as the kit's user, with the project's
+    /// tools (`bin/…`) at hand as `mkjobs.sh` has them; panics with its output when it fails.
+    /// Returns its standard output.
+    pub fn project_script(&self, script: &str) -> String {
+        let user = fs::read_to_string(self.root().join("run/user"))
+            .map(|u| u.trim().to_owned())
+            .unwrap_or_default();
+        let env_path = format!(
+            "PATH={}:/usr/sbin:/usr/bin:/sbin:/bin",
+            self.root().join("pybin").display()
+        );
+        let home = format!("HOME={}", self.root().join("home").display());
+        // As root the kit runs its tools as its own user; otherwise as the caller.
+        let mut cmd = if is_root() && !user.is_empty() && user != "root" {
+            let mut c = Command::new("runuser");
+            c.args([
+                "-u", &user, "--", "env", &env_path, &home, "bash", "-c", script,
+            ]);
+            c
+        } else {
+            let mut c = Command::new("env");
+            c.args([&env_path, &home, "bash", "-c", script]);
+            c
+        };
+        let out = cmd
+            .current_dir(self.project_dir())
+            .output()
+            .expect("run a project script");
+        assert!(
+            out.status.success(),
+            "project script {script:?} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Sets `<tag>value</tag>` in the `<config>` of the project's `config.xml` (replacing an
+    /// element of that name if there is one). The scheduler reads it on its next request.
+    pub fn set_config(&self, tag: &str, value: &str) {
+        let path = self.project_dir().join("config.xml");
+        let text = fs::read_to_string(&path).expect("read config.xml");
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        let element = format!("{open}{value}{close}");
+        let new = match (text.find(&open), text.find(&close)) {
+            (Some(a), Some(b)) if a < b => {
+                format!("{}{element}{}", &text[..a], &text[b + close.len()..])
+            }
+            _ => text.replacen("<config>", &format!("<config>\n        {element}"), 1),
+        };
+        // Written in place: the file keeps its owner.
+        fs::write(&path, new).expect("write config.xml");
+    }
+
+    /// When the scheduler logged each request (`Request: …` lines), in seconds since the
+    /// epoch of the log's UTC clock.
+    pub fn request_times(&self) -> Vec<f64> {
+        self.scheduler_log()
+            .lines()
+            .filter(|l| l.contains("Request: ["))
+            .filter_map(log_time)
+            .collect()
+    }
+
+    /// Apache's access log of the instance.
+    pub fn access_log(&self) -> String {
+        fs::read_to_string(self.root().join("log/apache_access.log")).unwrap_or_default()
+    }
+
+    /// Makes one job like `mkjobs.sh` does, with its own result template `template` (the
+    /// text of an `<output_template>`); returns the workunit's name.
+    pub fn add_job_with_result_template(&self, name: &str, template: &str) -> String {
+        let tpl = self.project_dir().join(format!("templates/{name}_out"));
+        fs::write(&tpl, template).expect("write a result template");
+        let input = self.root().join(format!("jobinputs/{name}.txt"));
+        fs::create_dir_all(input.parent().expect("parent")).expect("mkdir");
+        fs::write(
+            &input,
+            format!("the quick brown fox {name} jumps over the lazy dog\n"),
+        )
+        .expect("write an input");
+        self.project_script(&format!(
+            "bin/stage_file_native --copy {input} >/dev/null && \
+             bin/create_work --appname upper_case --wu_name {name} \
+             --wu_template templates/upper_case_in --result_template templates/{name}_out \
+             --min_quorum 1 --target_nresults 1 --rsc_fpops_est 1e10 --rsc_fpops_bound 1e13 \
+             --delay_bound 86400 {name}.txt",
+            input = input.display()
+        ));
+        name.to_owned()
+    }
+
+    /// Adds version `version` (e.g. `"1.01"`) of `upper_case` for x86_64 Linux, the same
+    /// program as 1.00, signed with the project's key by `bin/update_versions`, and tells the
+    /// feeder to read the versions again.
+    pub fn add_app_version(&self, version: &str) {
+        self.project_script(&format!(
+            "set -e; d=apps/upper_case/{version}/x86_64-pc-linux-gnu; mkdir -p $d; \
+             cp apps/upper_case/1.00/x86_64-pc-linux-gnu/upper_case_1.00_x86_64-pc-linux-gnu \
+                $d/upper_case_{version}_x86_64-pc-linux-gnu; \
+             bin/update_versions --noconfirm; touch reread_db"
+        ));
+    }
+
+    /// Stops the project (`bin/stop`: daemons stopped, the scheduler answers "project down").
+    pub fn stop_project(&self) {
+        self.project_script("bin/stop");
+    }
+
+    /// Starts the project again (`bin/start`).
+    pub fn start_project(&self) {
+        self.project_script("bin/start");
+    }
+}
+
+/// Whether this process runs as root.
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The time of a scheduler log line (`2026-11-25 13:15:36.9300 UTC [PID=…] …`), in seconds
+/// (days counted from a fixed origin; only differences matter).
+fn log_time(line: &str) -> Option<f64> {
+    let mut parts = line.split_whitespace();
+    let date = parts.next()?;
+    let time = parts.next()?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, dd) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':');
+    let (h, mi, sec) = (
+        t.next()?.parse::<f64>().ok()?,
+        t.next()?.parse::<f64>().ok()?,
+        t.next()?.parse::<f64>().ok()?,
+    );
+    // Days from a civil date (proleptic Gregorian), enough for differences across midnight.
+    let (y2, m2) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+    let days = 365 * y2 + y2 / 4 - y2 / 100 + y2 / 400 + (153 * m2 + 2) / 5 + dd;
+    Some(days as f64 * 86400.0 + h * 3600.0 + mi * 60.0 + sec)
 }
 
 impl Drop for BoincServer {

@@ -153,6 +153,30 @@ fn scheduler_errors_back_off_and_an_update_recovers() {
 }
 
 #[test]
+fn a_project_down_for_maintenance_is_told_and_waited_for() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (server, mut client, port) = faulty(tmp.path(), "sched-down", 2, "");
+    // The server's message reaches the volunteer, and its hour-long delay is kept.
+    wait_log(
+        &mut client,
+        "Project is temporarily shut down for maintenance",
+    );
+    wait_log(&mut client, "Project requested delay of 3600 seconds");
+    wait_log(&mut client, "next attempt in 3600 s");
+    let before = status(&server.url)["scheduler_rpcs"].clone();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(status(&server.url)["scheduler_rpcs"], before, "backed off");
+    // The project is back; "Update" goes through the delay.
+    cmd(port, &["--project", &server.url, "update"]);
+    server.wait_until(
+        &client,
+        Duration::from_secs(60),
+        "after the maintenance",
+        all_reported(2),
+    );
+}
+
+#[test]
 fn a_hanging_scheduler_is_cut_off_by_the_transfer_timeout() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (server, mut client, port) = faulty(

@@ -28,7 +28,7 @@ use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile}
 use ferrite_proto::client_state::{
     ClientState, Project, ResultState, RpcReason, RscBackoff, TaskResult,
 };
-use ferrite_proto::sched_reply::SchedulerReply;
+use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
 use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
 use tracing::{error, info, warn};
 
@@ -1134,11 +1134,14 @@ impl Daemon {
                 return;
             }
         };
+        // As the official client: the reply's messages (even "Project is temporarily shut
+        // down for maintenance") and the delay asked for, before anything else.
+        let got_notice = self.show_reply_messages(url, &outcome.messages, reply.request_delay);
         if outcome.project_down {
             return self.rpc_failed(url, reason, "the project is down", t);
         }
         let request_delay = reply.request_delay.unwrap_or(0.0);
-        self.apply_outcome(url, &outcome, sent.is_some(), t);
+        self.apply_outcome(url, &outcome, sent.is_some() && !got_notice, t);
         self.record_statistics(url, t);
         self.refuse_jobs_too_big(url, &outcome, t);
         // The core: backoffs cleared for resources that got jobs, set for those that did not.
@@ -1295,18 +1298,28 @@ impl Daemon {
         }
     }
 
-    /// Acts on what applying a reply produced.
-    fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, requested_work: bool, t: f64) {
-        let name = self
-            .state
+    /// The project's name for messages, else its URL.
+    fn display_name(&self, url: &str) -> String {
+        self.state
             .project(url)
             .map(|p| p.project.project_name.clone())
             .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| url.to_owned());
-        // As the official client: `notice` messages are scheduler notices (and user alerts
-        // in the event log), every other priority an ordinary line.
+            .unwrap_or_else(|| url.to_owned())
+    }
+
+    /// Shows the messages of a scheduler reply, and the delay it asks for, under the
+    /// project's name. As the official client: `notice` messages are scheduler notices (and
+    /// user alerts in the event log), every other priority an ordinary line. Returns whether
+    /// one was a notice.
+    fn show_reply_messages(
+        &self,
+        url: &str,
+        messages: &[ReplyMessage],
+        delay: Option<f64>,
+    ) -> bool {
+        let name = self.display_name(url);
         let mut got_notice = false;
-        for m in &out.messages {
+        for m in messages {
             if m.is_notice() {
                 got_notice = true;
                 warn!(
@@ -1316,11 +1329,23 @@ impl Daemon {
                     "{}",
                     m.text.trim()
                 );
+            } else if m.priority.eq_ignore_ascii_case("high") {
+                warn!(project = %name, "{}", m.text.trim());
             } else {
                 info!(project = %name, "{}", m.text.trim());
             }
         }
-        if requested_work && !got_notice {
+        if let Some(d) = delay.filter(|d| *d > 0.0) {
+            info!(project = %name, "Project requested delay of {d:.0} seconds");
+        }
+        got_notice
+    }
+
+    /// Acts on what applying a reply produced; `withdraw_notices`: a work request whose
+    /// reply had no notice withdraws the project's scheduler notices.
+    fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, withdraw_notices: bool, t: f64) {
+        let name = self.display_name(url);
+        if withdraw_notices {
             crate::rpc::messages::MessageLog::global().remove_notices(&name, "scheduler");
         }
         if let Some(feeds) = &out.rss_feeds {

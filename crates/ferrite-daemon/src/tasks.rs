@@ -40,7 +40,7 @@ use crate::snapshot::{build_world, IdMap, LiveTask, SnapshotInputs};
 pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
 
 /// `ERR_FILE_TOO_BIG`: an output file is larger than its `max_nbytes`.
-const ERR_FILE_TOO_BIG: i32 = -141;
+const ERR_FILE_TOO_BIG: i32 = -131;
 
 use ferrite_supervise::limits::EXIT_OVERDUE_EXCEEDED;
 

@@ -732,6 +732,18 @@ impl Transfers {
     /// it (not those running now) wait for it. Returns true when the state changed.
     pub fn check_app_files(&mut self, state: &mut ClientState) -> bool {
         let mut changed = false;
+        // A record lives only as long as its file is a downloaded app file of an attached
+        // project: after a detach, a reset or a new download the file is verified anew, and
+        // the old record must not make the new copy look changed.
+        self.verified.retain(|(url, name), _| {
+            state.project(url).is_some_and(|ps| {
+                ps.file(name).is_some_and(|f| f.status == 1)
+                    && ps
+                        .app_versions
+                        .iter()
+                        .any(|v| v.file_refs.iter().any(|fr| &fr.file_name == name))
+            })
+        });
         let running: std::collections::HashSet<(String, String)> = state
             .active_tasks
             .iter()
@@ -971,6 +983,58 @@ pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const URL: &str = "http://127.0.0.1/test/";
+
+    /// A state with one project whose app version's one file `app` is downloaded.
+    fn state_with_app() -> ClientState {
+        let xml = format!(
+            "<client_state><project><master_url>{URL}</master_url></project>\
+             <app><name>a</name></app>\
+             <file><name>app</name><nbytes>3</nbytes><status>1</status></file>\
+             <app_version><app_name>a</app_name><version_num>100</version_num>\
+             <file_ref><file_name>app</file_name><main_program/></file_ref></app_version>\
+             </client_state>"
+        );
+        ClientState::parse(&xml, "client_state.xml")
+            .expect("state")
+            .value
+    }
+
+    #[test]
+    fn an_app_file_fetched_again_after_a_detach_is_not_taken_for_a_changed_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pdir = config::project_dir(dir.path(), URL);
+        std::fs::create_dir_all(&pdir).expect("mkdir");
+        let app = pdir.join("app");
+        std::fs::write(&app, "one").expect("write");
+        let mut t = Transfers::new(dir.path());
+        let mut state = state_with_app();
+        assert!(
+            !t.check_app_files(&mut state),
+            "first sight records the file"
+        );
+
+        // Detach: the project and its directory go; re-attach: the file comes again, with
+        // another modification time (and here another size).
+        config::detach_project(dir.path(), &mut state, URL).expect("detach");
+        assert!(!t.check_app_files(&mut state));
+        std::fs::create_dir_all(&pdir).expect("mkdir");
+        std::fs::write(&app, "other").expect("write");
+        let mut state = state_with_app();
+        assert!(
+            !t.check_app_files(&mut state),
+            "the new copy was taken for a changed file"
+        );
+        assert!(app.exists());
+        assert_eq!(state.projects[0].files[0].status, 1);
+
+        // A change after that is still caught.
+        std::fs::write(&app, "tampered").expect("write");
+        assert!(t.check_app_files(&mut state));
+        assert_eq!(state.projects[0].files[0].status, 0);
+        assert!(!app.exists());
+    }
 
     #[test]
     fn retry_state_round_trips_in_the_official_layout() {

@@ -11,6 +11,9 @@ many requests it affects, 1 by default, `always` for no limit):
   sched-timeout     the scheduler never answers (holds the connection for 10 minutes)
   sched-truncated   the scheduler reply is cut in the middle of the XML
   sched-malformed   the scheduler reply is not well-formed XML
+  sched-down        the scheduler answers as a stopped BOINC project does: `Project is
+                    temporarily shut down for maintenance`, <project_is_down/> and a
+                    <request_delay> of an hour
   master-500        the master page answers HTTP 500
   download-500      a download answers HTTP 500
   download-stall    a download sends half the file, then stalls for 10 minutes
@@ -46,6 +49,8 @@ pub enum Fault {
     SchedTruncated,
     /// Scheduler: reply not XML.
     SchedMalformed,
+    /// Scheduler: the project is down for maintenance.
+    SchedDown,
     /// Master page: HTTP 500.
     Master500,
     /// Download: HTTP 500.
@@ -76,11 +81,12 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault, in help order.
-    pub const ALL: [Fault; 17] = [
+    pub const ALL: [Fault; 18] = [
         Fault::Sched500,
         Fault::SchedTimeout,
         Fault::SchedTruncated,
         Fault::SchedMalformed,
+        Fault::SchedDown,
         Fault::Master500,
         Fault::Download500,
         Fault::DownloadStall,
@@ -103,6 +109,7 @@ impl Fault {
             Fault::SchedTimeout => "sched-timeout",
             Fault::SchedTruncated => "sched-truncated",
             Fault::SchedMalformed => "sched-malformed",
+            Fault::SchedDown => "sched-down",
             Fault::Master500 => "master-500",
             Fault::Download500 => "download-500",
             Fault::DownloadStall => "download-stall",

@@ -319,6 +319,13 @@ const CUT_REPLY: &str = "<scheduler_reply>\n<scheduler_version>803</scheduler_ve
     <request_delay>1</request_delay>\n<message priority=\"low\">the rest of this reply is \
     lost</message>\n</scheduler_reply>\n";
 
+/// The reply of a BOINC scheduler whose project is stopped (`bin/stop` leaves a `stop_sched`
+/// file): a message, the project's `maintenance_delay` (an hour by default) and
+/// `<project_is_down/>`, nothing else.
+const DOWN_REPLY: &str = "<scheduler_reply>\n    <message priority=\"low\">Project is temporarily \
+    shut down for maintenance</message>\n    <request_delay>3600</request_delay>\n    \
+    <project_is_down/>\n</scheduler_reply>\n";
+
 /// `/status`: the project's counters, the traffic and the storm.
 fn status(project: &Project, shared: &Shared) -> Response<Body> {
     let mut v: serde_json::Value =
@@ -436,6 +443,9 @@ async fn scheduler(
     }
     if project.take_fault(Fault::SchedMalformed) {
         return xml("<scheduler_reply>\n<request_delay>1</request_delay>\n<app><name>x</nam></app>\n<<<\n</scheduler_reply>\n");
+    }
+    if project.take_fault(Fault::SchedDown) {
+        return xml(DOWN_REPLY);
     }
     let truncate = project.take_fault(Fault::SchedTruncated);
     let text_in = String::from_utf8_lossy(&body).into_owned();
