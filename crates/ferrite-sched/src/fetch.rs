@@ -789,7 +789,10 @@ pub fn piggyback(
             c.rsc_rule[p][r],
             None | Some(FetchRule::ResourceBackoff { .. })
         );
-        if !rule_ok || !c.below_max[r] {
+        // Only what the fetch trigger would ask: a resource below the minimum buffer, or one
+        // this project is starved on (a top-up to the maximum on every report would fill the
+        // queue past what projects with short deadlines can then get).
+        if !rule_ok || !c.below_max[r] || !c.low_for(p, r) {
             continue;
         }
         let better = c
@@ -827,6 +830,34 @@ pub struct ReportDue {
     pub rule: ReportRule,
     /// Every job of the project ready to report.
     pub jobs: Vec<crate::model::JobId>,
+}
+
+/// Whether the finished jobs `ready` of project `p`, due only because their deadline is near,
+/// can wait for a running job of the same project to finish and be reported with it: that
+/// job's estimated end comes within [`MAX_REPORT_DELAY`] of the oldest one's completion, and
+/// ahead of every one's report deadline by a margin: [`MAX_REPORT_DELAY`], or a quarter of the
+/// job's delay bound when that is shorter.
+fn joins_next_finish(world: &World, now: Time, p: usize, ready: &[usize]) -> bool {
+    let mut oldest = f64::INFINITY;
+    let mut latest_report = f64::INFINITY;
+    for &i in ready {
+        let j = &world.jobs[i];
+        if let JobState::Finished { completed_time, .. } = j.state {
+            oldest = oldest.min(completed_time);
+        }
+        let bound = (j.report_deadline - j.received_time).max(0.0);
+        if bound < MAX_REPORT_DELAY {
+            return false;
+        }
+        let margin = MAX_REPORT_DELAY.min(bound / 4.0);
+        latest_report = latest_report.min(j.report_deadline - margin);
+    }
+    let wait_until = (oldest + MAX_REPORT_DELAY).min(latest_report);
+    world
+        .jobs
+        .iter()
+        .filter(|j| j.project.index() == p && matches!(j.state, JobState::Running))
+        .any(|j| now + remaining_secs(world, j) <= wait_until)
 }
 
 /// Projects with finished jobs that should be reported at `now` (reference §4.7).
@@ -873,6 +904,10 @@ pub fn reports_due(world: &World, now: Time, state: &[ProjectFetchState]) -> Vec
             Some(ReportRule::NoNewWork)
         } else if immediate {
             Some(ReportRule::Immediately)
+        } else if deadline_near && !old && joins_next_finish(world, now, p, jobs) {
+            // Reported together with the project's next job, which finishes soon: one RPC
+            // for both (a project's scheduler pays per RPC), still well before any deadline.
+            None
         } else if deadline_near {
             Some(ReportRule::DeadlineNear)
         } else if old {

@@ -355,6 +355,15 @@ fn a_long_vs_short_splits_evenly_with_no_miss() {
     );
 }
 
+/// A project's scheduler pays per RPC: finished jobs due to be reported wait for the next one
+/// finishing soon, and each report asks for the work the fetch trigger would, so the long-job
+/// project's rare fetches and the short-job project's reports share RPCs.
+#[test]
+fn a_long_vs_short_rpcs_per_job_no_worse_than_official() {
+    let r = run_for("a_long_vs_short", 100.0 * DAY, 1);
+    assert!(r.rpcs_per_job <= 0.223560, "{}", r.rpcs_per_job);
+}
+
 #[test]
 fn b_three_projects_no_worse_than_official() {
     check_against_official("b_three_projects", 10.0 * DAY, &B_OFFICIAL, ALL);
