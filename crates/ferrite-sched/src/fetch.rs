@@ -203,6 +203,12 @@ pub enum FetchRule {
         /// buffer, safety margin and the job's run time).
         latest_start: f64,
     },
+    /// Only this project is short of work (every instance stays busy) and one of its jobs
+    /// finishes before its queue runs out: the request rides on that job's report.
+    WaitsForReport {
+        /// When the job is expected to finish.
+        until: Time,
+    },
     /// `fetch_minimal_work`: this client already had or asked for its one job per device.
     MinimalWorkDone,
 }
@@ -311,6 +317,8 @@ struct Ctx<'a> {
     /// What the project's deadlines allow per (project, resource) (`None`: its delay bound or
     /// job size is not known yet).
     room: Vec<Vec<Option<DeadlineRoom>>>,
+    /// Deadline promotion (EDF) is on.
+    edf: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -512,6 +520,7 @@ impl<'a> Ctx<'a> {
             has_mc,
             prio,
             room,
+            edf: policy.edf,
         }
     }
 
@@ -535,6 +544,28 @@ impl<'a> Ctx<'a> {
 
     fn ok(&self, p: usize, r: usize) -> bool {
         self.project_rule[p].is_none() && self.rsc_rule[p][r].is_none()
+    }
+
+    /// When a starved-only request of `p` for `r` can wait for the report of a job of `p`
+    /// finishing soon (within [`MAX_REPORT_DELAY`]) and before its queue stops filling its
+    /// share: that report RPC carries the request, so the project is contacted once, not
+    /// twice. `None` when it cannot wait: the resource is low for everyone, no such job, or
+    /// no deadline promotion (without it the larger batch a later request brings waits behind
+    /// other projects' work and misses its deadlines).
+    fn waits_for_report(&self, now: Time, p: usize, r: usize) -> Option<Time> {
+        if self.low[r] || !self.edf {
+            return None;
+        }
+        let horizon = self.sim.projects[p][r].start_delay.min(MAX_REPORT_DELAY);
+        self.world
+            .jobs
+            .iter()
+            .filter(|j| j.project.index() == p && matches!(j.state, JobState::Running))
+            .filter(|j| self.world.version_of(j).resource.index() == r)
+            .map(|j| remaining_secs(self.world, j))
+            .filter(|&left| left <= horizon)
+            .min_by(f64::total_cmp)
+            .map(|left| now + left)
     }
 
     /// Projects able to ask for `r`, best first.
@@ -719,7 +750,19 @@ pub fn decide(
     let mut chosen: Option<usize> = None;
     let mut best = f64::NEG_INFINITY;
     for r in 0..nr {
-        let first = cands[r].iter().copied().find(|&p| c.low_for(p, r));
+        let first = cands[r].iter().copied().find(|&p| {
+            if !c.low_for(p, r) {
+                return false;
+            }
+            match c.waits_for_report(now, p, r) {
+                Some(until) => {
+                    out.blocks
+                        .push(block(Some(p), Some(r), FetchRule::WaitsForReport { until }));
+                    false
+                }
+                None => true,
+            }
+        });
         if let Some(p) = first {
             if c.prio[p][r] > best {
                 best = c.prio[p][r];
