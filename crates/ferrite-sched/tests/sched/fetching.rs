@@ -484,3 +484,42 @@ fn fetch_minimal_work_asks_once_for_one_job_per_device() {
     let req = out.fetch.request.expect("a normal request");
     assert!(req.work_req_seconds > 1.0, "{req:?}");
 }
+
+/// Only P is short of its share (Q keeps both CPUs busy for days): with one of P's jobs
+/// finishing within the hour, P's request waits for that job's report; once nothing of P runs
+/// any more, or without deadline promotion, it is asked at once.
+#[test]
+fn a_starved_project_request_waits_for_its_next_report() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let (q, _) = busy_project(&mut w, "Q", 60, 0);
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    let mut j = Job::new(JobId(100), p, v, H * 1e9, T0, T0 + 10.0 * DAY);
+    j.state = JobState::Running;
+    j.run_started_at = Some(T0 - 50.0 * 60.0);
+    j.elapsed = 50.0 * 60.0;
+    w.add_job(j);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let waits = out.fetch.blocks.iter().find_map(|b| match b.rule {
+        FetchRule::WaitsForReport { until } if b.project == Some(p) => Some(until),
+        _ => None,
+    });
+    let request = out.fetch.request.as_ref().map(|r| r.project);
+    let until = waits.unwrap_or_else(|| panic!("no wait: {request:?} {:?}", out.fetch.blocks));
+    // Its estimated end (the estimate blends in the static size while no fraction done is
+    // reported), within the hour.
+    assert!(until > T0 && until <= T0 + H, "{until}");
+    assert_ne!(request, Some(p));
+    assert_ne!(request, Some(q));
+    // Its job no longer runs: asked now.
+    w.jobs.last_mut().expect("P's job").state = JobState::Preempted { in_memory: true };
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request.map(|r| r.project), Some(p));
+    // Without deadline promotion it never waits.
+    w.jobs.last_mut().expect("P's job").state = JobState::Running;
+    let mut rr = Scheduler::new(Policy::rr_only());
+    let out = rr.pass(&w, T0);
+    assert_eq!(out.fetch.request.map(|r| r.project), Some(p));
+}
