@@ -136,6 +136,11 @@ impl FetchRule {
             FetchRule::LowerPriority => {
                 "LowerPriority: a project with a better claim is asked first".to_owned()
             }
+            FetchRule::WaitsForReport { until } => format!(
+                "WaitsForReport: only this project is short of work; the request rides on the \
+                 report of its task finishing in {}",
+                left(until)
+            ),
             FetchRule::MinimalWorkDone => "MinimalWorkDone: fetch_minimal_work is set and this \
                  client already had or asked for its one job per device"
                 .to_owned(),
@@ -183,6 +188,11 @@ mod tests {
         }
         .describe(0.0);
         assert!(b.starts_with("BufferFull: busy for 24.0 h ahead"), "{b}");
+        let w = FetchRule::WaitsForReport { until: 1600.0 }.describe(1000.0);
+        assert!(
+            w.starts_with("WaitsForReport: ") && w.ends_with("finishing in 10 min"),
+            "{w}"
+        );
         let p = PreemptReason::Skipped(SkipReason::Memory).describe(PreemptAction::Quit);
         assert!(p.starts_with("Memory: ") && p.ends_with("(quit, restarts from its checkpoint)"));
         assert!(RunReason::Deadline.describe().starts_with("Deadline: "));

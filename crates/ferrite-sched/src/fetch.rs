@@ -203,6 +203,12 @@ pub enum FetchRule {
         /// buffer, safety margin and the job's run time).
         latest_start: f64,
     },
+    /// Only this project is short of work (every instance stays busy) and one of its jobs
+    /// finishes before its queue runs out: the request rides on that job's report.
+    WaitsForReport {
+        /// When the job is expected to finish.
+        until: Time,
+    },
     /// `fetch_minimal_work`: this client already had or asked for its one job per device.
     MinimalWorkDone,
 }
@@ -311,6 +317,8 @@ struct Ctx<'a> {
     /// What the project's deadlines allow per (project, resource) (`None`: its delay bound or
     /// job size is not known yet).
     room: Vec<Vec<Option<DeadlineRoom>>>,
+    /// Deadline promotion (EDF) is on.
+    edf: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -512,6 +520,7 @@ impl<'a> Ctx<'a> {
             has_mc,
             prio,
             room,
+            edf: policy.edf,
         }
     }
 
@@ -535,6 +544,28 @@ impl<'a> Ctx<'a> {
 
     fn ok(&self, p: usize, r: usize) -> bool {
         self.project_rule[p].is_none() && self.rsc_rule[p][r].is_none()
+    }
+
+    /// When a starved-only request of `p` for `r` can wait for the report of a job of `p`
+    /// finishing soon (within [`MAX_REPORT_DELAY`]) and before its queue stops filling its
+    /// share: that report RPC carries the request, so the project is contacted once, not
+    /// twice. `None` when it cannot wait: the resource is low for everyone, no such job, or
+    /// no deadline promotion (without it the larger batch a later request brings waits behind
+    /// other projects' work and misses its deadlines).
+    fn waits_for_report(&self, now: Time, p: usize, r: usize) -> Option<Time> {
+        if self.low[r] || !self.edf {
+            return None;
+        }
+        let horizon = self.sim.projects[p][r].start_delay.min(MAX_REPORT_DELAY);
+        self.world
+            .jobs
+            .iter()
+            .filter(|j| j.project.index() == p && matches!(j.state, JobState::Running))
+            .filter(|j| self.world.version_of(j).resource.index() == r)
+            .map(|j| remaining_secs(self.world, j))
+            .filter(|&left| left <= horizon)
+            .min_by(f64::total_cmp)
+            .map(|left| now + left)
     }
 
     /// Projects able to ask for `r`, best first.
@@ -719,7 +750,19 @@ pub fn decide(
     let mut chosen: Option<usize> = None;
     let mut best = f64::NEG_INFINITY;
     for r in 0..nr {
-        let first = cands[r].iter().copied().find(|&p| c.low_for(p, r));
+        let first = cands[r].iter().copied().find(|&p| {
+            if !c.low_for(p, r) {
+                return false;
+            }
+            match c.waits_for_report(now, p, r) {
+                Some(until) => {
+                    out.blocks
+                        .push(block(Some(p), Some(r), FetchRule::WaitsForReport { until }));
+                    false
+                }
+                None => true,
+            }
+        });
         if let Some(p) = first {
             if c.prio[p][r] > best {
                 best = c.prio[p][r];
@@ -789,7 +832,10 @@ pub fn piggyback(
             c.rsc_rule[p][r],
             None | Some(FetchRule::ResourceBackoff { .. })
         );
-        if !rule_ok || !c.below_max[r] {
+        // Only what the fetch trigger would ask: a resource below the minimum buffer, or one
+        // this project is starved on (a top-up to the maximum on every report would fill the
+        // queue past what projects with short deadlines can then get).
+        if !rule_ok || !c.below_max[r] || !c.low_for(p, r) {
             continue;
         }
         let better = c
@@ -827,6 +873,34 @@ pub struct ReportDue {
     pub rule: ReportRule,
     /// Every job of the project ready to report.
     pub jobs: Vec<crate::model::JobId>,
+}
+
+/// Whether the finished jobs `ready` of project `p`, due only because their deadline is near,
+/// can wait for a running job of the same project to finish and be reported with it: that
+/// job's estimated end comes within [`MAX_REPORT_DELAY`] of the oldest one's completion, and
+/// ahead of every one's report deadline by a margin: [`MAX_REPORT_DELAY`], or a quarter of the
+/// job's delay bound when that is shorter.
+fn joins_next_finish(world: &World, now: Time, p: usize, ready: &[usize]) -> bool {
+    let mut oldest = f64::INFINITY;
+    let mut latest_report = f64::INFINITY;
+    for &i in ready {
+        let j = &world.jobs[i];
+        if let JobState::Finished { completed_time, .. } = j.state {
+            oldest = oldest.min(completed_time);
+        }
+        let bound = (j.report_deadline - j.received_time).max(0.0);
+        if bound < MAX_REPORT_DELAY {
+            return false;
+        }
+        let margin = MAX_REPORT_DELAY.min(bound / 4.0);
+        latest_report = latest_report.min(j.report_deadline - margin);
+    }
+    let wait_until = (oldest + MAX_REPORT_DELAY).min(latest_report);
+    world
+        .jobs
+        .iter()
+        .filter(|j| j.project.index() == p && matches!(j.state, JobState::Running))
+        .any(|j| now + remaining_secs(world, j) <= wait_until)
 }
 
 /// Projects with finished jobs that should be reported at `now` (reference §4.7).
@@ -873,6 +947,10 @@ pub fn reports_due(world: &World, now: Time, state: &[ProjectFetchState]) -> Vec
             Some(ReportRule::NoNewWork)
         } else if immediate {
             Some(ReportRule::Immediately)
+        } else if deadline_near && !old && joins_next_finish(world, now, p, jobs) {
+            // Reported together with the project's next job, which finishes soon: one RPC
+            // for both (a project's scheduler pays per RPC), still well before any deadline.
+            None
         } else if deadline_near {
             Some(ReportRule::DeadlineNear)
         } else if old {

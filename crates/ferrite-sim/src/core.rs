@@ -261,21 +261,21 @@ impl ClientPolicy for CorePolicy {
                 fs::rrsim::simulate(&self.world, now, &prio[0].value)
             }
         };
-        let fetch = self.sched.decide_fetch(&self.world, now, &sim);
-        let reports = self.sched.decide_reports(&self.world, now);
-        self.last_sim = Some((fp, sim));
         let free = |p: usize| !contacted.get(p).copied().unwrap_or(true);
-        let fetch_req = fetch.request.filter(|r| free(r.project.index()));
-        // A report RPC carries the work request when it is for the same project.
+        // Reports first, each carrying the work the core would ask of that project on an RPC
+        // made anyway (as the daemon does); then the core's own work request.
+        let reports = self.sched.decide_reports(&self.world, now);
         if let Some(rep) = reports.iter().find(|r| free(r.project.index())) {
             let p = rep.project.index();
-            let request = match fetch_req {
-                Some(req) if req.project.index() == p => {
+            let work = self.sched.piggyback(&self.world, now, &sim, rep.project);
+            self.last_sim = Some((fp, sim));
+            let request = match work {
+                Some(req) => {
                     let converted = self.convert(&req);
                     self.sent = Some((p, req));
                     converted
                 }
-                _ => {
+                None => {
                     self.sent = None;
                     WorkRequest::none(self.world.n_resources())
                 }
@@ -285,7 +285,9 @@ impl ClientPolicy for CorePolicy {
                 request,
             });
         }
-        let req = fetch_req?;
+        let fetch = self.sched.decide_fetch(&self.world, now, &sim);
+        self.last_sim = Some((fp, sim));
+        let req = fetch.request.filter(|r| free(r.project.index()))?;
         let p = req.project.index();
         let request = self.convert(&req);
         self.sent = Some((p, req));

@@ -19,6 +19,7 @@ pub mod policy;
 pub mod random;
 pub mod scenario;
 pub mod server;
+pub mod state;
 
 pub use engine::{run, OptionsError, SimOptions, START_TIME};
 pub use metrics::{ProjectReport, Report};

@@ -130,7 +130,12 @@ impl Accumulators {
                 }
             })
             .sum();
-        let x = rms_sum / (n * n * scenario.prefs.cpu_scheduling_period);
+        // No project: nothing to interleave.
+        let x = if n > 0.0 {
+            rms_sum / (n * n * scenario.prefs.cpu_scheduling_period)
+        } else {
+            0.0
+        };
         let monotony = 1.0 - 1.0 / (x + 1.0);
         let projects: Vec<ProjectReport> = scenario
             .projects

@@ -236,18 +236,60 @@ fn finished_jobs_are_reported_after_an_hour_or_when_no_new_work() {
 }
 
 #[test]
-fn piggyback_asks_below_the_max_buffer_unless_a_better_project_could() {
-    // 2 CPUs; P holds 10 h of work (above the 0.1-day min buffer, below the 0.6-day max).
+fn a_report_due_by_its_deadline_waits_for_the_next_job_finishing_soon() {
+    // Jobs of 30 min due 10 h after arrival: a finished one is due at once (deadline within a
+    // day), unless another job of the project finishes within the hour, well before it.
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    let mut done = Job::new(JobId(1), p, v, 1800e9, T0, T0 + 10.0 * H);
+    done.state = JobState::Finished {
+        completed_time: T0 + H,
+        ready_to_report: true,
+    };
+    w.add_job(done);
+    let mut running = Job::new(JobId(2), p, v, 1800e9, T0, T0 + 10.0 * H);
+    running.state = JobState::Running;
+    running.run_started_at = Some(T0 + 0.5 * H);
+    running.elapsed = 0.5 * H;
+    w.add_job(running);
+    let s = Scheduler::new(Policy::default());
+    let now = T0 + H;
+    // The running job has 1800 s left at most: the report waits for it.
+    w.jobs[1].elapsed = 1500.0;
+    assert!(s.decide_reports(&w, now).is_empty());
+    // It would take longer than an hour: report now.
+    w.jobs[1].elapsed = 0.0;
+    w.jobs[1].fpops_est = 3.0 * H * 1e9;
+    assert_eq!(s.decide_reports(&w, now)[0].rule, ReportRule::DeadlineNear);
+    // Finished an hour ago: reported whatever runs.
+    w.jobs[1].fpops_est = 1800e9;
+    w.jobs[1].elapsed = 1500.0;
+    assert_eq!(
+        s.decide_reports(&w, T0 + 2.0 * H + 1.0)[0].rule,
+        ReportRule::DeadlineNear
+    );
+}
+
+#[test]
+fn piggyback_asks_what_the_trigger_would_unless_a_better_project_could() {
+    // 2 CPUs; P holds 10 h of work (above the 0.1-day min buffer): a report RPC asks nothing
+    // more (topping up to the max buffer on every report would crowd out short deadlines).
     let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
     let (p, _) = busy_project(&mut w, "P", 10, 0);
     let mut s = Scheduler::new(Policy::default());
     let out = s.pass(&w, T0);
     assert_eq!(out.fetch.request, None, "not low: no fetch of its own");
-    // P backed off for the CPU: a piggybacked request still goes out on its report RPC.
+    assert_eq!(s.piggyback(&w, T0, &out.sim, p), None);
+    // With 2 h of work on 2 CPUs the CPU is low: P backed off for the CPU still asks on its
+    // report RPC.
+    w.jobs.truncate(2);
+    let out = s.pass(&w, T0);
     s.fetch_state[p.index()].backoff_until[0] = T0 + H;
     let req = s
         .piggyback(&w, T0, &out.sim, p)
-        .expect("below the max buffer");
+        .expect("below the min buffer");
     let cpu = req.for_resource(ResourceId::CPU).expect("CPU");
     assert!((cpu.req_secs - out.sim.resources[0].shortfall).abs() < 1e-6);
     // A project that has had less CPU recently (higher priority) could be asked instead.
@@ -441,4 +483,43 @@ fn fetch_minimal_work_asks_once_for_one_job_per_device() {
     let out = Scheduler::new(Policy::default()).pass(&w2, T0);
     let req = out.fetch.request.expect("a normal request");
     assert!(req.work_req_seconds > 1.0, "{req:?}");
+}
+
+/// Only P is short of its share (Q keeps both CPUs busy for days): with one of P's jobs
+/// finishing within the hour, P's request waits for that job's report; once nothing of P runs
+/// any more, or without deadline promotion, it is asked at once.
+#[test]
+fn a_starved_project_request_waits_for_its_next_report() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let (q, _) = busy_project(&mut w, "Q", 60, 0);
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    let mut j = Job::new(JobId(100), p, v, H * 1e9, T0, T0 + 10.0 * DAY);
+    j.state = JobState::Running;
+    j.run_started_at = Some(T0 - 50.0 * 60.0);
+    j.elapsed = 50.0 * 60.0;
+    w.add_job(j);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let waits = out.fetch.blocks.iter().find_map(|b| match b.rule {
+        FetchRule::WaitsForReport { until } if b.project == Some(p) => Some(until),
+        _ => None,
+    });
+    let request = out.fetch.request.as_ref().map(|r| r.project);
+    let until = waits.unwrap_or_else(|| panic!("no wait: {request:?} {:?}", out.fetch.blocks));
+    // Its estimated end (the estimate blends in the static size while no fraction done is
+    // reported), within the hour.
+    assert!(until > T0 && until <= T0 + H, "{until}");
+    assert_ne!(request, Some(p));
+    assert_ne!(request, Some(q));
+    // Its job no longer runs: asked now.
+    w.jobs.last_mut().expect("P's job").state = JobState::Preempted { in_memory: true };
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request.map(|r| r.project), Some(p));
+    // Without deadline promotion it never waits.
+    w.jobs.last_mut().expect("P's job").state = JobState::Running;
+    let mut rr = Scheduler::new(Policy::rr_only());
+    let out = rr.pass(&w, T0);
+    assert_eq!(out.fetch.request.map(|r| r.project), Some(p));
 }
