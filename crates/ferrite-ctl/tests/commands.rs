@@ -92,14 +92,20 @@ fn attach_prints_the_clients_refusal_and_detach_removes_the_project() {
     );
     let out = c.run(&["attach", "http://127.0.0.1:1/other/", "0123456789abcdef"]);
     assert_eq!(out.code, 1);
-    // Nothing listens there: the attach poll reports the master page failure, and the
-    // half-attached project is removed again.
+    // Nothing listens there: the attach poll reports the master page failure, and, as with
+    // the official client, the project stays attached to be tried again later.
     assert!(
         out.stderr
             .contains("attaching to http://127.0.0.1:1/other/ failed (-210)")
             && out.stderr.contains("master page fetch failed"),
         "{}",
         out.stderr
+    );
+    let projects = c.run(&["projects"]);
+    assert!(
+        projects.stdout.contains("127.0.0.1:1/other"),
+        "{}",
+        projects.stdout
     );
     let out = c.run(&["attach", "http://127.0.0.1:1/other/", ""]);
     assert!(
@@ -108,8 +114,10 @@ fn attach_prints_the_clients_refusal_and_detach_removes_the_project() {
         out.stderr
     );
 
-    assert_eq!(c.json(&["projects"]).as_array().map(Vec::len), Some(1));
+    assert_eq!(c.json(&["projects"]).as_array().map(Vec::len), Some(2));
     assert_eq!(c.json(&["detach", URL]), serde_json::json!({ "ok": true }));
+    let other = "http://127.0.0.1:1/other/";
+    assert_eq!(c.json(&["detach", other]), serde_json::json!({ "ok": true }));
     assert_eq!(c.json(&["projects"]), serde_json::json!([]));
     assert_eq!(c.json(&["tasks"]), serde_json::json!([]));
     // Without the password a detach is refused.

@@ -823,7 +823,11 @@ impl Daemon {
     /// fetch decision says for a project whose initial RPC is pending (the official client's
     /// `set_initial_work_request`); the buffer is filled at the next RPC, once the project's
     /// apps are known.
-    fn initial_request(&self, url: &str) -> Option<ferrite_sched::WorkRequest> {
+    /// Nothing is asked for while no more can be stored (a full disk).
+    fn initial_request(&mut self, url: &str) -> Option<ferrite_sched::WorkRequest> {
+        if self.storage_blocks_work() {
+            return None;
+        }
         let (out, _) = self.tasks.last_pass()?;
         let req = out.fetch.request.as_ref()?;
         let ids = &self.tasks.ids().projects;
@@ -1068,27 +1072,23 @@ impl Daemon {
         }
     }
 
-    /// A GUI attach failed: the poll reports it, and the half-attached project (no tasks,
-    /// never contacted) is removed, so a typo in a URL leaves nothing behind.
+    /// The first contact of a GUI attach failed: the poll reports it, and, as with the
+    /// official client, the project stays attached and is tried again after the usual
+    /// back-off (a server that is down now may be up later; detaching gives up).
     pub(crate) fn attach_failed(&mut self, url: &str, error_num: i32, message: String) {
         if let Some(AttachProgress::InProgress(u)) = &self.projects.attach {
             if u == url {
+                warn!(
+                    project = %url,
+                    "attach: {message}; the project stays attached and will be tried again"
+                );
                 self.projects.attach = Some(AttachProgress::Done {
                     url: url.to_owned(),
                     error_num,
-                    messages: vec![message.clone()],
+                    messages: vec![format!(
+                        "{message}; the project stays attached and will be tried again"
+                    )],
                 });
-                let untouched = self
-                    .state
-                    .project(url)
-                    .is_some_and(|p| p.results.is_empty() && p.project.last_rpc_time == 0.0);
-                if untouched {
-                    warn!(project = %url, "attach failed ({message}); project removed");
-                    if let Err(e) = config::detach_project(&self.dir, &mut self.state, url) {
-                        error!("removing {url} after a failed attach: {e}");
-                    }
-                    self.save.mark_dirty(crate::now());
-                }
             }
         }
     }

@@ -68,6 +68,8 @@ fn start(extra: &[&str]) -> Fixture {
         &app_arg,
         "--account-key",
         KEY,
+        // Uploads here are checked with certificates, as a project that makes them does.
+        "--upload-certs",
     ];
     argv.extend_from_slice(extra);
     let server = Server::start(Args::parse_from(argv)).unwrap();

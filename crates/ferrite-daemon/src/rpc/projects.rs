@@ -608,13 +608,13 @@ mod tests {
         assert!(again.contains("Already attached"), "{again}");
         d.attach_failed("http://q.example/", -210, "master page fetch failed".into());
         assert!(
-            d.state.project("http://q.example/").is_none(),
-            "half-attached project removed"
+            d.state.project("http://q.example/").is_some(),
+            "the project stays attached, to be tried again"
         );
         let poll = d.gui_rpc_reply(Request::ProjectAttachPoll);
         assert!(poll.contains("<error_num>-210</error_num>"), "{poll}");
         assert!(
-            poll.contains("<message>master page fetch failed</message>"),
+            poll.contains("<message>master page fetch failed; the project stays attached"),
             "{poll}"
         );
     }
