@@ -117,7 +117,10 @@ fn attach_prints_the_clients_refusal_and_detach_removes_the_project() {
     assert_eq!(c.json(&["projects"]).as_array().map(Vec::len), Some(2));
     assert_eq!(c.json(&["detach", URL]), serde_json::json!({ "ok": true }));
     let other = "http://127.0.0.1:1/other/";
-    assert_eq!(c.json(&["detach", other]), serde_json::json!({ "ok": true }));
+    assert_eq!(
+        c.json(&["detach", other]),
+        serde_json::json!({ "ok": true })
+    );
     assert_eq!(c.json(&["projects"]), serde_json::json!([]));
     assert_eq!(c.json(&["tasks"]), serde_json::json!([]));
     // Without the password a detach is refused.
