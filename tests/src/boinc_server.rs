@@ -244,6 +244,35 @@ impl BoincServer {
         );
     }
 
+    /// Waits until `n` results are over, successful and valid. Whenever `quiet` passes
+    /// without a new valid result, `nudge` runs: the volunteer's "Update" (a client with
+    /// nothing left to fetch reports on its own schedule, which may be later than a test
+    /// wants to wait). Panics with `context()` after `timeout`.
+    pub fn wait_valid(
+        &self,
+        n: u32,
+        (timeout, quiet): (Duration, Duration),
+        mut nudge: impl FnMut(&BoincServer),
+        context: impl Fn() -> String,
+    ) {
+        let mut last = (0, Instant::now());
+        self.wait_until(
+            &format!("{n} valid results"),
+            timeout,
+            |s| {
+                let valid = s.valid_results();
+                if valid != last.0 {
+                    last = (valid, Instant::now());
+                } else if last.1.elapsed() > quiet {
+                    nudge(s);
+                    last.1 = Instant::now();
+                }
+                valid >= n
+            },
+            context,
+        );
+    }
+
     /// Waits until `cond` holds, polling every half second; panics with the result table and
     /// `context()` after `timeout`.
     pub fn wait_until(

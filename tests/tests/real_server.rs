@@ -32,26 +32,20 @@ fn ferrited_attached(dir: &Path, port: u16, server: &BoincServer) -> Proc {
     p
 }
 
-/// Waits until `n` results are over, successful and valid and their workunits assimilated.
-/// Every 10 s without progress the volunteer presses "Update" (a client with nothing left
-/// to fetch reports on its own schedule, which may be later than a test wants to wait).
+/// Waits until `n` results are valid (pressing "Update" after 10 s without progress) and
+/// their workunits assimilated.
 fn run_until_valid(server: &BoincServer, client: &Proc, port: u16, n: u32) {
     let t0 = Instant::now();
-    let mut last = (0, Instant::now());
+    let context = || format!("--- ferrited ---\n{}", client.output());
+    let update = |s: &BoincServer| {
+        let _ = boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
+    };
+    server.wait_valid(n, (JOBS_LIMIT, Duration::from_secs(10)), update, context);
     server.wait_until(
-        &format!("{n} valid results"),
-        JOBS_LIMIT,
-        |s| {
-            let valid = s.valid_results();
-            if valid != last.0 {
-                last = (valid, Instant::now());
-            } else if last.1.elapsed() > Duration::from_secs(10) {
-                let _ = boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
-                last.1 = Instant::now();
-            }
-            valid >= n && s.assimilated_workunits() >= n
-        },
-        || format!("--- ferrited ---\n{}", client.output()),
+        &format!("{n} workunits assimilated"),
+        Duration::from_secs(60),
+        |s| s.assimilated_workunits() >= n,
+        context,
     );
     eprintln!(
         "{n} results valid after {:.0} s",

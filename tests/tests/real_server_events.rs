@@ -110,24 +110,12 @@ fn wait(what: &str, limit: Duration, mut cond: impl FnMut() -> bool, context: im
     );
 }
 
-/// Waits until `n` results are over, successful and valid. Every 30 s without progress the
-/// volunteer presses "Update" (a client with nothing left to fetch reports on its own
-/// schedule, which may be later than a test wants to wait).
+/// Waits until `n` results are valid, pressing "Update" after 30 s without progress.
 fn run_until_valid(server: &BoincServer, client: &Client, n: u32) {
-    let mut last = (0, Instant::now());
-    server.wait_until(
-        &format!("{n} valid results"),
-        JOBS_LIMIT,
-        |s| {
-            let valid = s.valid_results();
-            if valid != last.0 {
-                last = (valid, Instant::now());
-            } else if last.1.elapsed() > Duration::from_secs(30) {
-                client.update(s);
-                last.1 = Instant::now();
-            }
-            valid >= n
-        },
+    server.wait_valid(
+        n,
+        (JOBS_LIMIT, Duration::from_secs(30)),
+        |s| client.update(s),
         || format!("--- ferrited ---\n{}", client.output()),
     );
 }
