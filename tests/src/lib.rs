@@ -235,15 +235,20 @@ impl Drop for Proc {
     }
 }
 
-/// Whether Debian's official client and `boinccmd` are installed (`.ci/run` installs them).
-pub fn official_client_installed() -> bool {
-    ["boinc", "boinccmd"].iter().all(|b| {
+/// Whether every one of `programs` is on the `PATH`.
+pub fn installed(programs: &[&str]) -> bool {
+    programs.iter().all(|b| {
         Command::new("sh")
             .args(["-c", &format!("command -v {b}")])
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false)
     })
+}
+
+/// Whether Debian's official client and `boinccmd` are installed (`.ci/run` installs them).
+pub fn official_client_installed() -> bool {
+    installed(&["boinc", "boinccmd"])
 }
 
 /// The official BOINC client running on a data directory, on a loopback GUI RPC port.

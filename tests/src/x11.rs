@@ -16,13 +16,7 @@ use crate::Proc;
 
 /// Whether `Xvfb`, `xdotool` and `xwd` are installed (`.ci/run` installs them).
 pub fn x_tools_installed() -> bool {
-    ["Xvfb", "xdotool", "xwd"].iter().all(|b| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {b}")])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    })
+    crate::installed(&["Xvfb", "xdotool", "xwd"])
 }
 
 /// An `Xvfb` server (1024×768, 24 bits), stopped when dropped.
