@@ -561,26 +561,8 @@ impl Daemon {
         for w in &gpus.opencl.warnings {
             info!("OpenCL: {w}");
         }
-        for c in &gpus.opencl.cpus {
-            info!(
-                "OpenCL CPU: {} (OpenCL driver vendor: {}, driver version {}, device version {})",
-                c.prop.name,
-                c.platform_vendor,
-                c.prop.opencl_driver_version,
-                c.prop.opencl_device_version.trim_end()
-            );
-        }
-        for d in &gpus.opencl.devices {
-            info!(
-                "OpenCL: {:?} GPU {} ({:?}): {} (driver version {}, device version {}, {:.2}GB)",
-                d.vendor,
-                d.device_num,
-                d.usage,
-                d.prop.name,
-                d.prop.opencl_driver_version,
-                d.prop.opencl_device_version.trim_end(),
-                d.prop.global_mem_size as f64 / 1e9
-            );
+        for line in ferrite_hostinfo::opencl_lines(&gpus) {
+            info!("{line}");
         }
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
         self.note_gpu_probe(&gpus);

@@ -35,7 +35,7 @@ pub use gpu::{
 };
 pub use opencl::{OpenclDevice, OpenclStatus, OpenclVendor, OPENCL_LIBRARY_ENV};
 pub use os::Virtualization;
-pub use report::detect_gpus_report;
+pub use report::{detect_gpus_report, opencl_lines};
 
 /// File-system roots read by detection. Production uses the real ones; tests point them at
 /// fixture trees.

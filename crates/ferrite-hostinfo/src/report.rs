@@ -74,37 +74,8 @@ pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
             g.peak_flops / 1e9
         );
     }
-    for d in &gpus.opencl.devices {
-        let kind = match d.vendor {
-            crate::OpenclVendor::Nvidia => "NVIDIA GPU",
-            crate::OpenclVendor::Amd => "AMD/ATI GPU",
-            _ => "Intel GPU",
-        };
-        let note = match d.usage {
-            GpuUse::Used => "",
-            GpuUse::Unused => " (not used)",
-            GpuUse::Ignored => " (ignored by config)",
-        };
-        let _ = writeln!(
-            s,
-            "OpenCL: {kind} {}{note}: {} (driver version {}, device version {}, {:.2}GB, {:.0} GFLOPS peak)",
-            d.device_num,
-            d.prop.name,
-            d.prop.opencl_driver_version,
-            d.prop.opencl_device_version.trim_end(),
-            d.prop.global_mem_size as f64 / 1e9,
-            d.peak_flops / 1e9
-        );
-    }
-    for c in &gpus.opencl.cpus {
-        let _ = writeln!(
-            s,
-            "OpenCL CPU: {} (OpenCL driver vendor: {}, driver version {}, device version {})",
-            c.prop.name,
-            c.platform_vendor,
-            c.prop.opencl_driver_version,
-            c.prop.opencl_device_version.trim_end()
-        );
+    for line in opencl_lines(gpus) {
+        let _ = writeln!(s, "{line}");
     }
     for o in &gpus.coprocs.other {
         let _ = writeln!(
@@ -117,4 +88,41 @@ pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
         let _ = writeln!(s, "Warning: {w}");
     }
     s
+}
+
+/// One line per OpenCL GPU and CPU device found, as the detection report and the daemon's
+/// start-up log show them.
+pub fn opencl_lines(gpus: &GpuProbe) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in &gpus.opencl.devices {
+        let kind = match d.vendor {
+            crate::OpenclVendor::Nvidia => "NVIDIA GPU",
+            crate::OpenclVendor::Amd => "AMD/ATI GPU",
+            _ => "Intel GPU",
+        };
+        let note = match d.usage {
+            GpuUse::Used => "",
+            GpuUse::Unused => " (not used)",
+            GpuUse::Ignored => " (ignored by config)",
+        };
+        out.push(format!(
+            "OpenCL: {kind} {}{note}: {} (driver version {}, device version {}, {:.2}GB, {:.0} GFLOPS peak)",
+            d.device_num,
+            d.prop.name,
+            d.prop.opencl_driver_version,
+            d.prop.opencl_device_version.trim_end(),
+            d.prop.global_mem_size as f64 / 1e9,
+            d.peak_flops / 1e9
+        ));
+    }
+    for c in &gpus.opencl.cpus {
+        out.push(format!(
+            "OpenCL CPU: {} (OpenCL driver vendor: {}, driver version {}, device version {})",
+            c.prop.name,
+            c.platform_vendor,
+            c.prop.opencl_driver_version,
+            c.prop.opencl_device_version.trim_end()
+        ));
+    }
+    out
 }
