@@ -3,7 +3,7 @@
 //! downloaded again and the tasks run to completion; only a task whose file cannot come
 //! back fails, with its reason. And a data directory whose every state file is damaged
 //! keeps the projects of its account files attached, says the tasks were lost, and gets
-//! work again.
+//! work again; so does a data directory that has only account files.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use ferrite_e2e::inspect::load_state;
 use ferrite_e2e::testproject::{
-    client_dir, nudge_until_reported, reported, start_client, status, Server,
+    client_dir, nudge_until_reported, reported, start_client, status, Server, KEY,
 };
 use ferrite_e2e::{boinccmd, free_port, Proc};
-use ferrite_proto::account::escape_project_url;
+use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
 use ferrite_proto::client_state::ResultState;
 
 const T: Duration = Duration::from_secs(90);
@@ -283,6 +283,45 @@ fn damaged_state_files_keep_the_projects_of_the_account_files_attached() {
     );
     // It gets work again: the server sends tasks and they come back done.
     let s = server.wait_until(&client, T, "work again after the lost state", |s| {
+        s["results_reported"].as_i64().unwrap_or(0) > 0
+    });
+    assert!(
+        reported(&s).iter().all(|(_, code)| *code == 0),
+        "{s}\n{}",
+        client.output()
+    );
+    assert_outputs(&server, &s);
+}
+
+#[test]
+fn account_files_alone_attach_their_projects() {
+    let base = tempfile::tempdir().expect("tmp");
+    let server = Server::start_with(base.path(), &["--jobs", "2"], "sleep 1\n");
+    // A data directory with nothing but an account file, as a volunteer brings it from
+    // another host.
+    let dir = client_dir(base.path(), "");
+    let account = AccountFile {
+        master_url: server.url.clone(),
+        authenticator: KEY.to_owned(),
+        ..AccountFile::default()
+    };
+    fs::write(dir.join(account_file_name(&server.url)), account.to_xml()).expect("account");
+    assert!(!dir.join("client_state.xml").exists());
+
+    let port = free_port();
+    let mut client = start_client(&dir, port, None);
+    client.wait_for("attached from its account file", T);
+    let log = client.output();
+    assert!(!log.contains("no usable state file"), "{log}");
+    let out = boinccmd(port, Some("pw"), &["--get_project_status"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains(&format!("master URL: {}", server.url)),
+        "attached: {}",
+        out.stdout
+    );
+    // It asks the project for work and returns it done.
+    let s = server.wait_until(&client, T, "work for the new host", |s| {
         s["results_reported"].as_i64().unwrap_or(0) > 0
     });
     assert!(

@@ -345,8 +345,8 @@ pub fn detach_project(dir: &Path, state: &mut ClientState, url: &str) -> io::Res
 
 /// The projects of the data directory's account files (`account_*.xml`), as the official
 /// client reads them at start-up (`client/cs_account.cpp: parse_account_files`): each one
-/// attached, with no tasks, its master page and first scheduler RPC pending. Used when no
-/// state file could be loaded. Also returns, for each account file that could not be used,
+/// attached, with no tasks, its master page and first scheduler RPC pending. Those the state
+/// file lacks are attached at start-up. Also returns, for each account file that could not be used,
 /// its name and why.
 pub fn projects_from_account_files(dir: &Path) -> (Vec<ProjectState>, Vec<(String, String)>) {
     let mut projects: Vec<ProjectState> = Vec::new();

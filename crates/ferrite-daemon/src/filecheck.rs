@@ -54,8 +54,12 @@ pub fn check_all(
             continue;
         }
         let pdir = config::project_dir(dir, &url);
-        if !pdir.is_dir() && !ps.files.is_empty() {
-            warn!(project = %url, "project directory {} is missing; its files are downloaded again", pdir.display());
+        // Every project has its directory, as the official client makes them at start-up;
+        // one attached from its account file alone has none yet.
+        if !pdir.is_dir() {
+            if !ps.files.is_empty() {
+                warn!(project = %url, "project directory {} is missing; its files are downloaded again", pdir.display());
+            }
             if let Err(e) = fs::create_dir_all(&pdir) {
                 warn!(project = %url, "cannot make {}: {e}", pdir.display());
             }

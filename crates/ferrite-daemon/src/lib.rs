@@ -321,38 +321,48 @@ impl Daemon {
             }
             (None, _) if !loaded.rejected.is_empty() => {
                 self.state = ClientState::default();
-                // As the official client: the account files say which projects are
-                // attached; they stay attached, with the tasks of the lost file gone.
-                let (projects, problems) = config::projects_from_account_files(&self.dir);
-                for (name, why) in problems {
-                    warn!("account file {name} not used: {why}");
-                }
-                if projects.is_empty() {
-                    error!("no usable state file; starting with a fresh state");
-                } else {
-                    error!(
-                        "no usable state file; starting with a fresh state that keeps the {} \
-                         project(s) of the account files attached. Every task of the lost state \
-                         file was lost (a project may send lost tasks again)",
-                        projects.len()
-                    );
-                    for ps in &projects {
-                        warn!(
-                            project = %ps.project.master_url,
-                            "project {} kept attached from its account file; its tasks were \
-                             lost with the state file",
-                            ps.project.master_url
-                        );
-                    }
-                }
-                self.state.projects = projects;
+                error!(
+                    "no usable state file; starting with a fresh state. Every task of the lost \
+                     state file was lost (a project may send lost tasks again)"
+                );
             }
             (None, _) => info!("no state file; starting with a fresh state"),
         }
+        self.attach_account_file_projects(!loaded.rejected.is_empty());
         for line in state_summary(&self.state) {
             info!("{line}");
         }
         self.save.mark_dirty(now());
+    }
+
+    /// As the official client: every account file (`account_*.xml`) names an attached
+    /// project, whether or not the state file knows it (a volunteer may bring account files
+    /// from another host, and a lost state file leaves only them). Projects of the account
+    /// files that the state lacks are attached with no tasks; `lost_state` says the state
+    /// file was damaged, so their tasks were lost with it.
+    fn attach_account_file_projects(&mut self, lost_state: bool) {
+        let (projects, problems) = config::projects_from_account_files(&self.dir);
+        for (name, why) in problems {
+            warn!("account file {name} not used: {why}");
+        }
+        for ps in projects {
+            let url = ps.project.master_url.clone();
+            if self.state.projects.iter().any(|p| {
+                ferrite_proto::account::canonicalize_master_url(&p.project.master_url) == url
+            }) {
+                continue;
+            }
+            if lost_state {
+                warn!(
+                    project = %url,
+                    "project {url} kept attached from its account file; its tasks were lost \
+                     with the state file"
+                );
+            } else {
+                info!(project = %url, "project {url} attached from its account file");
+            }
+            self.state.projects.push(ps);
+        }
     }
 
     fn apply_command_line(&mut self) -> anyhow::Result<()> {
