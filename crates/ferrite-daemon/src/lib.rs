@@ -6,6 +6,7 @@
 //! crash-safe [`store`] whenever the state changed, at most once a second.
 
 pub mod activity;
+pub mod anonymous;
 pub mod cli;
 pub mod config;
 pub mod filecheck;
@@ -248,6 +249,10 @@ impl Daemon {
             for line in show_projects(&daemon.state) {
                 info!("{line}");
             }
+        }
+        // Before anything looks at apps: app_info.xml replaces an anonymous project's.
+        if anonymous::load_all(&daemon.dir, &mut daemon.state) {
+            daemon.save.mark_dirty(now());
         }
         daemon.tasks.recover(&mut daemon.state);
         // As the official client does at start-up: files lost in a crash or a copy are
@@ -506,6 +511,9 @@ impl Daemon {
         // A re-read file may repeat old oddities: log them again.
         self.warned.clear();
         self.load_config();
+        if anonymous::load_all(&self.dir, &mut self.state) {
+            self.save.mark_dirty(now());
+        }
         self.projects.reset_http();
         // GPU options may have changed, and a driver may have appeared since start-up.
         self.reprobe_gpus(now());

@@ -16,6 +16,7 @@ pub mod sched_request;
 
 pub mod account;
 pub mod app_config;
+pub mod app_info;
 pub mod cc_config;
 pub mod crypt;
 pub mod init_data;
