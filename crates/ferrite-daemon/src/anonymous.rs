@@ -1,12 +1,14 @@
 //! The anonymous platform: each project's `projects/<project>/app_info.xml`, read at start-up,
 //! when a project is attached and whenever the configuration is read again (`read_cc_config`,
 //! SIGHUP). The decisions are `ferrite_project::anonymous`; this module reads the file and
-//! the sizes of the files it lists, and says what happened in the event log.
+//! the sizes of the files it lists, and says what happened in the event log. At the same
+//! points, app versions that `dont_use_vbox`/`dont_use_docker` rule out are dropped.
 
 use std::fs;
 use std::path::Path;
 
 use ferrite_proto::app_info::{is_skipped_element, AppInfo};
+use ferrite_proto::cc_config::CcOptions;
 use ferrite_proto::client_state::{ClientState, ProjectState};
 use tracing::{info, warn};
 
@@ -16,13 +18,20 @@ use crate::rpc::messages::NOTICE_TARGET;
 /// The file's name in a project directory.
 pub const APP_INFO: &str = "app_info.xml";
 
-/// Reads `app_info.xml` of every project of `state` (data directory `dir`). Returns true
-/// when the state changed.
-pub fn load_all(dir: &Path, state: &mut ClientState) -> bool {
+/// Reads `app_info.xml` of every project of `state` (data directory `dir`), then drops the
+/// app versions that `cc_config.xml` options rule out (`cc`: `dont_use_vbox`,
+/// `dont_use_docker`). Returns true when the state changed.
+pub fn load_all(dir: &Path, state: &mut ClientState, cc: &CcOptions) -> bool {
     let platform = state.platform_name.clone();
     let mut changed = false;
     for ps in &mut state.projects {
         changed |= load(dir, ps, &platform);
+        let dropped =
+            ferrite_project::disallowed::drop_disallowed(ps, cc.dont_use_vbox, cc.dont_use_docker);
+        for line in &dropped {
+            info!(project = %ps.project.master_url, "{line}");
+        }
+        changed |= !dropped.is_empty();
     }
     changed
 }

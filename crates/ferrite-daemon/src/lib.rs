@@ -251,7 +251,7 @@ impl Daemon {
             }
         }
         // Before anything looks at apps: app_info.xml replaces an anonymous project's.
-        if anonymous::load_all(&daemon.dir, &mut daemon.state) {
+        if anonymous::load_all(&daemon.dir, &mut daemon.state, &daemon.config.cc.options) {
             daemon.save.mark_dirty(now());
         }
         daemon.tasks.recover(&mut daemon.state);
@@ -511,7 +511,7 @@ impl Daemon {
         // A re-read file may repeat old oddities: log them again.
         self.warned.clear();
         self.load_config();
-        if anonymous::load_all(&self.dir, &mut self.state) {
+        if anonymous::load_all(&self.dir, &mut self.state, &self.config.cc.options) {
             self.save.mark_dirty(now());
         }
         self.projects.reset_http();
@@ -536,7 +536,9 @@ impl Daemon {
         host.p_iops = old.p_iops;
         host.p_membw = old.p_membw;
         host.p_calculated = old.p_calculated;
-        host.p_vm_extensions_disabled = old.p_vm_extensions_disabled;
+        // As the official client: cleared at each start (the volunteer may have turned the
+        // extensions on since a VirtualBox app said they were off).
+        host.p_vm_extensions_disabled = false;
         host.host_cpid = if old.host_cpid.is_empty() {
             ferrite_hostinfo::generate_host_cpid(Path::new("/sys"), &self.dir)
         } else {
@@ -549,6 +551,20 @@ impl Daemon {
         let device = self.config.cc.options.device_name.trim();
         if !device.is_empty() {
             host.domain_name = device.to_owned();
+        }
+        host.virtualbox_version = if self.config.cc.options.dont_use_vbox {
+            info!("VirtualBox: not looked for (dont_use_vbox in cc_config.xml)");
+            None
+        } else {
+            ferrite_hostinfo::vbox::detect()
+        };
+        match &host.virtualbox_version {
+            Some(v) => info!("VirtualBox version: {v}"),
+            None if self.config.cc.options.dont_use_vbox => {}
+            None => info!("VirtualBox: not found"),
+        }
+        if !ferrite_hostinfo::vbox::cpu_has_vm_extensions(&host.p_features) {
+            info!("CPU virtualisation extensions (vmx/svm): not available");
         }
         host.docker = ferrite_hostinfo::docker::detect();
         match &host.docker {

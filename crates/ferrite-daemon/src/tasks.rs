@@ -605,6 +605,22 @@ impl TaskTable {
                     Err(_) => {}
                 }
             }
+            // As the official client: a VirtualBox app that says the CPU's virtualisation
+            // extensions are off sets <p_vm_extensions_disabled> until the next start.
+            let vbox = ps
+                .result(&key.1)
+                .and_then(|r| ps.app_version_of(r))
+                .is_some_and(|v| v.plan_class.contains("vbox"));
+            if vbox
+                && x.stderr
+                    .contains(ferrite_hostinfo::vbox::VM_EXTENSIONS_DISABLED_MARK)
+            {
+                info!("Vbox app stderr indicates CPU VM extensions disabled");
+                state.host_info.p_vm_extensions_disabled = true;
+            }
+            let Some(ps) = state.project_mut(&key.0) else {
+                return;
+            };
             let mut succeeded = None;
             if let Some(r) = ps.result_mut(&key.1) {
                 r.final_cpu_time = x.usage.cpu_time;
@@ -787,6 +803,7 @@ impl TaskTable {
                 .proxy
                 .filter(|x| x.use_http_proxy || x.use_socks_proxy)
                 .cloned(),
+            vm_extensions_disabled: state.host_info.p_vm_extensions_disabled,
             host_info: state.host_info.clone(),
             global_prefs: prefs.clone(),
             app_files: av.file_refs.iter().map(|f| f.file_name.clone()).collect(),

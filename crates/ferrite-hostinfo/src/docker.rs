@@ -33,7 +33,7 @@ pub fn parse_version_line(line: &str) -> Option<String> {
 /// Runs `program args…` in its own process group and returns its standard output (`None`
 /// when it cannot start). One that does not finish within `timeout` is killed with its
 /// children; what it printed until then is returned.
-fn output_of(program: &Path, args: &[&str], timeout: Duration) -> Option<String> {
+pub(crate) fn output_of(program: &Path, args: &[&str], timeout: Duration) -> Option<String> {
     use std::os::unix::process::CommandExt as _;
     let mut child = Command::new(program)
         .args(args)

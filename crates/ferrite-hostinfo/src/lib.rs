@@ -22,6 +22,7 @@ pub mod gpu;
 pub mod opencl;
 pub mod os;
 mod report;
+pub mod vbox;
 
 use std::path::{Path, PathBuf};
 

@@ -51,6 +51,7 @@
 
 pub mod anonymous;
 pub mod attach;
+pub mod disallowed;
 pub mod existence;
 pub mod files;
 pub mod master;
