@@ -9,6 +9,7 @@ pub mod activity;
 pub mod anonymous;
 pub mod cli;
 pub mod config;
+pub mod docker;
 pub mod filecheck;
 pub mod lock;
 pub mod logging;
@@ -154,6 +155,8 @@ pub struct Daemon {
     pub(crate) state_epoch: u64,
     /// The last `get_state` reply and its epoch.
     state_reply: Option<(u64, String)>,
+    /// Docker/Podman images and containers of ended jobs.
+    docker: docker::Janitor,
 }
 
 impl Daemon {
@@ -207,6 +210,7 @@ impl Daemon {
             ),
             state_epoch: 0,
             state_reply: None,
+            docker: docker::Janitor::default(),
             dir,
             opts,
             log,
@@ -255,6 +259,8 @@ impl Daemon {
             daemon.save.mark_dirty(now());
         }
         daemon.tasks.recover(&mut daemon.state);
+        let multiple = daemon.config.cc.options.allow_multiple_clients;
+        daemon.docker.at_start(&daemon.state, multiple);
         // As the official client does at start-up: files lost in a crash or a copy are
         // fetched again, and only the tasks whose files cannot come back fail.
         let check_sizes = !daemon.config.cc.options.dont_check_file_sizes;
@@ -943,6 +949,8 @@ impl Daemon {
         if report.changed {
             self.save.mark_dirty(t);
         }
+        let multiple = self.config.cc.options.allow_multiple_clients;
+        self.docker.after_tick(&self.state, multiple);
         if report.exit_before_start {
             return Some("an app was about to start (exit_before_start)");
         }

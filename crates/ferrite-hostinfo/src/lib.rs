@@ -18,6 +18,7 @@ pub mod bench;
 pub mod cgroup;
 pub mod cpuinfo;
 pub mod docker;
+pub mod docker_cleanup;
 pub mod gpu;
 pub mod opencl;
 pub mod os;
