@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod docker;
 pub mod filecheck;
+pub mod gpu_control;
 pub mod lock;
 pub mod logging;
 pub mod metrics;
@@ -157,6 +158,8 @@ pub struct Daemon {
     state_reply: Option<(u64, String)>,
     /// Docker/Podman images and containers of ended jobs.
     docker: docker::Janitor,
+    /// Per-GPU control for every project (Ferrite only).
+    gpu_control: gpu_control::GpuControlState,
 }
 
 impl Daemon {
@@ -211,6 +214,7 @@ impl Daemon {
             state_epoch: 0,
             state_reply: None,
             docker: docker::Janitor::default(),
+            gpu_control: gpu_control::GpuControlState::default(),
             dir,
             opts,
             log,
@@ -493,6 +497,7 @@ impl Daemon {
             c.start_delay = d;
         }
         self.config = config;
+        self.gpu_control.load(&self.dir, &self.opts);
         self.log_warnings(report.warnings);
         if !report.errors.iter().any(|e| e.contains("cc_config.xml")) {
             rpc::messages::MessageLog::global().remove_notices_mentioning("cc_config.xml");
@@ -597,6 +602,7 @@ impl Daemon {
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
         self.note_gpu_probe(&gpus);
         self.gpu_instances = gpus.instances();
+        self.gpu_control.set_devices(&gpus);
         self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
         if host.p_fpops <= 0.0 {
             let d = BenchmarkResult::defaults();
@@ -631,6 +637,7 @@ impl Daemon {
         ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
         self.note_gpu_probe(&gpus);
         self.gpu_instances = gpus.instances();
+        self.gpu_control.set_devices(&gpus);
         self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
         if self.state.host_info.coprocs != before {
             info!(
@@ -936,6 +943,7 @@ impl Daemon {
             stderr_head: self.config.cc.options.stderr_head,
             proxy: proxy.as_ref(),
             gpu_instances: &self.gpu_instances,
+            gpu_control: self.gpu_control.resolved(),
             exit_before_start: self.config.cc.options.exit_before_start,
         };
         if t >= self.next_overdue_check {

@@ -110,6 +110,8 @@ pub struct TickInputs<'a> {
     /// `--exit_before_start` (or cc_config `<exit_before_start>`): start nothing; the tick
     /// reports it and the daemon exits.
     pub exit_before_start: bool,
+    /// Per-GPU control for every project (excluded GPUs, finish then stop).
+    pub gpu_control: &'a crate::gpu_control::Resolved,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -446,6 +448,7 @@ impl TaskTable {
     }
 
     fn snapshot(&mut self, state: &ClientState, inputs: &TickInputs<'_>, now: f64) -> World {
+        let gpu_control = inputs.gpu_control;
         let live = &self.live;
         let view = |url: &str, r: &str| {
             live.get(&(url.to_owned(), r.to_owned())).map(|l| {
@@ -471,7 +474,9 @@ impl TaskTable {
             not_before: &self.not_before,
             now,
         };
-        build_world(state, &mut self.ids, &inputs, &view)
+        let mut world = build_world(state, &mut self.ids, &inputs, &view);
+        crate::gpu_control::apply(&mut world, gpu_control);
+        world
     }
 
     /// Polls every process, keeps the state's active tasks up to date and handles exits.

@@ -19,6 +19,7 @@ pub mod app_config;
 pub mod app_info;
 pub mod cc_config;
 pub mod crypt;
+pub mod gpu_control;
 pub mod init_data;
 pub mod job_log;
 pub mod notices;

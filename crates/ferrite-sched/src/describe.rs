@@ -41,7 +41,7 @@ impl SkipReason {
     pub fn describe(self) -> String {
         match self {
             SkipReason::CpusCommitted => "CpusCommitted: every usable CPU is taken",
-            SkipReason::NoCoprocInstance => "NoCoprocInstance: no GPU it may use has room for it (busy, or excluded for it in cc_config.xml)",
+            SkipReason::NoCoprocInstance => "NoCoprocInstance: no GPU it may use has room for it (busy, or excluded for it in cc_config.xml or for every project)",
             SkipReason::AppMaxConcurrent => {
                 "AppMaxConcurrent: its app's max_concurrent (app_config.xml) is reached"
             }

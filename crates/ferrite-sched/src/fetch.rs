@@ -712,7 +712,12 @@ pub fn decide(
             })
             .map(|r| ResourceRequest {
                 resource: ResourceId(r as u8),
-                req_secs: if ask { 1.0 } else { 0.0 },
+                // Nothing for a resource set to finish then stop.
+                req_secs: if ask && !world.gpu_control.stops(ResourceId(r as u8)) {
+                    1.0
+                } else {
+                    0.0
+                },
                 req_instances: 0.0,
                 estimated_delay: estimated_delay(sim, p, r),
             })

@@ -136,3 +136,22 @@ fn finish_then_stop_ends_the_started_jobs_starts_no_other_and_fetches_nothing_fo
     let done: Vec<JobId> = d.done.iter().map(|x| x.id).collect();
     assert!(g.iter().all(|j| done.contains(j)), "{done:?}");
 }
+
+#[test]
+fn the_first_request_after_attaching_asks_nothing_for_a_stopped_resource() {
+    let (mut w, _, _) = world();
+    w.projects[0].initial_rpc_pending = true;
+    w.gpu_control.finish_then_stop.insert(ResourceId::CPU);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("the initial request");
+    assert_eq!(req.reason, RpcReason::Init);
+    assert_eq!(
+        req.for_resource(ResourceId::CPU).map(|r| r.req_secs),
+        Some(0.0)
+    );
+    assert_eq!(
+        req.for_resource(ResourceId(1)).map(|r| r.req_secs),
+        Some(1.0)
+    );
+}
