@@ -573,6 +573,19 @@ impl TaskTable {
         if let Err(e) = slot.move_copied_outputs(&files) {
             warn!("task {}: {e}", key.1);
         }
+        // As the official client: a VirtualBox app that says the CPU's virtualisation
+        // extensions are off sets <p_vm_extensions_disabled> until the next start.
+        let vbox = state
+            .project(&key.0)
+            .and_then(|ps| ps.result(&key.1).and_then(|r| ps.app_version_of(r)))
+            .is_some_and(|v| v.plan_class.contains("vbox"));
+        if vbox
+            && x.stderr
+                .contains(ferrite_hostinfo::vbox::VM_EXTENSIONS_DISABLED_MARK)
+        {
+            info!("Vbox app stderr indicates CPU VM extensions disabled");
+            state.host_info.p_vm_extensions_disabled = true;
+        }
         let project_dir = config::project_dir(&self.dir, &key.0);
         if let Some(ps) = state.project_mut(&key.0) {
             let outputs: Vec<(String, bool)> = ps
@@ -610,22 +623,6 @@ impl TaskTable {
                     Err(_) => {}
                 }
             }
-            // As the official client: a VirtualBox app that says the CPU's virtualisation
-            // extensions are off sets <p_vm_extensions_disabled> until the next start.
-            let vbox = ps
-                .result(&key.1)
-                .and_then(|r| ps.app_version_of(r))
-                .is_some_and(|v| v.plan_class.contains("vbox"));
-            if vbox
-                && x.stderr
-                    .contains(ferrite_hostinfo::vbox::VM_EXTENSIONS_DISABLED_MARK)
-            {
-                info!("Vbox app stderr indicates CPU VM extensions disabled");
-                state.host_info.p_vm_extensions_disabled = true;
-            }
-            let Some(ps) = state.project_mut(&key.0) else {
-                return;
-            };
             let mut succeeded = None;
             if let Some(r) = ps.result_mut(&key.1) {
                 r.final_cpu_time = x.usage.cpu_time;
