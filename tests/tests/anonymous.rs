@@ -2,8 +2,8 @@
 //! volunteer's own build of the project's app. `ferrited` asks the test project for work as
 //! platform `anonymous`, listing the local version; the project sends jobs for it and no app;
 //! the local app runs them and the results are reported. The local files survive the jobs'
-//! clean-up, a later `app_info.xml` is taken up by `read_cc_config`, and a broken one is
-//! reported and leaves the project's apps as they were.
+//! clean-up, a later `app_info.xml` is taken up by `read_cc_config`, a broken one is
+//! reported and leaves the project's apps as they were, and a project reset keeps them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -159,6 +159,13 @@ fn an_anonymous_platform_project_runs_the_volunteers_own_app() {
         "<get_notices><seqno>0</seqno></get_notices>",
     );
     assert!(notices.contains("app_info.xml"), "{notices}");
+
+    // A project reset keeps the volunteer's files, apps and versions.
+    let out = boinccmd(port, Some("pw"), &["--project", &server.url, "reset"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let state = ferrite_e2e::gui_rpc(port, Some("pw"), "<get_state/>");
+    assert!(state.contains("<version_num>778</version_num>"), "{state}");
+    assert!(app.is_file() && pdir.join("app_info.xml").is_file());
     client.signal(libc::SIGTERM);
     assert!(
         client.wait(Duration::from_secs(30)).success(),
