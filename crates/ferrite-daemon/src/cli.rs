@@ -252,6 +252,23 @@ pub struct Options {
         default_value_t = 0
     )]
     pub metrics_port: u16,
+
+    /// Ferrite only: no project uses this GPU: TYPE:N (e.g. NVIDIA:1) or its UUID; repeatable, adds to ferrite_gpu_control.xml.
+    #[arg(
+        long = "exclude_gpu",
+        alias = "exclude-gpu",
+        value_name = "GPU",
+        value_parser = ferrite_proto::gpu_control::GpuSelector::parse_spec
+    )]
+    pub exclude_gpu: Vec<ferrite_proto::gpu_control::GpuSelector>,
+
+    /// Ferrite only: this resource (CPU, NVIDIA, ATI, intel_gpu) ends its started tasks, then starts and fetches no more; repeatable.
+    #[arg(
+        long = "finish_then_stop",
+        alias = "finish-then-stop",
+        value_name = "RESOURCE"
+    )]
+    pub finish_then_stop: Vec<String>,
 }
 
 /// Long option names that take no `-` spelling rewrite (clap's own).

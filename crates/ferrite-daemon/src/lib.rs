@@ -6,9 +6,12 @@
 //! crash-safe [`store`] whenever the state changed, at most once a second.
 
 pub mod activity;
+pub mod anonymous;
 pub mod cli;
 pub mod config;
+pub mod docker;
 pub mod filecheck;
+pub mod gpu_control;
 pub mod lock;
 pub mod logging;
 pub mod metrics;
@@ -153,6 +156,10 @@ pub struct Daemon {
     pub(crate) state_epoch: u64,
     /// The last `get_state` reply and its epoch.
     state_reply: Option<(u64, String)>,
+    /// Docker/Podman images and containers of ended jobs.
+    docker: docker::Janitor,
+    /// Per-GPU control for every project (Ferrite only).
+    gpu_control: gpu_control::GpuControlState,
 }
 
 impl Daemon {
@@ -206,6 +213,8 @@ impl Daemon {
             ),
             state_epoch: 0,
             state_reply: None,
+            docker: docker::Janitor::default(),
+            gpu_control: gpu_control::GpuControlState::default(),
             dir,
             opts,
             log,
@@ -249,7 +258,13 @@ impl Daemon {
                 info!("{line}");
             }
         }
+        // Before anything looks at apps: app_info.xml replaces an anonymous project's.
+        if anonymous::load_all(&daemon.dir, &mut daemon.state, &daemon.config.cc.options) {
+            daemon.save.mark_dirty(now());
+        }
         daemon.tasks.recover(&mut daemon.state);
+        let multiple = daemon.config.cc.options.allow_multiple_clients;
+        daemon.docker.at_start(&daemon.state, multiple);
         // As the official client does at start-up: files lost in a crash or a copy are
         // fetched again, and only the tasks whose files cannot come back fail.
         let check_sizes = !daemon.config.cc.options.dont_check_file_sizes;
@@ -492,6 +507,7 @@ impl Daemon {
             c.start_delay = d;
         }
         self.config = config;
+        self.gpu_control.load(&self.dir, &self.opts);
         self.log_warnings(report.warnings);
         if !report.errors.iter().any(|e| e.contains("cc_config.xml")) {
             rpc::messages::MessageLog::global().remove_notices_mentioning("cc_config.xml");
@@ -516,6 +532,9 @@ impl Daemon {
         // A re-read file may repeat old oddities: log them again.
         self.warned.clear();
         self.load_config();
+        if anonymous::load_all(&self.dir, &mut self.state, &self.config.cc.options) {
+            self.save.mark_dirty(now());
+        }
         self.projects.reset_http();
         // GPU options may have changed, and a driver may have appeared since start-up.
         self.reprobe_gpus(now());
@@ -538,7 +557,9 @@ impl Daemon {
         host.p_iops = old.p_iops;
         host.p_membw = old.p_membw;
         host.p_calculated = old.p_calculated;
-        host.p_vm_extensions_disabled = old.p_vm_extensions_disabled;
+        // As the official client: cleared at each start (the volunteer may have turned the
+        // extensions on since a VirtualBox app said they were off).
+        host.p_vm_extensions_disabled = false;
         host.host_cpid = if old.host_cpid.is_empty() {
             ferrite_hostinfo::generate_host_cpid(Path::new("/sys"), &self.dir)
         } else {
@@ -551,6 +572,20 @@ impl Daemon {
         let device = self.config.cc.options.device_name.trim();
         if !device.is_empty() {
             host.domain_name = device.to_owned();
+        }
+        host.virtualbox_version = if self.config.cc.options.dont_use_vbox {
+            info!("VirtualBox: not looked for (dont_use_vbox in cc_config.xml)");
+            None
+        } else {
+            ferrite_hostinfo::vbox::detect()
+        };
+        match &host.virtualbox_version {
+            Some(v) => info!("VirtualBox version: {v}"),
+            None if self.config.cc.options.dont_use_vbox => {}
+            None => info!("VirtualBox: not found"),
+        }
+        if !ferrite_hostinfo::vbox::cpu_has_vm_extensions(&host.p_features) {
+            info!("CPU virtualisation extensions (vmx/svm): not available");
         }
         host.docker = ferrite_hostinfo::docker::detect();
         match &host.docker {
@@ -577,6 +612,7 @@ impl Daemon {
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
         self.note_gpu_probe(&gpus);
         self.gpu_instances = gpus.instances();
+        self.gpu_control.set_devices(&gpus);
         self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
         if host.p_fpops <= 0.0 {
             let d = BenchmarkResult::defaults();
@@ -611,6 +647,7 @@ impl Daemon {
         ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
         self.note_gpu_probe(&gpus);
         self.gpu_instances = gpus.instances();
+        self.gpu_control.set_devices(&gpus);
         self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
         if self.state.host_info.coprocs != before {
             info!(
@@ -916,6 +953,7 @@ impl Daemon {
             stderr_head: self.config.cc.options.stderr_head,
             proxy: proxy.as_ref(),
             gpu_instances: &self.gpu_instances,
+            gpu_control: self.gpu_control.resolved(),
             exit_before_start: self.config.cc.options.exit_before_start,
         };
         if t >= self.next_overdue_check {
@@ -929,6 +967,8 @@ impl Daemon {
         if report.changed {
             self.save.mark_dirty(t);
         }
+        let multiple = self.config.cc.options.allow_multiple_clients;
+        self.docker.after_tick(&self.state, multiple);
         if report.exit_before_start {
             return Some("an app was about to start (exit_before_start)");
         }

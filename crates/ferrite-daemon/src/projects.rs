@@ -244,12 +244,20 @@ impl Daemon {
         self.state
             .active_tasks
             .retain(|a| a.project_master_url != url);
+        let mut anonymous = false;
         if let Some(ps) = self.state.project_mut(url) {
             ps.results.clear();
             ps.workunits.clear();
-            ps.app_versions.clear();
-            ps.apps.clear();
-            ps.files.clear();
+            // As the official client: an anonymous project keeps the volunteer's apps, app
+            // versions and files (app_info.xml), and its directory is not cleaned out.
+            anonymous = ps.project.anonymous_platform;
+            if anonymous {
+                ps.files.retain(ferrite_project::anonymous::is_local_file);
+            } else {
+                ps.app_versions.clear();
+                ps.apps.clear();
+                ps.files.clear();
+            }
             ps.project.code_sign_key = None;
             ps.project.sched_rpc_pending = Some(RpcReason::UserReq);
             ps.project.min_rpc_time = 0.0;
@@ -257,7 +265,8 @@ impl Daemon {
             ps.project.rsc_backoff.clear();
         }
         let pdir = config::project_dir(&self.dir, url);
-        if let Ok(entries) = fs::read_dir(&pdir) {
+        let entries = fs::read_dir(&pdir).ok().filter(|_| !anonymous);
+        if let Some(entries) = entries {
             for e in entries.flatten() {
                 // The project's app_config.xml is the volunteer's, not the project's.
                 if e.file_name() == std::ffi::OsStr::new(config::APP_CONFIG) {
@@ -1581,8 +1590,13 @@ impl Daemon {
                 }
                 let pdir = config::project_dir(&self.dir, &url);
                 let mut unused = Vec::new();
+                // An anonymous project's own files (app_info.xml) are the volunteer's: kept.
+                let anonymous = ps.project.anonymous_platform;
                 ps.files.retain(|f| {
-                    let keep = used.contains_key(f.name.as_str()) || f.sticky || f.is_user_file;
+                    let keep = used.contains_key(f.name.as_str())
+                        || f.sticky
+                        || f.is_user_file
+                        || (anonymous && ferrite_project::anonymous::is_local_file(f));
                     if !keep {
                         unused.push(f.name.clone());
                     }

@@ -197,6 +197,10 @@ pub fn build_world(
                 // The server says which resources it has no apps for; the volunteer's web
                 // preferences may turn others off.
                 x.fetch_only_known_resources = false;
+                // An anonymous-platform project has only the volunteer's versions: it is
+                // asked for work only for the resources they use, as the official client
+                // does (`anonymous_platform_no_apps`).
+                x.fetch_only_known_resources = p.anonymous_platform;
                 let prefs_off = inputs.no_rsc_prefs.get(&p.master_url);
                 for name in p.no_rsc_apps.iter().chain(prefs_off.into_iter().flatten()) {
                     if let Some(r) = resource_of(name, &gpu_names) {

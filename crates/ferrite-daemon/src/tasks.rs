@@ -110,6 +110,8 @@ pub struct TickInputs<'a> {
     /// `--exit_before_start` (or cc_config `<exit_before_start>`): start nothing; the tick
     /// reports it and the daemon exits.
     pub exit_before_start: bool,
+    /// Per-GPU control for every project (excluded GPUs, finish then stop).
+    pub gpu_control: &'a crate::gpu_control::Resolved,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -446,6 +448,7 @@ impl TaskTable {
     }
 
     fn snapshot(&mut self, state: &ClientState, inputs: &TickInputs<'_>, now: f64) -> World {
+        let gpu_control = inputs.gpu_control;
         let live = &self.live;
         let view = |url: &str, r: &str| {
             live.get(&(url.to_owned(), r.to_owned())).map(|l| {
@@ -471,7 +474,9 @@ impl TaskTable {
             not_before: &self.not_before,
             now,
         };
-        build_world(state, &mut self.ids, &inputs, &view)
+        let mut world = build_world(state, &mut self.ids, &inputs, &view);
+        crate::gpu_control::apply(&mut world, gpu_control);
+        world
     }
 
     /// Polls every process, keeps the state's active tasks up to date and handles exits.
@@ -567,6 +572,19 @@ impl TaskTable {
             .unwrap_or_default();
         if let Err(e) = slot.move_copied_outputs(&files) {
             warn!("task {}: {e}", key.1);
+        }
+        // As the official client: a VirtualBox app that says the CPU's virtualisation
+        // extensions are off sets <p_vm_extensions_disabled> until the next start.
+        let vbox = state
+            .project(&key.0)
+            .and_then(|ps| ps.result(&key.1).and_then(|r| ps.app_version_of(r)))
+            .is_some_and(|v| v.plan_class.contains("vbox"));
+        if vbox
+            && x.stderr
+                .contains(ferrite_hostinfo::vbox::VM_EXTENSIONS_DISABLED_MARK)
+        {
+            info!("Vbox app stderr indicates CPU VM extensions disabled");
+            state.host_info.p_vm_extensions_disabled = true;
         }
         let project_dir = config::project_dir(&self.dir, &key.0);
         if let Some(ps) = state.project_mut(&key.0) {
@@ -787,6 +805,7 @@ impl TaskTable {
                 .proxy
                 .filter(|x| x.use_http_proxy || x.use_socks_proxy)
                 .cloned(),
+            vm_extensions_disabled: state.host_info.p_vm_extensions_disabled,
             host_info: state.host_info.clone(),
             global_prefs: prefs.clone(),
             app_files: av.file_refs.iter().map(|f| f.file_name.clone()).collect(),

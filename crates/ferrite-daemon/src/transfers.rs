@@ -760,7 +760,11 @@ impl Transfers {
             let mut tampered = Vec::new();
             for name in app_files {
                 let Some(f) = ps.file(&name) else { continue };
-                if f.status != 1 {
+                // An anonymous project's files are the volunteer's builds: they may change.
+                if f.status != 1
+                    || (ps.project.anonymous_platform
+                        && ferrite_project::anonymous::is_local_file(f))
+                {
                     continue;
                 }
                 let Ok(meta) = std::fs::metadata(pdir.join(&name)) else {

@@ -33,7 +33,17 @@ pub fn parse_version_line(line: &str) -> Option<String> {
 /// Runs `program args…` in its own process group and returns its standard output (`None`
 /// when it cannot start). One that does not finish within `timeout` is killed with its
 /// children; what it printed until then is returned.
-fn output_of(program: &Path, args: &[&str], timeout: Duration) -> Option<String> {
+pub(crate) fn output_of(program: &Path, args: &[&str], timeout: Duration) -> Option<String> {
+    run(program, args, timeout).map(|(out, _)| out)
+}
+
+/// Whether `program args…` runs and exits with status 0 within `timeout`.
+pub(crate) fn status_of(program: &Path, args: &[&str], timeout: Duration) -> bool {
+    run(program, args, timeout).is_some_and(|(_, ok)| ok)
+}
+
+/// [`output_of`], with whether the program exited with status 0 in time.
+fn run(program: &Path, args: &[&str], timeout: Duration) -> Option<(String, bool)> {
     use std::os::unix::process::CommandExt as _;
     let mut child = Command::new(program)
         .args(args)
@@ -50,9 +60,13 @@ fn output_of(program: &Path, args: &[&str], timeout: Duration) -> Option<String>
         s
     });
     let start = Instant::now();
+    let mut ok = false;
     loop {
         match child.try_wait() {
-            Ok(Some(_)) => break,
+            Ok(Some(status)) => {
+                ok = status.success();
+                break;
+            }
             Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
             _ => {
                 // The whole group: a script's children keep the pipe open otherwise.
@@ -67,7 +81,7 @@ fn output_of(program: &Path, args: &[&str], timeout: Duration) -> Option<String>
             }
         }
     }
-    reader.join().ok()
+    reader.join().ok().map(|out| (out, ok))
 }
 
 /// Whether `program` is a working Docker/Podman CLI; its version if so.

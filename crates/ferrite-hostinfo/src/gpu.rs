@@ -115,6 +115,8 @@ pub struct NvidiaDevice {
     pub pci: PciInfo,
     /// Whether the device is used.
     pub usage: GpuUse,
+    /// NVML's UUID (`GPU-…`), empty when the driver does not say.
+    pub uuid: String,
 }
 
 /// Outcome of talking to NVML.
@@ -529,7 +531,9 @@ fn query_device(
             PciInfo::default()
         }
     };
+    let uuid = dev.uuid().unwrap_or_default();
     Ok(NvidiaDevice {
+        uuid,
         device_num: index,
         name,
         total_mem: mem.total,
@@ -683,6 +687,7 @@ mod tests {
             peak_flops: flops,
             pci: PciInfo::default(),
             usage: GpuUse::Unused,
+            uuid: String::new(),
         }
     }
 

@@ -18,10 +18,12 @@ pub mod bench;
 pub mod cgroup;
 pub mod cpuinfo;
 pub mod docker;
+pub mod docker_cleanup;
 pub mod gpu;
 pub mod opencl;
 pub mod os;
 mod report;
+pub mod vbox;
 
 use std::path::{Path, PathBuf};
 

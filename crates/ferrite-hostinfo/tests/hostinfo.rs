@@ -252,8 +252,10 @@ fn fake_nvml_two_gpus_every_field() {
         }
     );
     assert_eq!(a.usage, GpuUse::Used);
+    assert_eq!(a.uuid, "GPU-fa4e0000-0000-0000-0000-000000000000");
 
     let b = &p.nvidia[1];
+    assert_eq!(b.uuid, "GPU-fa4e0001-0000-0000-0000-000000000001");
     assert_eq!(b.device_num, 1);
     assert_eq!(b.name, "NVIDIA GeForce GTX 1660");
     assert_eq!(b.total_mem, 6_442_450_944);

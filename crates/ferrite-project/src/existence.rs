@@ -142,6 +142,7 @@ pub fn check_files(
     now: f64,
 ) -> FileCheck {
     let mut out = FileCheck::default();
+    let anonymous = ps.project.anonymous_platform;
     let app_files: HashSet<String> = ps
         .app_versions
         .iter()
@@ -182,10 +183,17 @@ pub fn check_files(
             continue;
         }
         let want_md5 = app_files.contains(&f.name) && !f.md5_cksum.trim().is_empty();
-        let problem = match look(&f.name, want_md5) {
+        // An anonymous project's own file (app_info.xml) may be replaced by a new build:
+        // only its presence counts, and its size is taken as it is.
+        let local = anonymous && crate::anonymous::is_local_file(f);
+        let problem = match look(&f.name, want_md5 && !local) {
             OnDisk::Missing => Some(FileProblem::Missing),
             // An output the app wrote but the client has not yet marked present is fine.
             OnDisk::Present { .. } if f.status != 1 => None,
+            OnDisk::Present { len, .. } if local => {
+                f.nbytes = len as f64;
+                None
+            }
             OnDisk::Present { len, .. }
                 if check_sizes && f.nbytes > 0.0 && f.nbytes != len as f64 =>
             {
@@ -549,6 +557,38 @@ mod tests {
             ps.result("r3").map(|r| r.state),
             Some(ResultState::FilesUploading)
         );
+    }
+
+    #[test]
+    fn an_anonymous_projects_rebuilt_app_is_taken_as_it_is_and_never_hashed() {
+        let mut ps = project();
+        ps.project.anonymous_platform = true;
+        // The volunteer's build (app_info.xml): no URL, a checksum it may not match now.
+        if let Some(f) = ps.file_mut("app_1.0") {
+            f.download_urls.clear();
+        }
+        let (check, hashed) = run(
+            &mut ps,
+            &[
+                ("app_1.0", 150, "ffffffffffffffffffffffffffffffff"),
+                ("in1", 10, ""),
+                ("in3", 10, ""),
+                ("r3_out", 5, ""),
+            ],
+        );
+        assert!(check.is_clean(), "{check:?}");
+        assert!(hashed.is_empty(), "{hashed:?}");
+        assert_eq!(
+            ps.file("app_1.0").map(|f| (f.status, f.nbytes)),
+            Some((1, 150.0))
+        );
+        // Gone, it is lost like any file without a URL.
+        let (check, _) = run(
+            &mut ps,
+            &[("in1", 10, ""), ("in3", 10, ""), ("r3_out", 5, "")],
+        );
+        assert_eq!(check.files.len(), 1);
+        assert_eq!(check.files[0].action, FileAction::Lost);
     }
 
     #[test]

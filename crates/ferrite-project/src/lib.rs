@@ -49,7 +49,9 @@
 //! `BoincCrypt` is BOINC's scheme via `ferrite_proto::crypt`, and any
 //! `Fn(key, md5_hex, signature) -> bool` closure works in tests.
 
+pub mod anonymous;
 pub mod attach;
+pub mod disallowed;
 pub mod existence;
 pub mod files;
 pub mod master;

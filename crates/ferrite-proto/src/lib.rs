@@ -16,8 +16,10 @@ pub mod sched_request;
 
 pub mod account;
 pub mod app_config;
+pub mod app_info;
 pub mod cc_config;
 pub mod crypt;
+pub mod gpu_control;
 pub mod init_data;
 pub mod job_log;
 pub mod notices;

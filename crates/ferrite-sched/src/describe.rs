@@ -41,7 +41,7 @@ impl SkipReason {
     pub fn describe(self) -> String {
         match self {
             SkipReason::CpusCommitted => "CpusCommitted: every usable CPU is taken",
-            SkipReason::NoCoprocInstance => "NoCoprocInstance: no GPU it may use has room for it (busy, or excluded for it in cc_config.xml)",
+            SkipReason::NoCoprocInstance => "NoCoprocInstance: no GPU it may use has room for it (busy, or excluded for it in cc_config.xml or for every project)",
             SkipReason::AppMaxConcurrent => {
                 "AppMaxConcurrent: its app's max_concurrent (app_config.xml) is reached"
             }
@@ -50,6 +50,10 @@ impl SkipReason {
             }
             SkipReason::Memory => {
                 "Memory: its working set would exceed the memory the preferences allow"
+            }
+            SkipReason::FinishThenStop => {
+                "FinishThenStop: its resource is set to finish its started tasks and then stop; \
+                 this one has not started"
             }
         }
         .to_owned()
@@ -143,6 +147,9 @@ impl FetchRule {
             ),
             FetchRule::MinimalWorkDone => "MinimalWorkDone: fetch_minimal_work is set and this \
                  client already had or asked for its one job per device"
+                .to_owned(),
+            FetchRule::FinishThenStop => "FinishThenStop: the resource is set to finish its \
+                 started tasks and then stop; no new work is asked for it"
                 .to_owned(),
             FetchRule::DiskFull => {
                 "DiskFull: Ferrite uses all the disk space the preferences allow".to_owned()

@@ -211,6 +211,8 @@ pub enum FetchRule {
     },
     /// `fetch_minimal_work`: this client already had or asked for its one job per device.
     MinimalWorkDone,
+    /// The volunteer set the resource to finish its started jobs and then stop.
+    FinishThenStop,
 }
 
 /// How much new work a project's deadlines allow on one resource.
@@ -461,7 +463,9 @@ impl<'a> Ctx<'a> {
                     .map(|r| {
                         let pr = &world.projects[p];
                         let rid = ResourceId(r as u8);
-                        if !has_apps[p][r] || pr.no_work_for.contains(rid) {
+                        if world.gpu_control.stops(rid) {
+                            Some(FetchRule::FinishThenStop)
+                        } else if !has_apps[p][r] || pr.no_work_for.contains(rid) {
                             Some(FetchRule::NoApps)
                         } else if non_excluded(world, p, r) <= 0.0 {
                             Some(FetchRule::AllInstancesExcluded)
@@ -654,7 +658,7 @@ fn non_excluded(world: &World, p: usize, r: usize) -> f64 {
     if r == 0 {
         return n;
     }
-    let mask = world.projects[p].excluded_mask(rid);
+    let mask = world.projects[p].excluded_mask(rid) | world.gpu_control.excluded_mask(rid);
     (0..(n as u32).min(64))
         .filter(|&k| mask & (1 << k) == 0)
         .count() as f64
@@ -708,7 +712,12 @@ pub fn decide(
             })
             .map(|r| ResourceRequest {
                 resource: ResourceId(r as u8),
-                req_secs: if ask { 1.0 } else { 0.0 },
+                // Nothing for a resource set to finish then stop.
+                req_secs: if ask && !world.gpu_control.stops(ResourceId(r as u8)) {
+                    1.0
+                } else {
+                    0.0
+                },
                 req_instances: 0.0,
                 estimated_delay: estimated_delay(sim, p, r),
             })

@@ -68,6 +68,7 @@ pub mod disk;
 pub mod error;
 pub mod estimate;
 pub mod fetch;
+pub mod gpu_control;
 pub mod model;
 pub mod policy;
 pub mod rng;
@@ -81,6 +82,7 @@ pub use fetch::{
     FetchBlock, FetchDecision, FetchRule, ReportDue, ReportRule, ResourceRequest, RpcReason,
     WorkRequest,
 };
+pub use gpu_control::GpuControl;
 pub use model::*;
 pub use policy::{Policy, RecMode};
 pub use rng::{FixedJitter, Jitter, SplitMix64};

@@ -658,6 +658,9 @@ pub struct World {
     pub app_versions: Vec<AppVersion>,
     /// Jobs in any order.
     pub jobs: Vec<Job>,
+    /// The volunteer's per-resource control for every project (excluded GPUs, "finish then
+    /// stop").
+    pub gpu_control: crate::gpu_control::GpuControl,
 }
 
 impl World {
@@ -673,6 +676,7 @@ impl World {
             apps: Vec::new(),
             app_versions: Vec::new(),
             jobs: Vec::new(),
+            gpu_control: crate::gpu_control::GpuControl::default(),
         }
     }
 

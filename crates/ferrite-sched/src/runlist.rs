@@ -77,6 +77,8 @@ pub enum SkipReason {
     ProjectMaxConcurrent,
     /// Its working set does not fit in the remaining RAM budget.
     Memory,
+    /// Its resource is set to finish then stop, and it has not started.
+    FinishThenStop,
 }
 
 /// Why a running job stops.
@@ -161,6 +163,9 @@ impl Admit {
         {
             return Err(SkipReason::ProjectMaxConcurrent);
         }
+        if !world.gpu_control.may_run(v.resource, j) {
+            return Err(SkipReason::FinishThenStop);
+        }
         if v.avg_ncpus > 0.0 && self.cpu_used >= self.ncpus - 1e-9 {
             return Err(SkipReason::CpusCommitted);
         }
@@ -171,7 +176,8 @@ impl Admit {
         if !v.resource.is_cpu() {
             let r = v.resource.index();
             let excluded = world.projects[p].excluded_mask(v.resource)
-                | world.apps[v.app.index()].excluded_mask(v.resource);
+                | world.apps[v.app.index()].excluded_mask(v.resource)
+                | world.gpu_control.excluded_mask(v.resource);
             let inst = &self.inst[r];
             let usable = |k: usize| k < 64 && excluded & (1u64 << k) == 0;
             let u = v.coproc_usage;

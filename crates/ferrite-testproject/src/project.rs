@@ -56,6 +56,66 @@ struct ServedVersion {
     signature: String,
 }
 
+/// What a job is sent to run with: a version the project serves, or, for a client on the
+/// anonymous platform, one of the versions its request lists (BOINC's scheduler then sends
+/// no app, app version or app file).
+#[derive(Debug, Clone, Copy)]
+enum Runs<'a> {
+    /// One of the project's `--app` versions.
+    Served(&'a ServedVersion),
+    /// The client's own version.
+    Client(&'a AppVersion),
+}
+
+impl Runs<'_> {
+    fn app_name(&self) -> &str {
+        match self {
+            Runs::Served(v) => &v.spec.name,
+            Runs::Client(v) => &v.app_name,
+        }
+    }
+
+    fn version_num(&self) -> i32 {
+        match self {
+            Runs::Served(_) => VERSION_NUM,
+            Runs::Client(v) => v.version_num,
+        }
+    }
+
+    fn plan_class(&self) -> &str {
+        match self {
+            Runs::Served(v) => &v.spec.plan_class,
+            Runs::Client(v) => &v.plan_class,
+        }
+    }
+
+    /// The GPU type it uses; `None` for CPU versions.
+    fn gpu_type(&self) -> Option<&str> {
+        match self {
+            Runs::Served(v) => v.spec.gpu_type(),
+            Runs::Client(v) => {
+                v.usage
+                    .coprocs
+                    .iter()
+                    .find(|c| c.count > 0.0)
+                    .map(|c| match c.rsc_type.as_str() {
+                        "CUDA" => "NVIDIA",
+                        t => t,
+                    })
+            }
+        }
+    }
+
+    /// CPUs a job uses.
+    fn ncpus(&self) -> f64 {
+        match self {
+            Runs::Served(v) => v.spec.ncpus,
+            Runs::Client(v) if v.usage.avg_ncpus > 0.0 => v.usage.avg_ncpus,
+            Runs::Client(_) => 1.0,
+        }
+    }
+}
+
 /// The input every job gets.
 #[derive(Debug, Clone)]
 struct Input {
@@ -699,21 +759,42 @@ impl Project {
     }
 
     /// The speed `v` runs at on the requesting host, FLOPS.
-    fn flops(req: &SchedulerRequest, v: &ServedVersion) -> f64 {
+    fn flops(req: &SchedulerRequest, v: Runs<'_>) -> f64 {
         let p_fpops = if req.host_info.p_fpops > 0.0 {
             req.host_info.p_fpops
         } else {
             1e9
         };
         let c = req.coprocs.as_ref();
-        let gpu = match v.spec.gpu_type() {
-            None => return p_fpops * v.spec.ncpus,
+        let gpu = match v.gpu_type() {
+            None => return p_fpops * v.ncpus(),
             Some("NVIDIA") => c.and_then(|c| c.nvidia.as_ref()).map(|n| n.peak_flops),
             Some(rsc) => c
                 .and_then(|c| c.other.iter().find(|o| o.rsc_type == rsc))
                 .map(|o| o.peak_flops),
         };
         gpu.filter(|f| *f > 0.0).unwrap_or(1e11)
+    }
+
+    /// The version a job of `app` is sent with for resource `rsc` (`None` = CPU): for an
+    /// anonymous-platform request one of the versions it lists, else one of the project's.
+    fn pick<'a>(
+        &'a self,
+        req: &'a SchedulerRequest,
+        app: &str,
+        rsc: Option<&str>,
+    ) -> Option<Runs<'a>> {
+        if req.platform_name == "anonymous" {
+            req.app_versions
+                .iter()
+                .map(Runs::Client)
+                .find(|v| v.app_name() == app && v.gpu_type() == rsc)
+        } else {
+            self.versions
+                .iter()
+                .map(Runs::Served)
+                .find(|v| v.app_name() == app && v.gpu_type() == rsc)
+        }
     }
 
     /// Sends again every in-progress result of host `hostid` that the request neither lists
@@ -751,10 +832,17 @@ impl Project {
                 continue;
             }
             state.counters.lost_results += 1;
-            let version = self
-                .versions
-                .iter()
-                .find(|v| v.spec.name == job.app_name && v.spec.plan_class == job.plan_class);
+            let version = if req.platform_name == "anonymous" {
+                req.app_versions
+                    .iter()
+                    .map(Runs::Client)
+                    .find(|v| v.app_name() == job.app_name && v.plan_class() == job.plan_class)
+            } else {
+                self.versions
+                    .iter()
+                    .map(Runs::Served)
+                    .find(|v| v.app_name() == job.app_name && v.plan_class() == job.plan_class)
+            };
             let deadline = job
                 .report_deadline
                 .max(t + RESEND_DEADLINE_FRACTION * (job.report_deadline - job.sent_time))
@@ -837,17 +925,11 @@ impl Project {
             while (secs < want.req_secs || inst < want.req_instances) && sent < MAX_JOBS_PER_RPC {
                 let pick = state.jobs.iter().position(|j| {
                     j.status == ResultStatus::Unsent
-                        && self.versions.iter().any(|v| {
-                            v.spec.name == j.app_name && v.spec.gpu_type() == rsc.as_deref()
-                        })
+                        && self.pick(req, &j.app_name, rsc.as_deref()).is_some()
                 });
                 let Some(i) = pick else { break };
                 let app_name = state.jobs[i].app_name.clone();
-                let Some(v) = self
-                    .versions
-                    .iter()
-                    .find(|v| v.spec.name == app_name && v.spec.gpu_type() == rsc.as_deref())
-                else {
+                let Some(v) = self.pick(req, &app_name, rsc.as_deref()) else {
                     break;
                 };
                 let flops = Self::flops(req, v);
@@ -856,7 +938,7 @@ impl Project {
                 let job = &mut state.jobs[i];
                 job.status = ResultStatus::InProgress;
                 job.hostid = hostid;
-                job.plan_class = v.spec.plan_class.clone();
+                job.plan_class = v.plan_class().to_owned();
                 job.sent_time = t;
                 job.report_deadline = t + self.args.deadline;
                 let job = job.clone();
@@ -864,7 +946,7 @@ impl Project {
                 state.counters.results_sent += 1;
                 sent += 1;
                 secs += self.args.fpops_est / flops;
-                inst += v.spec.ncpus.max(1.0);
+                inst += v.ncpus().max(1.0);
                 if rsc.is_some() {
                     inst += 1.0;
                 }
@@ -895,6 +977,28 @@ impl Project {
         &self,
         reply: &mut SchedulerReply,
         job: &Job,
+        runs: Runs<'_>,
+        flops: f64,
+        platform: &str,
+        bad_signature: bool,
+    ) {
+        match runs {
+            Runs::Served(v) => self.add_version(reply, v, flops, platform, bad_signature),
+            Runs::Client(_) => {}
+        }
+        // An anonymous-platform client runs the job with its own version, on that version's
+        // platform.
+        let platform = match runs {
+            Runs::Client(v) if !v.platform.is_empty() => v.platform.as_str(),
+            _ => platform,
+        };
+        self.add_work(reply, job, runs, platform);
+    }
+
+    /// The app, executable and app version of `v`, once per reply.
+    fn add_version(
+        &self,
+        reply: &mut SchedulerReply,
         v: &ServedVersion,
         flops: f64,
         platform: &str,
@@ -956,7 +1060,11 @@ impl Project {
                 ..AppVersion::default()
             });
         }
+    }
 
+    /// The workunit, input and result of `job`, to run with `runs` on `platform`.
+    fn add_work(&self, reply: &mut SchedulerReply, job: &Job, runs: Runs<'_>, platform: &str) {
+        let base = &self.base_url;
         // Input.
         let (mut in_name, sticky) = match &self.sticky_name {
             Some(n) => (n.clone(), true),
@@ -1005,8 +1113,8 @@ impl Project {
         }
         reply.workunits.push(Workunit {
             name: job.wu_name.clone(),
-            app_name: v.spec.name.clone(),
-            version_num: VERSION_NUM,
+            app_name: runs.app_name().to_owned(),
+            version_num: runs.version_num(),
             rsc_fpops_est: self.args.fpops_est,
             rsc_fpops_bound: self.args.fpops_est * 1000.0,
             rsc_memory_bound: 5e8,
@@ -1046,8 +1154,8 @@ impl Project {
                 ..FileRef::default()
             }],
             platform: platform.to_owned(),
-            version_num: VERSION_NUM,
-            plan_class: v.spec.plan_class.clone(),
+            version_num: runs.version_num(),
+            plan_class: runs.plan_class().to_owned(),
             report_immediately: true,
             ..TaskResult::default()
         });
@@ -1118,6 +1226,51 @@ mod tests {
 
     fn counters(p: &Project) -> crate::state::Counters {
         lock(&p.state).counters.clone()
+    }
+
+    #[test]
+    fn an_anonymous_platform_client_gets_work_for_its_own_versions_and_no_apps() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), &["--jobs", "2"]);
+        let mut req = SchedulerRequest::parse(&request(0, 0, "cpid-a", &[], &[]), "r")
+            .unwrap()
+            .value;
+        req.platform_name = "anonymous".into();
+        req.app_versions.push(AppVersion {
+            app_name: "alpha".into(),
+            version_num: 777,
+            platform: "x86_64-pc-linux-gnu".into(),
+            plan_class: "mine".into(),
+            ..AppVersion::default()
+        });
+        let r = reply(&p, &req.to_xml());
+        assert_eq!(r.results.len(), 2);
+        assert!(r.apps.is_empty() && r.app_versions.is_empty(), "{r:?}");
+        assert!(
+            r.file_infos
+                .iter()
+                .all(|f| !f.executable && f.file_signature.is_none()),
+            "no app file: {:?}",
+            r.file_infos
+        );
+        for res in &r.results {
+            assert_eq!(
+                (
+                    res.version_num,
+                    res.plan_class.as_str(),
+                    res.platform.as_str()
+                ),
+                (777, "mine", "x86_64-pc-linux-gnu")
+            );
+        }
+        assert!(r.workunits.iter().all(|w| w.version_num == 777));
+
+        // Versions of other apps, or of other resources, get nothing.
+        std::fs::create_dir_all(tmp.path().join("b")).unwrap();
+        let p = project(&tmp.path().join("b"), &["--jobs", "2"]);
+        req.app_versions[0].app_name = "gamma".into();
+        let r = reply(&p, &req.to_xml());
+        assert!(r.results.is_empty());
     }
 
     #[test]

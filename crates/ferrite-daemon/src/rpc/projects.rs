@@ -219,8 +219,10 @@ impl Daemon {
         }
         match config::attach_project(&self.dir, &mut self.state, url, key) {
             Ok(()) => {
+                let platform = self.state.platform_name.clone();
                 if let Some(ps) = self.state.project_mut(&canonical) {
                     ps.project.project_name = name.trim().to_owned();
+                    crate::anonymous::load(&self.dir, ps, &platform);
                 }
                 info!(project = %canonical, "attaching to project");
                 self.projects.attach = Some(AttachProgress::InProgress(canonical));

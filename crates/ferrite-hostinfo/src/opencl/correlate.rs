@@ -499,6 +499,7 @@ mod tests {
             peak_flops: 5e12,
             pci: PciInfo::default(),
             usage: GpuUse::Used,
+            uuid: String::new(),
         };
         let nvml = [nv(0, "GeForce A"), nv(1, "GeForce B")];
         let scan = scan_of(vec![(

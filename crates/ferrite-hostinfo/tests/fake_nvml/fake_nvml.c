@@ -123,6 +123,14 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
     return copy_str(name, length, d->name);
 }
 
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+    struct fake_device *d = check(device);
+    if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+    return copy_str(uuid, length,
+        d == &devices[0] ? "GPU-fa4e0000-0000-0000-0000-000000000000"
+                         : "GPU-fa4e0001-0000-0000-0000-000000000001");
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
     struct fake_device *d = check(device);
     if (!d) return NVML_ERROR_INVALID_ARGUMENT;
