@@ -15,6 +15,7 @@ pub mod sched_reply;
 pub mod sched_request;
 
 pub mod account;
+pub mod acct_mgr;
 pub mod app_config;
 pub mod cc_config;
 pub mod crypt;
