@@ -5,6 +5,7 @@
 //! and is the only code that changes state. The loop saves the state file through the
 //! crash-safe [`store`] whenever the state changed, at most once a second.
 
+pub mod acct_mgr;
 pub mod activity;
 pub mod cli;
 pub mod config;
@@ -79,6 +80,8 @@ pub enum Event {
     /// A child process ended (SIGCHLD): an app exited, so its CPU can be given to the next
     /// task now rather than at the next tick.
     ChildExited,
+    /// An account-manager sync ended (reply text, or a BOINC error code and its text).
+    AcctMgr(Result<String, (i32, String)>),
 }
 
 /// The running client.
@@ -153,6 +156,8 @@ pub struct Daemon {
     pub(crate) state_epoch: u64,
     /// The last `get_state` reply and its epoch.
     state_reply: Option<(u64, String)>,
+    /// The account manager in use and its sync clock.
+    acct_mgr: acct_mgr::AcctMgr,
 }
 
 impl Daemon {
@@ -206,6 +211,7 @@ impl Daemon {
             ),
             state_epoch: 0,
             state_reply: None,
+            acct_mgr: acct_mgr::AcctMgr::default(),
             dir,
             opts,
             log,
@@ -219,6 +225,7 @@ impl Daemon {
         daemon.time_session =
             ferrite_project::stats::TimeSession::start(&mut daemon.state.time_stats, now());
         daemon.load_config();
+        daemon.init_acct_mgr();
         let tuning = tuning::Tuning::from_options(&daemon.opts);
         let changed = tuning.changes();
         if !changed.is_empty() {
@@ -752,6 +759,10 @@ impl Daemon {
                     Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
                     Some(Event::Info(done)) => self.info_fetched(done, now()),
                     Some(Event::ChildExited) => self.tick_soon = true,
+                    Some(Event::AcctMgr(result)) => {
+                        self.state_epoch += 1;
+                        self.acct_mgr_done(result, now());
+                    }
                     Some(Event::Transfer(done)) => {
                         self.state_epoch += 1;
                         let t = now();
@@ -795,6 +806,7 @@ impl Daemon {
                 }
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
                 self.tick_projects(t);
+                self.tick_acct_mgr(t);
                 self.tick_info(t);
                 self.refresh_metrics(t);
                 let _ = self.notifier.status(&self.status_line());
