@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::testproject::{client_dir_in, http, start_client, status, Server, KEY};
-use ferrite_e2e::{boinccmd, free_port, gui_rpc, Proc};
+use ferrite_e2e::{boinccmd, ferrite_bounded, free_port, gui_rpc, Proc};
 
 const HOSTS: usize = 20;
 /// The manager's `repeat_sec`.
@@ -144,6 +144,50 @@ fn twenty_hosts_follow_one_account_manager_within_two_sync_periods() {
     let t_suspend = converge(&hosts, "suspended on half", |i, s| {
         s.contains("<suspended_via_gui/>") == (i < HOSTS / 2)
     });
+
+    // One table across the fleet (plus a host that is not there) with `ferrite --hosts`.
+    let mut list = String::from("# the fleet\n");
+    for h in &hosts {
+        list.push_str(&format!("127.0.0.1:{} pw\n", h.port));
+    }
+    let dead = free_port();
+    list.push_str(&format!("127.0.0.1:{dead}\n"));
+    let file = tmp.path().join("hosts.txt");
+    std::fs::write(&file, list).expect("hosts file");
+    let file = file.to_str().expect("utf-8");
+    let out = ferrite_bounded(
+        tmp.path(),
+        &["--hosts", file, "status"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    println!("{}", out.stdout);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        HOSTS + 2,
+        "header, the fleet, the missing host"
+    );
+    assert!(lines[0].starts_with("HOST") && lines[0].contains("PROJECTS"));
+    for (i, h) in hosts.iter().enumerate() {
+        let row = lines[i + 1];
+        assert!(
+            row.starts_with(&format!("127.0.0.1:{} ", h.port)) && row.contains(" ok "),
+            "{row}"
+        );
+    }
+    assert!(
+        lines[HOSTS + 1].contains("cannot connect"),
+        "{}",
+        out.stdout
+    );
+    let out = ferrite_bounded(
+        tmp.path(),
+        &["--hosts", file, "--json", "tasks"],
+        Duration::from_secs(60),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(v["errors"].as_array().map(Vec::len), Some(1), "{v}");
 
     let detach = reply(&server, "<detach>1</detach>");
     set_policy(&server, None, &detach);
