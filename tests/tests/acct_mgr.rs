@@ -312,3 +312,62 @@ fn the_official_client_does_the_same_with_the_same_replies() {
     drop(ferrited);
     official.quit();
 }
+
+/// A data directory the official client left while an account manager ran it keeps syncing
+/// under Ferrite: same manager, same account, same host, on the stored schedule.
+#[test]
+fn a_host_taken_over_from_an_account_managed_official_client_keeps_syncing() {
+    assert!(
+        official_client_installed(),
+        "the official client is needed: install Debian's boinc-client (see .ci/run)"
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start(tmp.path(), &["--jobs", "0"]);
+    let am_url = format!("{}am/", server.url);
+    let short = attach_reply(&server, "", "")
+        .replace("<repeat_sec>600</repeat_sec>", "<repeat_sec>3</repeat_sec>");
+    set_policy(&server, None, &short);
+    let dir = tmp.path().join("host");
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(dir.join("gui_rpc_auth.cfg"), "pw\n").expect("password");
+    let official = OfficialClient::start(&dir);
+    let _ = official.boinccmd(&["--set_network_mode", "always"]);
+    let (ok, out) = official.boinccmd(&["--acct_mgr", "attach", &am_url, "farm1", "secret"]);
+    assert!(ok, "{out}");
+    assert_poll_ok(&out);
+    let cpid = am_status(&server)["last"]["farm1"]["host_cpid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!cpid.is_empty());
+    let (_, oinfo) = official.boinccmd(&["--acct_mgr", "info"]);
+    official.quit();
+    let before = am_requests(&server, "farm1");
+
+    let port = free_port();
+    let client = start_client(&dir, port, None);
+    wait(
+        Duration::from_secs(30),
+        "a periodic sync from Ferrite",
+        || client.output(),
+        || am_requests(&server, "farm1") > before,
+    );
+    let s = am_status(&server);
+    assert_eq!(
+        s["last"]["farm1"]["host_cpid"],
+        cpid.as_str(),
+        "the same host"
+    );
+    assert_eq!(
+        s["last"]["farm1"]["projects"][0]["attached_via_acct_mgr"], true,
+        "{s}"
+    );
+    let finfo = boinccmd(port, Some("pw"), &["--acct_mgr", "info"]).stdout;
+    assert_eq!(finfo, oinfo);
+    let status = project_status(port);
+    assert!(status.contains("<attached_via_acct_mgr/>"), "{status}");
+    // Ferrite writes the files back in the layout the official client reads.
+    let (u, l) = read_am_files(&dir);
+    assert_eq!(u.url, am_url);
+    assert_eq!(l.login, "farm1");
+}
