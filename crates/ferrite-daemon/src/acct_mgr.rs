@@ -809,6 +809,122 @@ mod tests {
         assert!(am.poll_xml().contains("<message>closed</message>"));
     }
 
+    fn daemon(dir: &Path) -> Daemon {
+        let opts = crate::cli::Options {
+            dir: Some(dir.to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..crate::cli::Options::default()
+        };
+        Daemon::start(opts, crate::logging::init()).expect("daemon")
+    }
+
+    /// One sync with the test account manager's reply to the daemon's own request.
+    fn sync(d: &mut Daemon, am: &ferrite_testproject::acct_mgr::AccountManager, target: &Target) {
+        let t = crate::now();
+        let req = d.acct_mgr_request(target, None, t).to_xml();
+        let reply = am.rpc(&req);
+        d.acct_mgr.in_flight = Some((target.clone(), true));
+        d.acct_mgr_done(Ok(reply), t);
+    }
+
+    #[test]
+    fn replies_attach_change_and_detach_projects() {
+        use ferrite_testproject::acct_mgr::{AccountManager, AM_NAME, AM_PASSWORD};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let am_dir = tempfile::tempdir().expect("tempdir");
+        let am = AccountManager::new(am_dir.path().to_path_buf());
+        let mut d = daemon(dir.path());
+        let target = Target {
+            url: "http://am.example/".into(),
+            login: "h".into(),
+            password_hash: password_hash("h", AM_PASSWORD),
+            authenticator: String::new(),
+        };
+        let url = "http://p.example/";
+        am.set_policy(
+            None,
+            &format!(
+                "<acct_mgr_reply>\n<repeat_sec>60</repeat_sec>\n<account>\n<url>{url}</url>\n<authenticator>1_k</authenticator>\n<resource_share>30</resource_share>\n<suspend>1</suspend>\n<no_rsc>NVIDIA</no_rsc>\n</account>\n<account>\n<url>http://forged.example/</url>\n<url_signature>\n00ff\n.\n</url_signature>\n<authenticator>x</authenticator>\n</account>\n<user_keywords>\n<yes>5</yes>\n</user_keywords>\n</acct_mgr_reply>"
+            ),
+        )
+        .expect("policy");
+        let t0 = crate::now();
+        sync(&mut d, &am, &target);
+        assert!(d.acct_mgr.using_am());
+        assert_eq!(d.state.projects.len(), 1, "the forged URL is not attached");
+        let p = &d.state.projects[0].project;
+        assert_eq!(p.master_url, url);
+        assert!(p.attached_via_acct_mgr && p.suspended_via_gui);
+        assert_eq!(p.no_rsc_ams, ["NVIDIA"]);
+        assert_eq!(account_key(dir.path(), url), "1_k");
+        // The share arrives on the next sync, as for the official client (an attach sets no
+        // share).
+        sync(&mut d, &am, &target);
+        let p = &d.state.projects[0].project;
+        assert_eq!(
+            (p.resource_share, p.ams_resource_share_new),
+            (30.0, Some(30.0))
+        );
+        let next = d.acct_mgr.clock.next_rpc_time - t0;
+        assert!((59.0..62.0).contains(&next), "repeat_sec: {next}");
+        assert_eq!(
+            d.acct_mgr.keywords_xml().as_deref(),
+            Some("<user_keywords>\n   <yes>5</yes>\n</user_keywords>\n")
+        );
+        assert!(d.acct_mgr.info_xml().contains(AM_NAME));
+        let login = fs::read_to_string(dir.path().join(ACCT_MGR_LOGIN_FILE)).expect("login");
+        assert!(login.contains("<login>h</login>"), "{login}");
+
+        // The manager stops setting a share: the account's comes back; resume.
+        am.set_policy(
+            None,
+            &format!("<acct_mgr_reply>\n<account>\n<url>{url}</url>\n<suspend>0</suspend>\n</account>\n</acct_mgr_reply>"),
+        )
+        .expect("policy");
+        sync(&mut d, &am, &target);
+        let p = &d.state.projects[0].project;
+        assert_eq!((p.resource_share, p.ams_resource_share_new), (100.0, None));
+        assert!(!p.suspended_via_gui);
+
+        // A different manager is refused while this one is in use.
+        let other = Request::AcctMgrRpc {
+            url: Some("http://other.example/".into()),
+            name: Some("h".into()),
+            password: Some("x".into()),
+            use_config_file: false,
+        };
+        assert_eq!(
+            d.gui_rpc_reply(other),
+            reply::error("attached to a different AM - detach first")
+        );
+
+        // Detach through the manager.
+        am.set_policy(
+            None,
+            &format!("<acct_mgr_reply>\n<account>\n<url>{url}</url>\n<detach>1</detach>\n</account>\n</acct_mgr_reply>"),
+        )
+        .expect("policy");
+        sync(&mut d, &am, &target);
+        assert!(d.state.projects.is_empty());
+
+        // Leaving: files deleted, nothing in use.
+        let leave = Request::AcctMgrRpc {
+            url: Some(String::new()),
+            name: Some(String::new()),
+            password: Some(String::new()),
+            use_config_file: false,
+        };
+        assert_eq!(d.gui_rpc_reply(leave), reply::SUCCESS);
+        assert!(!d.acct_mgr.using_am());
+        assert!(!dir.path().join(ACCT_MGR_URL_FILE).exists());
+        assert!(!dir.path().join(ACCT_MGR_LOGIN_FILE).exists());
+        assert_eq!(
+            d.gui_rpc_reply(Request::AcctMgrRpcPoll),
+            "<acct_mgr_rpc_reply>\n    <error_num>0</error_num>\n</acct_mgr_rpc_reply>\n"
+        );
+    }
+
     #[test]
     fn mod_time_of_prefs() {
         assert_eq!(mod_time("\n<mod_time>12.5</mod_time>\n"), 12.5);
