@@ -98,6 +98,15 @@ fn boinccmd_joins_an_account_manager_that_attaches_the_project_and_runs_its_work
     );
     assert!(out.stdout.contains("poll status:"), "{}", out.stdout);
     assert!(!dir.join("acct_mgr_url.xml").exists());
+    let notices = gui_rpc(
+        port,
+        Some("pw"),
+        "<get_notices>\n<seqno>0</seqno>\n</get_notices>\n",
+    );
+    assert!(
+        notices.contains("Message from account manager: Invalid password"),
+        "{notices}"
+    );
 
     let out = boinccmd(
         port,

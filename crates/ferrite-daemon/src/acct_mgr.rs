@@ -80,6 +80,8 @@ pub struct AcctMgr {
     in_flight: Option<(Target, bool)>,
     /// Syncs started since start-up (for figures).
     pub syncs: u64,
+    /// Next look at starvation (dynamic managers, once a minute).
+    next_starve_check: f64,
 }
 
 impl AcctMgr {
@@ -226,14 +228,38 @@ impl Daemon {
         }
     }
 
-    /// Once a turn of the loop: a periodic sync when one is due.
+    /// Once a turn of the loop: a periodic sync when one is due; for a dynamic manager, once
+    /// a minute, a sync asking for other projects when the computer has lacked work for 10
+    /// minutes (then backing off, doubling up to a day). Lacking work here means computing
+    /// is allowed and no project has a task left to run.
     pub(crate) fn tick_acct_mgr(&mut self, t: f64) {
-        if !self.acct_mgr.using_am() || self.acct_mgr.busy() || !self.acct_mgr.clock.due(t) {
+        if !self.acct_mgr.using_am() || self.acct_mgr.busy() {
             return;
         }
-        self.acct_mgr.clock.started(t);
-        let target = self.acct_mgr.current();
-        self.start_acct_mgr_rpc(target, false, t);
+        if self.acct_mgr.clock.due(t) {
+            self.acct_mgr.clock.started(t);
+            let target = self.acct_mgr.current();
+            self.start_acct_mgr_rpc(target, false, t);
+            return;
+        }
+        if !self.acct_mgr.login.dynamic || t < self.acct_mgr.next_starve_check {
+            return;
+        }
+        self.acct_mgr.next_starve_check = t + 60.0;
+        let idle = self.suspended.0.is_none()
+            && !self.state.projects.iter().any(|p| {
+                p.results
+                    .iter()
+                    .any(|r| r.state < ResultState::ComputeError)
+            });
+        if self.acct_mgr.clock.starved(t, idle) {
+            info!(
+                "Some devices idle - requesting new projects from {}",
+                self.acct_mgr.url_file.name
+            );
+            let target = self.acct_mgr.current();
+            self.start_acct_mgr_rpc(target, false, t);
+        }
     }
 
     /// The GUI RPC calls of the account-manager family.
