@@ -227,6 +227,22 @@ fn the_official_client_does_the_same_with_the_same_replies() {
     let official = OfficialClient::start(&odir);
     let _ = official.boinccmd(&["--set_network_mode", "always"]);
 
+    // A refused password: both polls end with the same words, and nothing is stored.
+    let f = boinccmd(
+        fport,
+        Some("pw"),
+        &["--acct_mgr", "attach", &am_url, "ferrite", "bad"],
+    );
+    let (_, o) = official.boinccmd(&["--acct_mgr", "attach", &am_url, "official", "bad"]);
+    assert_eq!(
+        f.stdout.lines().last(),
+        o.lines().last(),
+        "{}\n{o}",
+        f.stdout
+    );
+    assert!(f.stdout.contains("poll status:"), "{}", f.stdout);
+    assert!(!fdir.join("acct_mgr_url.xml").exists() && !odir.join("acct_mgr_url.xml").exists());
+
     // Attach: both store the same manager, account and key and attach the same project.
     let out = boinccmd(
         fport,
