@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::testproject::{client_dir, http, start_client, Server, KEY};
-use ferrite_e2e::{boinccmd, free_port, gui_rpc, official_client_installed, OfficialClient};
+use ferrite_e2e::{
+    boinccmd, free_port, gui_rpc, official_client_installed, GuiRpcSession, OfficialClient,
+};
 use ferrite_proto::acct_mgr::{password_hash, AcctMgrLoginFile, AcctMgrUrlFile};
 
 /// Sets the test manager's reply for `login` (every login when `None`).
@@ -395,4 +397,71 @@ fn a_host_taken_over_from_an_account_managed_official_client_keeps_syncing() {
     let (u, l) = read_am_files(&dir);
     assert_eq!(u.url, am_url);
     assert_eq!(l.login, "farm1");
+}
+
+/// Polls `poll` until its `<error_num>` is not -204 (in progress); the last reply.
+fn poll_until_done(session: &mut GuiRpcSession, poll: &str) -> String {
+    let t0 = Instant::now();
+    loop {
+        let r = session.call(poll);
+        if !r.contains("<error_num>-204</error_num>") {
+            return r;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{poll}: still in progress"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The GUI RPC calls of BOINC Manager's "Use account manager" wizard on one connection
+/// (project config of the URL, which says it is a manager; the manager RPC and its poll;
+/// the manager's info), made to Ferrite and to the official client: the same answers.
+#[test]
+fn the_manager_wizard_calls_answer_as_the_official_client() {
+    assert!(
+        official_client_installed(),
+        "the official client is needed: install Debian's boinc-client (see .ci/run)"
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = Server::start(tmp.path(), &["--jobs", "0"]);
+    let am_url = format!("{}am/", server.url);
+    set_policy(&server, None, &attach_reply(&server, "", ""));
+    let fdir = client_dir(tmp.path(), "");
+    let fport = free_port();
+    let _ferrited = start_client(&fdir, fport, None);
+    let odir = tmp.path().join("official");
+    fs::create_dir_all(&odir).expect("mkdir");
+    fs::write(odir.join("gui_rpc_auth.cfg"), "pw\n").expect("password");
+    let official = OfficialClient::start(&odir);
+    let _ = official.boinccmd(&["--set_network_mode", "always"]);
+
+    let mut answers = Vec::new();
+    for port in [fport, official.port()] {
+        let mut s = GuiRpcSession::open(port, "pw");
+        let r = s.call(&format!(
+            "<get_project_config>\n<url>{am_url}</url>\n</get_project_config>\n"
+        ));
+        assert!(r.contains("<success/>"), "{r}");
+        let config = poll_until_done(&mut s, "<get_project_config_poll/>\n");
+        assert!(
+            config.contains("<account_manager/>"),
+            "port {port}: {config}"
+        );
+        let r = s.call(&format!(
+            "<acct_mgr_rpc>\n<url>{am_url}</url>\n<name>wizard</name>\n<password>secret</password>\n</acct_mgr_rpc>\n"
+        ));
+        assert!(r.contains("<success/>"), "{r}");
+        let poll = poll_until_done(&mut s, "<acct_mgr_rpc_poll/>\n");
+        let info = s.call("<acct_mgr_info/>\n");
+        answers.push((config, poll, info));
+    }
+    assert_eq!(answers[0], answers[1], "Ferrite, then the official client");
+    assert!(
+        answers[0].2.contains("<have_credentials/>"),
+        "{:?}",
+        answers[0]
+    );
+    official.quit();
 }

@@ -196,6 +196,14 @@ impl AccountManager {
         })
     }
 
+    /// `get_project_config.php`: what BOINC Manager's account-manager wizard asks first; the
+    /// `<account_manager/>` flag tells it this URL is a manager, not a project.
+    pub fn project_config(master_url: &str) -> String {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<project_config>\n    <name>{AM_NAME}</name>\n    <master_url>{master_url}</master_url>\n    <account_manager/>\n    <uses_username/>\n    <client_account_creation_disabled/>\n    <min_passwd_length>6</min_passwd_length>\n</project_config>\n"
+        )
+    }
+
     /// The manager's master page.
     pub fn master_page() -> String {
         format!("<html><head><title>{AM_NAME}</title></head><body>{AM_NAME}</body></html>\n")

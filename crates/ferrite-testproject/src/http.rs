@@ -316,6 +316,9 @@ async fn route(
             "text/html",
             crate::acct_mgr::AccountManager::master_page(),
         ),
+        (Method::GET, "/am/get_project_config.php") => xml(
+            crate::acct_mgr::AccountManager::project_config(&format!("{}am/", project.base_url())),
+        ),
         (Method::POST, "/am/rpc.php") => match body_text(req).await {
             Some(b) => xml(shared.am.rpc(&b)),
             None => status_only(StatusCode::PAYLOAD_TOO_LARGE),
