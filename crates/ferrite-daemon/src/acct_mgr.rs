@@ -320,6 +320,7 @@ impl Daemon {
         }
         let Some(http) = self.projects.http() else {
             self.acct_mgr.op_error = (-113, "HTTP is not available".to_owned());
+            self.acct_mgr.clock.failed(t, jitter());
             return;
         };
         let am = &self.acct_mgr;
