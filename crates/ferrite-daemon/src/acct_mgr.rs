@@ -220,6 +220,7 @@ impl Daemon {
                 ps.project.attached_via_acct_mgr = false;
             }
         }
+        self.update_feed_filter();
         if self.acct_mgr.using_am() {
             info!("Using account manager {}", self.acct_mgr.url_file.name);
             if !self.acct_mgr.login.user_name.is_empty() {
@@ -542,9 +543,18 @@ impl Daemon {
         am.clock.succeeded(t, reply.repeat_sec);
         am.login.user_keywords = reply.user_keywords.clone();
         am.write_files(&self.dir);
+        self.update_feed_filter();
         self.projects.poll_soon();
         self.save.mark_dirty(t);
         self.tick_soon = true;
+    }
+
+    /// A manager that sent `no_project_notices` has only its own feeds fetched (as the
+    /// official client's feed list).
+    fn update_feed_filter(&mut self) {
+        let am = &self.acct_mgr;
+        self.feeds.only_from =
+            (am.using_am() && am.login.no_project_notices).then(|| am.url_file.url.clone());
     }
 
     fn log_plan_notes(&self, plan: &SyncPlan) {
@@ -725,6 +735,7 @@ impl Daemon {
             }
         }
         self.forget_feeds(&am_url);
+        self.update_feed_filter();
         self.save.mark_dirty(t);
     }
 }
@@ -872,7 +883,7 @@ mod tests {
         am.set_policy(
             None,
             &format!(
-                "<acct_mgr_reply>\n<repeat_sec>60</repeat_sec>\n<account>\n<url>{url}</url>\n<authenticator>1_k</authenticator>\n<resource_share>30</resource_share>\n<suspend>1</suspend>\n<no_rsc>NVIDIA</no_rsc>\n</account>\n<account>\n<url>http://forged.example/</url>\n<url_signature>\n00ff\n.\n</url_signature>\n<authenticator>x</authenticator>\n</account>\n<user_keywords>\n<yes>5</yes>\n</user_keywords>\n</acct_mgr_reply>"
+                "<acct_mgr_reply>\n<repeat_sec>60</repeat_sec>\n<account>\n<url>{url}</url>\n<authenticator>1_k</authenticator>\n<resource_share>30</resource_share>\n<suspend>1</suspend>\n<no_rsc>NVIDIA</no_rsc>\n</account>\n<account>\n<url>http://forged.example/</url>\n<url_signature>\n00ff\n.\n</url_signature>\n<authenticator>x</authenticator>\n</account>\n<user_keywords>\n<yes>5</yes>\n</user_keywords>\n<no_project_notices>1</no_project_notices>\n</acct_mgr_reply>"
             ),
         )
         .expect("policy");
@@ -900,6 +911,11 @@ mod tests {
             Some("<user_keywords>\n   <yes>5</yes>\n</user_keywords>\n")
         );
         assert!(d.acct_mgr.info_xml().contains(AM_NAME));
+        assert_eq!(
+            d.feeds.only_from.as_deref(),
+            Some("http://am.example/"),
+            "no_project_notices: only the manager's feeds"
+        );
         let login = fs::read_to_string(dir.path().join(ACCT_MGR_LOGIN_FILE)).expect("login");
         assert!(login.contains("<login>h</login>"), "{login}");
 
@@ -944,6 +960,7 @@ mod tests {
         };
         assert_eq!(d.gui_rpc_reply(leave), reply::SUCCESS);
         assert!(!d.acct_mgr.using_am());
+        assert_eq!(d.feeds.only_from, None);
         assert!(!dir.path().join(ACCT_MGR_URL_FILE).exists());
         assert!(!dir.path().join(ACCT_MGR_LOGIN_FILE).exists());
         assert_eq!(
