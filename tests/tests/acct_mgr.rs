@@ -169,7 +169,7 @@ fn boinccmd_joins_an_account_manager_that_attaches_the_project_and_runs_its_work
         &attach_reply(
             &server,
             "<suspend>1</suspend>\n<resource_share>42</resource_share>\n<no_rsc>CPU</no_rsc>",
-            "",
+            "<send_tasks_all/>\n<opaque>\n<fleet>7</fleet>\n</opaque>",
         ),
     );
     let out = boinccmd(port, Some("pw"), &["--acct_mgr", "sync"]);
@@ -187,6 +187,10 @@ fn boinccmd_joins_an_account_manager_that_attaches_the_project_and_runs_its_work
     assert_eq!(last["suspended_via_gui"], true, "{last}");
     assert_eq!(last["resource_share"], 42.0, "{last}");
     assert_eq!(last["account_key"], KEY, "{last}");
+    // Asked for: the task list (the finished tasks are gone: an empty list), the opaque data.
+    let host = &am_status(&server)["last"]["host1"];
+    assert_eq!(host["results"], 0, "{host}");
+    assert_eq!(host["opaque"], "<fleet>7</fleet>", "{host}");
 
     // Leaving the manager: its files go, the project stays and is the user's again.
     let out = boinccmd(port, Some("pw"), &["--acct_mgr", "detach"]);
