@@ -466,6 +466,53 @@ pub fn gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> String {
     exchange(op_xml)
 }
 
+/// One GUI RPC connection kept open across calls, as BOINC Manager keeps one (the official
+/// client keeps some operations, such as `get_project_config`, per connection).
+#[derive(Debug)]
+pub struct GuiRpcSession {
+    stream: std::net::TcpStream,
+}
+
+impl GuiRpcSession {
+    /// Connects to `127.0.0.1:port` and authenticates with `password`.
+    pub fn open(port: u16, password: &str) -> GuiRpcSession {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut s = GuiRpcSession { stream };
+        let r = s.call("<auth1/>\n");
+        let nonce = r
+            .split("<nonce>")
+            .nth(1)
+            .and_then(|t| t.split("</nonce>").next())
+            .expect("nonce")
+            .to_owned();
+        let hash = ferrite_gui_rpc::auth::nonce_hash(&nonce, password);
+        let r = s.call(&format!(
+            "<auth2>\n<nonce_hash>{hash}</nonce_hash>\n</auth2>\n"
+        ));
+        assert!(r.contains("<authorized/>"), "{r}");
+        s
+    }
+
+    /// Sends `op_xml`; the reply text without its 0x03.
+    pub fn call(&mut self, op_xml: &str) -> String {
+        use std::io::Write as _;
+        let msg = format!("<boinc_gui_rpc_request>\n{op_xml}</boinc_gui_rpc_request>\n\u{3}");
+        self.stream.write_all(msg.as_bytes()).expect("send");
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while !buf.ends_with(&[3]) {
+            let n = self.stream.read(&mut chunk).expect("read");
+            assert!(n > 0, "connection closed");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        buf.pop();
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}
+
 /// Starts `ferrited` on `dir` with GUI RPC on `port` and waits until it listens.
 pub fn ferrited_with_gui_rpc(dir: &Path, port: u16) -> Proc {
     let d = dir.to_str().expect("utf-8 path");

@@ -740,13 +740,21 @@ fn configuration_files_are_written_read_and_applied_through_gui_rpc() {
             "{poll}: {r}"
         );
     }
-    // What Ferrite does not do answers an error, never a success.
+    // An account manager that is not there: the sync starts, its poll says how it went.
     let r = gui_rpc(
         port,
         PW,
         "<acct_mgr_rpc>\n<url>http://127.0.0.1:9/</url>\n<name>n</name>\n<password>p</password>\n</acct_mgr_rpc>\n",
     );
-    assert!(r.contains("<error>") && !r.contains("<success/>"), "{r}");
+    assert!(r.contains("<success/>"), "{r}");
+    let r = gui_rpc(port, PW, "<acct_mgr_rpc_poll/>\n");
+    assert!(
+        r.contains("<acct_mgr_rpc_reply>\n") && r.contains("<error_num>-"),
+        "{r}"
+    );
+    // Missing arguments answer BOINC's error.
+    let r = gui_rpc(port, PW, "<acct_mgr_rpc>\n<url>x</url>\n</acct_mgr_rpc>\n");
+    assert!(r.contains("<error>bad arg</error>"), "{r}");
     let r = gui_rpc(
         port,
         PW,

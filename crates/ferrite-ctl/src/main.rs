@@ -21,6 +21,7 @@ macro_rules! println {
 mod account;
 mod demo;
 mod exit;
+mod hosts;
 mod model;
 mod password;
 mod tables;
@@ -58,6 +59,10 @@ struct Cli {
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
+    /// Ask every host of this file (boinctui's configuration, or lines `HOST[:PORT]
+    /// [PASSWORD]`) at once; for `status` and `tasks`.
+    #[arg(long, global = true, value_name = "FILE")]
+    hosts: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -394,6 +399,30 @@ async fn watch_loop(
     Ok(())
 }
 
+/// `--hosts FILE status|tasks`: one table across the hosts of the file.
+async fn run_hosts(file: &std::path::Path, command: &Command, json: bool) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the hosts file {}", file.display()))?;
+    let entries = hosts::parse_hosts(&text).map_err(|e| exit::usage(format!("{e:#}")))?;
+    if entries.is_empty() {
+        return Err(exit::usage(format!("no host in {}", file.display())));
+    }
+    let reports = hosts::gather(&entries).await;
+    match command {
+        Command::Status if json => print_json(&reports),
+        Command::Status => {
+            print!("{}", hosts::status_table(&reports));
+            Ok(())
+        }
+        Command::Tasks { .. } if json => print_json(&hosts::tasks_json(&reports)),
+        Command::Tasks { .. } => {
+            print!("{}", hosts::tasks_table(&reports));
+            Ok(())
+        }
+        _ => Err(exit::usage("--hosts works with `status` and `tasks`")),
+    }
+}
+
 /// Sends a request and checks for an error answer; returns the body.
 async fn fetch(client: &mut GuiRpcClient, request: &Request) -> anyhow::Result<String> {
     let body = client.call(request).await?;
@@ -432,6 +461,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             dir: data.clone(),
         })
         .await;
+    }
+    if let Some(file) = &cli.hosts {
+        return run_hosts(file, &cli.command, cli.json).await;
     }
     let mut client = connect(&cli).await?;
     let json = cli.json;

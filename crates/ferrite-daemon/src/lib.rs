@@ -5,6 +5,7 @@
 //! and is the only code that changes state. The loop saves the state file through the
 //! crash-safe [`store`] whenever the state changed, at most once a second.
 
+pub mod acct_mgr;
 pub mod activity;
 pub mod anonymous;
 pub mod cli;
@@ -82,6 +83,8 @@ pub enum Event {
     /// A child process ended (SIGCHLD): an app exited, so its CPU can be given to the next
     /// task now rather than at the next tick.
     ChildExited,
+    /// An account-manager sync ended (reply text, or a BOINC error code and its text).
+    AcctMgr(Result<String, (i32, String)>),
 }
 
 /// The running client.
@@ -160,6 +163,8 @@ pub struct Daemon {
     docker: docker::Janitor,
     /// Per-GPU control for every project (Ferrite only).
     gpu_control: gpu_control::GpuControlState,
+    /// The account manager in use and its sync clock.
+    acct_mgr: acct_mgr::AcctMgr,
 }
 
 impl Daemon {
@@ -215,6 +220,7 @@ impl Daemon {
             state_reply: None,
             docker: docker::Janitor::default(),
             gpu_control: gpu_control::GpuControlState::default(),
+            acct_mgr: acct_mgr::AcctMgr::default(),
             dir,
             opts,
             log,
@@ -228,6 +234,7 @@ impl Daemon {
         daemon.time_session =
             ferrite_project::stats::TimeSession::start(&mut daemon.state.time_stats, now());
         daemon.load_config();
+        daemon.init_acct_mgr();
         let tuning = tuning::Tuning::from_options(&daemon.opts);
         let changed = tuning.changes();
         if !changed.is_empty() {
@@ -799,6 +806,10 @@ impl Daemon {
                     Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
                     Some(Event::Info(done)) => self.info_fetched(done, now()),
                     Some(Event::ChildExited) => self.tick_soon = true,
+                    Some(Event::AcctMgr(result)) => {
+                        self.state_epoch += 1;
+                        self.acct_mgr_done(result, now());
+                    }
                     Some(Event::Transfer(done)) => {
                         self.state_epoch += 1;
                         let t = now();
@@ -842,6 +853,7 @@ impl Daemon {
                 }
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
                 self.tick_projects(t);
+                self.tick_acct_mgr(t);
                 self.tick_info(t);
                 self.refresh_metrics(t);
                 let _ = self.notifier.status(&self.status_line());

@@ -61,6 +61,9 @@ pub struct FeedEntry {
 pub struct Feeds {
     entries: Vec<FeedEntry>,
     in_flight: Option<String>,
+    /// Only this source's feeds are fetched (an account manager that sent
+    /// `no_project_notices`: its own feeds, none of the projects').
+    pub only_from: Option<String>,
 }
 
 impl Feeds {
@@ -118,10 +121,11 @@ impl Feeds {
         if self.in_flight.is_some() {
             return None;
         }
+        let only = self.only_from.as_deref();
         let url = self
             .all()
             .into_iter()
-            .find(|e| now > e.feed.next_poll_time)?
+            .find(|e| now > e.feed.next_poll_time && only.is_none_or(|u| e.project_url == u))?
             .feed
             .url
             .clone();
@@ -411,6 +415,18 @@ mod tests {
             poll_interval: every,
             next_poll_time: 0.0,
         }
+    }
+
+    #[test]
+    fn only_the_managers_feeds_when_it_hides_project_notices() {
+        let mut f = Feeds::default();
+        f.set_project("P", "Proj", vec![feed("p", 100.0)]);
+        f.set_project("AM", "Manager", vec![feed("am", 100.0)]);
+        f.only_from = Some("AM".into());
+        let e = f.due(10.0).expect("the manager's feed");
+        assert_eq!(e.feed.url, "am");
+        f.fetched("am");
+        assert!(f.due(11.0).is_none(), "the project's feed is not fetched");
     }
 
     #[test]

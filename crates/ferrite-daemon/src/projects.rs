@@ -1022,6 +1022,7 @@ impl Daemon {
             no_alt_platforms: cc.no_alt_platform,
             client_brand: Some(client_brand(&self.dir)),
             time_stats: Some(self.time_session.request_form(&self.state.time_stats, t)),
+            user_keywords: self.acct_mgr.keywords_xml(),
             ..RequestInput::default()
         }
     }
@@ -1134,7 +1135,9 @@ impl Daemon {
             unsigned_apps_ok: self.config.cc.options.unsigned_apps_ok,
             gpu_types: self.gpu_types(),
             current_prefs_mod_time: self.config.prefs.prefs.mod_time,
-            prefs_from_account_manager: false,
+            prefs_from_account_manager: self
+                .acct_mgr
+                .owns_prefs(&self.config.prefs.prefs.source_project),
         };
         let outcome = match apply_reply(&mut self.state, url, &reply, t, &opts, &BoincCrypt) {
             Ok(o) => o,

@@ -49,6 +49,7 @@
 //! `BoincCrypt` is BOINC's scheme via `ferrite_proto::crypt`, and any
 //! `Fn(key, md5_hex, signature) -> bool` closure works in tests.
 
+pub mod acct_mgr;
 pub mod anonymous;
 pub mod attach;
 pub mod disallowed;

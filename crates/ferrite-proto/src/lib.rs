@@ -15,6 +15,7 @@ pub mod sched_reply;
 pub mod sched_request;
 
 pub mod account;
+pub mod acct_mgr;
 pub mod app_config;
 pub mod app_info;
 pub mod cc_config;

@@ -40,6 +40,8 @@ struct Shared {
     traffic: Mutex<Traffic>,
     /// Download name → altered bytes served instead.
     tampered: Mutex<HashMap<String, Bytes>>,
+    /// The account manager under `/am/`.
+    am: crate::acct_mgr::AccountManager,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -143,6 +145,7 @@ fn endpoint(method: &Method, path: &str) -> Option<&'static str> {
             "/get_project_config.php" | "/lookup_account.php" | "/create_account.php",
         ) => Some("web_rpc"),
         (&Method::POST, "/cgi") => Some("scheduler"),
+        (&Method::POST, "/am/rpc.php") => Some("acct_mgr"),
         (&Method::GET | &Method::HEAD, p) if p.starts_with("/download/") => Some("download"),
         (&Method::POST, "/cgi-bin/file_upload_handler") => Some("upload"),
         (_, "/status" | "/fault") => None,
@@ -231,6 +234,7 @@ pub async fn serve(
         storm: Mutex::new(None),
         traffic: Mutex::new(Traffic::default()),
         tampered: Mutex::new(HashMap::new()),
+        am: crate::acct_mgr::AccountManager::new(project.data_dir().to_path_buf()),
     });
     loop {
         let accepted = tokio::select! {
@@ -307,11 +311,48 @@ async fn route(
         (Method::POST, "/cgi-bin/file_upload_handler") => {
             return upload(project, &shared, req).await
         }
+        (Method::GET, "/am/" | "/am/index.php") => text(
+            StatusCode::OK,
+            "text/html",
+            crate::acct_mgr::AccountManager::master_page(),
+        ),
+        (Method::GET, "/am/get_project_config.php") => xml(
+            crate::acct_mgr::AccountManager::project_config(&format!("{}am/", project.base_url())),
+        ),
+        (Method::POST, "/am/rpc.php") => match body_text(req).await {
+            Some(b) => xml(shared.am.rpc(&b)),
+            None => status_only(StatusCode::PAYLOAD_TOO_LARGE),
+        },
+        (Method::POST, "/am/policy") => {
+            let login = query(&req).get("login").cloned();
+            match body_text(req).await {
+                Some(b) => match shared.am.set_policy(login.as_deref(), &b) {
+                    Ok(()) => text(StatusCode::OK, "text/plain", "policy set\n"),
+                    Err(e) => text(StatusCode::BAD_REQUEST, "text/plain", e),
+                },
+                None => status_only(StatusCode::PAYLOAD_TOO_LARGE),
+            }
+        }
+        (Method::GET, "/am/status") => text(
+            StatusCode::OK,
+            "application/json",
+            shared.am.status_json().to_string(),
+        ),
         (Method::GET, "/status") => status(&project, &shared),
         (Method::POST, "/fault") => fault(&project, &shared, req).await,
         _ => status_only(StatusCode::NOT_FOUND),
     };
     Ok(if partial { cut(resp) } else { resp })
+}
+
+/// A request body as text (`None` when too large or not UTF-8).
+async fn body_text(req: Request<Incoming>) -> Option<String> {
+    let b = Limited::new(req.into_body(), MAX_REQUEST)
+        .collect()
+        .await
+        .ok()?
+        .to_bytes();
+    String::from_utf8(b.to_vec()).ok()
 }
 
 /// A scheduler reply the storm cuts in half.

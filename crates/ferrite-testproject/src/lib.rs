@@ -8,6 +8,7 @@
 //! Use [`Server::start`] in-process, or run the `ferrite-testproject` binary (same options,
 //! see [`config::Args`]).
 
+pub mod acct_mgr;
 pub mod config;
 pub mod fault;
 mod http;

@@ -399,9 +399,16 @@ impl Daemon {
             | Request::NetworkAvailable
             | Request::GetOldResults
             | Request::FerriteExplain) => self.answer_projects(req, t),
-            Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll => not_available("acct_mgr_rpc"),
+            req @ (Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll | Request::AcctMgrInfo) => {
+                self.answer_acct_mgr(req, t)
+            }
             other => self.answer_status(other, conn, t),
         }
+    }
+
+    /// The reply of a status query (for callers outside the GUI RPC layer).
+    pub(crate) fn answer_status_for(&mut self, request: Request, t: f64) -> String {
+        self.answer_status(request, 0, t)
     }
 
     fn rpc_set_mode(&mut self, kind: ModeKind, mode: RpcRunMode, duration: f64, t: f64) -> String {
@@ -510,13 +517,6 @@ impl Daemon {
             }
         }
     }
-}
-
-/// The reply to an operation that needs the project loop, which Ferrite does not have yet.
-pub(super) fn not_available(op: &str) -> String {
-    reply::error(&format!(
-        "{op} is not available: this Ferrite version does not contact project servers yet"
-    ))
 }
 
 #[cfg(test)]

@@ -195,9 +195,7 @@ impl Daemon {
                 Some(p) => format!("{}\n", p.trim()),
                 None => NO_PROXY.to_owned(),
             },
-            Request::AcctMgrInfo => "<acct_mgr_info>\n   <acct_mgr_url></acct_mgr_url>\n   \
-                 <acct_mgr_name></acct_mgr_name>\n</acct_mgr_info>\n"
-                .to_owned(),
+            Request::AcctMgrInfo => self.acct_mgr.info_xml(),
             Request::GetProjectInitStatus => {
                 "<get_project_init_status>\n    <url></url>\n    <name></name>\n</get_project_init_status>\n"
                     .to_owned()
@@ -467,7 +465,7 @@ impl Daemon {
         let mut w = XmlWriter::new();
         w.open("cc_status")
             .num("network_status", NETWORK_WANT_DISCONNECT)
-            .num("ams_password_error", 0);
+            .num("ams_password_error", u8::from(self.acct_mgr.password_error));
         for (kind, name) in [
             (ModeKind::Cpu, "task"),
             (ModeKind::Gpu, "gpu"),
