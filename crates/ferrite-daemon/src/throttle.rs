@@ -717,9 +717,15 @@ mod tests {
         let mut t = Throttle::new();
         t.limit = 25.0;
         t.mechanism = Some(Mechanism::Cgroup(dir.clone()));
-        // Our own process group stands in for an app's (it exists in /proc).
-        // SAFETY: getpgrp has no preconditions.
-        let pgid = unsafe { libc::getpgrp() };
+        // A child in a process group of its own stands in for an app (the test process's
+        // own group also holds other tests' short-lived children).
+        use std::os::unix::process::CommandExt;
+        let mut app = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        let pgid = app.id() as i32;
         let gs = [
             group(pgid, TaskState::Running),
             group(i32::MAX - 7, TaskState::Running),
@@ -729,12 +735,14 @@ mod tests {
             fs::read_to_string(dir.join("cpu.max")).expect("read"),
             "50000 100000"
         );
-        // The last process written is one of our group (a plain file keeps only the last).
+        // The app's one process was written (a plain file keeps only the last).
         let moved: i32 = fs::read_to_string(dir.join("cgroup.procs"))
             .expect("read")
             .parse()
             .expect("pid");
-        assert!(processes_in_groups(Path::new("/proc"), &[pgid]).contains(&moved));
+        let _ = app.kill();
+        let _ = app.wait();
+        assert_eq!(moved, pgid);
         assert!(t.moved.contains(&pgid));
         assert_eq!(t.next_switch(0.0), None, "no duty cycle with a cgroup");
     }
