@@ -22,6 +22,7 @@ pub mod tasks;
 pub mod throttle;
 pub mod transfers;
 pub mod tuning;
+pub mod web;
 pub mod writer;
 
 use std::collections::{BTreeMap, HashSet};
@@ -144,6 +145,8 @@ pub struct Daemon {
     notifier: sdnotify::Notifier,
     /// The latest OpenMetrics text, when the metrics endpoint is on.
     metrics: Option<tokio::sync::watch::Sender<String>>,
+    /// The daemon's own CPU and memory over time, kept while the HTTP server is on.
+    usage: Option<web::UsageHistory>,
     /// Bytes received and sent by finished transfer attempts since start-up.
     xfer_bytes: (u64, u64),
     /// This run's part of the time statistics that scheduler requests report.
@@ -199,6 +202,7 @@ impl Daemon {
             project_list_in_flight: false,
             notifier: sdnotify::Notifier::from_env(),
             metrics: None,
+            usage: None,
             xfer_bytes: (0, 0),
             time_session: ferrite_project::stats::TimeSession::start(
                 &mut ferrite_proto::client_state::TimeStats::default(),
@@ -685,7 +689,7 @@ impl Daemon {
         } else {
             self.start_gui_rpc()
         };
-        let metrics_server = self.start_metrics().await;
+        let metrics_server = self.start_web().await;
         self.save_if_due(now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
@@ -1116,32 +1120,6 @@ impl Daemon {
         )
     }
 
-    /// Starts the metrics endpoint when `--metrics_port` or `<ferrite_metrics_port>` asks.
-    async fn start_metrics(&mut self) -> Option<metrics::MetricsServer> {
-        let port = if self.opts.metrics_port != 0 {
-            self.opts.metrics_port
-        } else {
-            self.config.cc.options.ferrite_metrics_port
-        };
-        if port == 0 {
-            return None;
-        }
-        let (tx, rx) = tokio::sync::watch::channel(String::new());
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        match metrics::MetricsServer::start(addr, rx).await {
-            Ok(server) => {
-                info!("metrics on http://{}/metrics", server.local_addr());
-                self.metrics = Some(tx);
-                self.refresh_metrics(now());
-                Some(server)
-            }
-            Err(e) => {
-                error!("cannot serve metrics on {addr}: {e}");
-                None
-            }
-        }
-    }
-
     /// Renders the metrics text from the state and the core's last pass.
     fn refresh_metrics(&mut self, t: f64) {
         let Some(tx) = &self.metrics else {
@@ -1200,6 +1178,7 @@ impl Daemon {
             t,
         );
         tx.send_replace(text);
+        self.sample_usage(t);
     }
 }
 
