@@ -9,6 +9,7 @@ pub mod activity;
 pub mod cli;
 pub mod config;
 pub mod filecheck;
+pub mod history;
 pub mod lock;
 pub mod logging;
 pub mod metrics;
@@ -149,6 +150,8 @@ pub struct Daemon {
     usage: Option<web::UsageHistory>,
     /// Bytes received and sent by finished transfer attempts since start-up.
     xfer_bytes: (u64, u64),
+    /// Bytes transferred per day (`daily_xfer_history.xml`).
+    xfer_history: history::XferHistory,
     /// This run's part of the time statistics that scheduler requests report.
     time_session: ferrite_project::stats::TimeSession,
     /// Bumped whenever the state may have changed (any event but a read-only GUI query,
@@ -204,6 +207,7 @@ impl Daemon {
             metrics: None,
             usage: None,
             xfer_bytes: (0, 0),
+            xfer_history: history::XferHistory::load(&dir, now(), 0),
             time_session: ferrite_project::stats::TimeSession::start(
                 &mut ferrite_proto::client_state::TimeStats::default(),
                 0.0,
@@ -760,6 +764,8 @@ impl Daemon {
                         self.state_epoch += 1;
                         let t = now();
                         if let Ok(n) = &done.result {
+                            let tz = self.state.host_info.timezone;
+                            self.xfer_history.add(t, tz, *n, done.upload);
                             if done.upload {
                                 self.xfer_bytes.1 += n;
                             } else {
@@ -801,6 +807,7 @@ impl Daemon {
                 self.tick_projects(t);
                 self.tick_info(t);
                 self.refresh_metrics(t);
+                self.xfer_history.poll(&self.dir, t, false);
                 let _ = self.notifier.status(&self.status_line());
             }
             if self.throttle.wants_poll() {
@@ -818,6 +825,7 @@ impl Daemon {
         self.throttle
             .release(&throttle::groups(&self.tasks, &self.state));
         self.tasks.shutdown(&mut self.state, abort_code).await;
+        self.xfer_history.poll(&self.dir, now(), true);
         if let Some(code) = abort_code {
             self.abort_unfinished(code, now());
         }
