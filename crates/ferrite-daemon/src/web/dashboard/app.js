@@ -232,7 +232,7 @@ function renderTasks(results) {
           class: "act-abort",
           onclick: () => { if (confirm("Abort task " + name + "? Its work so far is lost.")) act("<abort_result>" + target + "</abort_result>", name + " abort"); },
         }, "Abort"),
-      ].reduce((f, b) => (f.append(b, " "), f), document.createDocumentFragment()) : "")));
+      ].reduce((f, b) => (f.append(b, " "), f), document.createDocumentFragment()) : ""));
   });
   fill(document.querySelector("#tasks tbody"), rows, "no tasks");
 }
