@@ -212,6 +212,24 @@ impl Browser {
             .map(|_| ())
     }
 
+    /// Accepts the open `confirm()` dialog, if one is open: whether one was.
+    pub fn accept_dialog(&self) -> bool {
+        self.session_call("POST", "/alert/accept", Some(&json!({})))
+            .is_ok()
+    }
+
+    /// Chooses `value` in the first `<select>` matching a CSS selector (as a user would,
+    /// firing its change event).
+    pub fn select(&self, css: &str, value: &str) {
+        let css_js = serde_json::to_string(css).expect("json");
+        let value_js = serde_json::to_string(value).expect("json");
+        let done = self.execute(&format!(
+            "const s = document.querySelector({css_js}); if (!s) return false; \
+             s.value = {value_js}; s.dispatchEvent(new Event('change')); return s.value === {value_js};"
+        ));
+        assert_eq!(done, Value::Bool(true), "select {value} in {css}");
+    }
+
     /// Types `text` into the first element matching a CSS selector.
     pub fn type_into(&self, css: &str, text: &str) {
         let el = self

@@ -1,7 +1,8 @@
 //! The web dashboard in a real browser: Debian's headless Chromium, driven through
 //! `chromedriver`, loads the dashboard of a `ferrited` running the test project's work, sees
 //! the task table and the history plots, signs in with the GUI RPC password and suspends a
-//! running task, which GUI RPC then reports suspended. Screenshots are kept under
+//! running task, stops new work for the project, suspends computing for an hour, turns the
+//! network off and aborts a task after its confirmation; GUI RPC then reports each change. Screenshots are kept under
 //! `target/dashboard-screenshots/`; the page weight and the daemon's memory with and without
 //! the dashboard open are printed.
 
@@ -53,7 +54,7 @@ fn seed_history(dir: &Path, url: &str, now: u64) {
 }
 
 #[test]
-fn the_dashboard_shows_the_work_and_suspends_a_task_through_gui_rpc() {
+fn the_dashboard_shows_the_work_and_its_actions_go_through_gui_rpc() {
     let tmp = tempfile::tempdir().expect("tmp");
     // `alpha` jobs finish at once (job log, credit, transfers); `beta` jobs run for minutes.
     let server = Server::start_apps(
@@ -182,6 +183,69 @@ fn the_dashboard_shows_the_work_and_suspends_a_task_through_gui_rpc() {
     assert!(block.contains("<suspended_via_gui/>"), "{block}");
     browser.screenshot(&shots.join("dashboard-suspended.png"));
 
+    // No new tasks for the project, through its button.
+    click_retrying(&browser, "#projects tr[data-project] button.act-nomore");
+    wait_rpc(gui, "<get_project_status/>\n", "<dont_request_more_work/>");
+    // Computing suspended for an hour through the run-mode row.
+    browser.wait_for(
+        "the run-mode row",
+        "return !!document.querySelector('#modes tr[data-mode=\"set_run_mode\"] select')",
+        T,
+    );
+    browser.select("#modes tr[data-mode=\"set_run_mode\"] select.mode", "never");
+    browser.select(
+        "#modes tr[data-mode=\"set_run_mode\"] select.duration",
+        "3600",
+    );
+    click_retrying(&browser, "#modes tr[data-mode=\"set_run_mode\"] button");
+    let cc = wait_rpc(gui, "<get_cc_status/>\n", "<task_mode>3</task_mode>");
+    let delay: f64 = cc
+        .split("<task_mode_delay>")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!((3000.0..=3600.0).contains(&delay), "for an hour: {cc}");
+    assert!(
+        cc.contains("<task_mode_perm>2</task_mode_perm>"),
+        "then auto again: {cc}"
+    );
+    // Network off (until changed), so that the aborted task is not reported and gone
+    // before it is looked at.
+    browser.select(
+        "#modes tr[data-mode=\"set_network_mode\"] select.mode",
+        "never",
+    );
+    click_retrying(&browser, "#modes tr[data-mode=\"set_network_mode\"] button");
+    wait_rpc(gui, "<get_cc_status/>\n", "<network_mode>3</network_mode>");
+    // Abort a task: only after the confirmation.
+    let victim = browser
+        .execute("const b = document.querySelector('#tasks tr button.act-abort'); return b ? b.closest('tr').dataset.task : null")
+        .as_str()
+        .expect("a task to abort")
+        .to_owned();
+    let abort = format!("#tasks tr[data-task=\"{victim}\"] button.act-abort");
+    click_retrying(&browser, &abort);
+    let t0 = Instant::now();
+    while !browser.accept_dialog() {
+        assert!(t0.elapsed() < T, "no confirmation asked");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    browser.wait_for(
+        "the task shown aborted",
+        &format!(
+            "const r = document.querySelector('#tasks tr[data-task=\"{victim}\"]'); \
+             return !!r && r.dataset.state === 'aborted'"
+        ),
+        T,
+    );
+    let results = gui_rpc(gui, Some("pw"), "<get_results/>\n");
+    let block = results
+        .split("<result>")
+        .find(|r| r.contains(&format!("<name>{victim}</name>")))
+        .expect("the aborted task over GUI RPC");
+    assert!(block.contains("<state>6</state>"), "aborted: {block}");
+
     // Figures: what the page weighs, and the daemon's memory with it open.
     let weight = browser.execute(
         "const nav = performance.getEntriesByType('navigation')[0]; \
@@ -199,6 +263,19 @@ fn the_dashboard_shows_the_work_and_suspends_a_task_through_gui_rpc() {
     drop(browser);
     client.signal(libc::SIGTERM);
     assert!(client.wait(T).success(), "{}", client.output());
+}
+
+/// Asks GUI RPC `op` until the reply contains `needle`; the reply.
+fn wait_rpc(port: u16, op: &str, needle: &str) -> String {
+    let t0 = Instant::now();
+    loop {
+        let r = gui_rpc(port, Some("pw"), op);
+        if r.contains(needle) {
+            return r;
+        }
+        assert!(t0.elapsed() < T, "{op} never said {needle}: {r}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Clicks `css`, again while the table is being redrawn (every 2 s) under the pointer.

@@ -120,9 +120,9 @@ async function act(op, what) {
 const MODES = ["", "always", "auto", "never"];
 
 function modeRow(label, op, mode, perm, delay) {
-  const sel = h("select", { "aria-label": label + " mode" },
+  const sel = h("select", { "aria-label": label + " mode", class: "mode" },
     ...["always", "auto", "never"].map((m) => h("option", { value: m, selected: m === MODES[perm] }, m)));
-  const dur = h("select", { "aria-label": label + " duration" },
+  const dur = h("select", { "aria-label": label + " duration", class: "duration" },
     h("option", { value: "0" }, "until changed"),
     h("option", { value: "3600" }, "for 1 hour"),
     h("option", { value: "21600" }, "for 6 hours"),
@@ -131,12 +131,27 @@ function modeRow(label, op, mode, perm, delay) {
     onclick: () => act("<" + op + "><" + sel.value + "/><duration>" + dur.value + "</duration></" + op + ">",
       label + " mode " + sel.value),
   }, "Set");
-  const now = MODES[mode] + (delay > 0 ? " (for " + duration(delay) + ", then " + MODES[perm] + ")" : "");
-  return h("tr", { "data-mode": op }, h("td", {}, label), h("td", { class: "mode" }, now), h("td", {}, sel, dur, set));
+  return h("tr", { "data-mode": op }, h("td", {}, label), h("td", { class: "mode" }, modeText(mode, perm, delay)),
+    h("td", {}, sel, dur, set));
+}
+
+function modeText(mode, perm, delay) {
+  return MODES[mode] + (delay > 0 ? " (for " + duration(delay) + ", then " + MODES[perm] + ")" : "");
 }
 
 function renderModes(cc) {
   const tbody = document.querySelector("#modes tbody");
+  const figures = [
+    ["set_run_mode", "task_mode"], ["set_gpu_mode", "gpu_mode"], ["set_network_mode", "network_mode"],
+  ];
+  if (tbody.children.length === figures.length) {
+    // Only the modes in force change: a choice being made in the selects stays.
+    for (const [op, tag] of figures) {
+      const cell = tbody.querySelector("tr[data-mode=\"" + op + "\"] td.mode");
+      if (cell) cell.textContent = modeText(num(cc, tag), num(cc, tag + "_perm"), num(cc, tag + "_delay"));
+    }
+    return;
+  }
   tbody.replaceChildren(
     modeRow("Computing", "set_run_mode", num(cc, "task_mode"), num(cc, "task_mode_perm"), num(cc, "task_mode_delay")),
     modeRow("GPU", "set_gpu_mode", num(cc, "gpu_mode"), num(cc, "gpu_mode_perm"), num(cc, "gpu_mode_delay")),
@@ -184,7 +199,7 @@ function renderProjects(ps) {
       h("td", {},
         h("button", { onclick: () => act(op(p.suspended ? "project_resume" : "project_suspend"), p.name), class: "act-suspend" },
           p.suspended ? "Resume" : "Suspend"),
-        h("button", { onclick: () => act(op(p.nomore ? "project_allowmorework" : "project_nomorework"), p.name) },
+        h("button", { onclick: () => act(op(p.nomore ? "project_allowmorework" : "project_nomorework"), p.name), class: p.nomore ? "act-allowmore" : "act-nomore" },
           p.nomore ? "Allow new tasks" : "No new tasks"),
         h("button", { onclick: () => act(op("project_update"), p.name + " update") }, "Update")));
   });
