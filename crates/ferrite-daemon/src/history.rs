@@ -87,6 +87,24 @@ fn trim_to_newest(path: &Path, keep: u64) -> io::Result<()> {
     fs::rename(&tmp, path)
 }
 
+/// The lines of a job log from time `t` on, for a scheduler request's `<job_log>` when the
+/// project asked for them (`send_job_log`); `None` when there is no log.
+pub fn job_log_since(path: &Path, t: f64) -> Option<String> {
+    let text = fs::read_to_string(path).ok()?;
+    let mut out = String::new();
+    for line in text.lines() {
+        let time = line
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.parse::<f64>().ok());
+        if time.is_some_and(|x| x >= t) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Some(out)
+}
+
 /// `daily_xfer_history.xml` in memory, with when it was last written.
 #[derive(Debug, Default)]
 pub struct XferHistory {
@@ -157,6 +175,16 @@ impl XferHistory {
         &self.days
     }
 
+    /// The `<daily_xfer_history>` element of a scheduler request: bytes up and down in the
+    /// `ndays` days ending today (the official `write_scheduler_request`).
+    pub fn scheduler_request_xml(&self, now: f64, timezone: i32, ndays: i32) -> String {
+        let (up, down) = self.days.totals(day_number(now, timezone), ndays);
+        format!(
+            "<daily_xfer_history>\n   <ndays>{ndays}</ndays>\n   <up>{up:.6}</up>\n   \
+             <down>{down:.6}</down>\n</daily_xfer_history>\n"
+        )
+    }
+
     /// Writes the file when it changed and the last write is a minute old (or `force`).
     pub fn poll(&mut self, dir: &Path, now: f64, force: bool) {
         if !self.dirty || (!force && (now - self.last_write).abs() < XFER_WRITE_EVERY) {
@@ -220,6 +248,22 @@ mod tests {
     }
 
     #[test]
+    fn job_log_lines_from_a_time_on_go_to_the_scheduler() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job_log_x.txt");
+        assert_eq!(job_log_since(&path, 0.0), None);
+        for t in [100.0, 200.0, 300.0] {
+            append_job(&path, &rec(&format!("r_{t}"), t), 1 << 20).expect("append");
+        }
+        let sent = job_log_since(&path, 200.0).expect("a log");
+        assert_eq!(sent.lines().count(), 2, "{sent}");
+        assert!(
+            sent.starts_with("200 ue ") && sent.contains("nm r_300 "),
+            "{sent}"
+        );
+    }
+
+    #[test]
     fn transfer_history_counts_per_day_newest_first_and_round_trips() {
         let dir = tempfile::tempdir().expect("tempdir");
         let day = 20000.0 * 86400.0;
@@ -248,6 +292,12 @@ mod tests {
         );
         let again = XferHistory::load(dir.path(), day + 86400.0, 0);
         assert_eq!(again.days(), h.days());
+        // What a scheduler request says over the last two days (today is day 20002).
+        assert_eq!(
+            h.scheduler_request_xml(day + 2.0 * 86400.0, 0, 2),
+            "<daily_xfer_history>\n   <ndays>2</ndays>\n   <up>1.000000</up>\n   \
+             <down>7.000000</down>\n</daily_xfer_history>\n"
+        );
         // A year later the old days are gone.
         let later = XferHistory::load(dir.path(), day + 365.0 * 86400.0, 0);
         assert_eq!(
