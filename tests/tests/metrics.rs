@@ -347,3 +347,79 @@ fn cc_config_option_turns_metrics_on() {
     p.signal(libc::SIGTERM);
     assert!(p.wait(T).success(), "{}", p.output());
 }
+
+#[test]
+fn a_remote_bind_without_a_secret_is_refused_and_a_token_file_is_the_secret() {
+    // An empty GUI RPC password and no token file: no server anywhere but loopback. The
+    // address is a documentation one, never bound: the refusal comes first.
+    let dir = fixture_data_dir("02_tasks_running");
+    fs::write(dir.path().join("gui_rpc_auth.cfg"), "").expect("empty password");
+    let port = free_port();
+    let port_arg = port.to_string();
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--metrics_port",
+        &port_arg,
+        "--metrics_bind",
+        "192.0.2.1",
+    ]);
+    p.wait_for("needs a GUI RPC password or a token file", T);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+
+    // With a token file, on loopback: reads are open, and an action needs the token.
+    let token = dir.path().join("metrics.token");
+    fs::write(&token, "t0ken\n").expect("token");
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--metrics_port",
+        &port_arg,
+        "--metrics_token_file",
+        token.to_str().expect("utf-8"),
+    ]);
+    p.wait_for("entering main loop", T);
+    let t0 = Instant::now();
+    while get(port, "/metrics").is_none() {
+        assert!(t0.elapsed() < T, "{}", p.output());
+        thread::sleep(Duration::from_millis(100));
+    }
+    let post = |auth: &str| {
+        let body = "<boinc_gui_rpc_request><set_run_mode><never/><duration>0</duration></set_run_mode></boinc_gui_rpc_request>";
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s.write_all(
+            format!(
+                "POST /api/rpc HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Ferrite-Dashboard: 1\r\n{auth}\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .expect("send");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    };
+    let refused = post("");
+    assert!(refused.contains(" 401 "), "{refused}");
+    let wrong = post("Authorization: Bearer pw\r\n");
+    assert!(wrong.contains(" 401 "), "{wrong}");
+    let done = post("Authorization: Bearer t0ken\r\n");
+    assert!(done.contains("<success/>"), "{done}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    let state = load(dir.path());
+    assert_eq!(
+        state.user_run_request,
+        ferrite_proto::client_state::RunMode::Never,
+        "the action went through the GUI RPC handler and was saved"
+    );
+}
