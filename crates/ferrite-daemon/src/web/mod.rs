@@ -74,7 +74,7 @@ pub struct Sources {
     pub metrics: watch::Receiver<String>,
     /// Where API calls go (the main loop answers them); `None` serves no API.
     pub calls: Option<mpsc::Sender<Call>>,
-    /// The data directory (job logs and statistics files for the history views).
+    /// The data directory (the job logs the history view reads).
     pub data_dir: Option<std::path::PathBuf>,
     /// The client's own CPU and memory over time.
     pub usage: Option<UsageHistory>,
