@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub mod boinc_server;
 pub mod inspect;
 pub mod testproject;
+pub mod webdriver;
 pub mod x11;
 
 /// The workspace root.

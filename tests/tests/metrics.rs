@@ -1,5 +1,6 @@
-//! The opt-in metrics endpoint of a running `ferrited`: scraped over loopback with a plain
-//! HTTP/1.0 request, the text must parse as OpenMetrics and its task counts must match the
+//! The metrics endpoint of a running `ferrited`: scraped over loopback with a plain HTTP/1.0
+//! request, the text must parse as OpenMetrics (asked for as Prometheus asks), pass
+//! `promtool check metrics` in the classic text format, and its task counts must match the
 //! data directory the daemon runs on.
 
 use std::collections::HashMap;
@@ -7,19 +8,32 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::{fixture_data_dir, free_port, Proc};
+use ferrite_e2e::{fixture_data_dir, free_port, installed, Proc};
 use ferrite_proto::client_state::{ClientState, ResultState};
 
 const T: Duration = Duration::from_secs(30);
 
+/// What Prometheus sends in `Accept`.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,\
+    application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
 /// `GET path` over HTTP/1.0; `(head, body)`, or `None` while nothing listens.
 fn get(port: u16, path: &str) -> Option<(String, String)> {
+    get_accepting(port, path, None)
+}
+
+/// `GET path` with an `Accept` header.
+fn get_accepting(port: u16, path: &str, accept: Option<&str>) -> Option<(String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    s.write_all(format!("GET {path} HTTP/1.0\r\n{accept}\r\n").as_bytes())
         .ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
@@ -161,11 +175,11 @@ fn scrape_until(p: &Proc, port: u16, done: impl Fn(&[Sample]) -> bool) -> (Strin
     let start = Instant::now();
     let mut last = String::new();
     while start.elapsed() < T {
-        if let Some((head, body)) = get(port, "/metrics") {
-            if head.starts_with("HTTP/1.1 200") {
+        if let Some((head, body)) = get_accepting(port, "/metrics", Some(PROMETHEUS_ACCEPT)) {
+            if head.starts_with("HTTP/1.") && head.contains(" 200 OK") {
                 assert!(
-                    head.contains(
-                        "Content-Type: application/openmetrics-text; version=1.0.0; charset=utf-8"
+                    head.to_ascii_lowercase().contains(
+                        "content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"
                     ),
                     "{head}"
                 );
@@ -240,9 +254,53 @@ fn check_tasks_running(p: &Proc, port: u16, fixture: &ClientState) {
             "no {family}:\n{text}"
         );
     }
-    // Only /metrics is served.
-    let (head, _) = get(port, "/").expect("reply");
-    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    // A scraper that does not ask for OpenMetrics gets the classic text format, which
+    // Prometheus's own checker reads.
+    let (head, classic) = get(port, "/metrics").expect("reply");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    promtool_accepts(&classic);
+    // The same server gives the dashboard at / and nothing elsewhere.
+    let (head, body) = get(port, "/").expect("reply");
+    assert!(head.contains(" 200 OK"), "{head}");
+    assert!(body.contains("<title>Ferrite</title>"), "{body}");
+    let (head, _) = get(port, "/other").expect("reply");
+    assert!(head.contains(" 404 "), "{head}");
+}
+
+/// Prometheus's own checker (`promtool check metrics`, Debian package `prometheus`) reads
+/// the text without complaint: neither a parse error nor a lint problem.
+fn promtool_accepts(text: &str) {
+    assert!(
+        installed(&["promtool"]),
+        "promtool is not installed: apt-get install prometheus (.ci/run does)"
+    );
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start promtool");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let out = child.wait_with_output().expect("promtool ends");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}\n{text}"
+    );
 }
 
 #[test]
@@ -288,4 +346,80 @@ fn cc_config_option_turns_metrics_on() {
     check_tasks_running(&p, port, &fixture);
     p.signal(libc::SIGTERM);
     assert!(p.wait(T).success(), "{}", p.output());
+}
+
+#[test]
+fn a_remote_bind_without_a_secret_is_refused_and_a_token_file_is_the_secret() {
+    // An empty GUI RPC password and no token file: no server anywhere but loopback. The
+    // address is a documentation one, never bound: the refusal comes first.
+    let dir = fixture_data_dir("02_tasks_running");
+    fs::write(dir.path().join("gui_rpc_auth.cfg"), "").expect("empty password");
+    let port = free_port();
+    let port_arg = port.to_string();
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--metrics_port",
+        &port_arg,
+        "--metrics_bind",
+        "192.0.2.1",
+    ]);
+    p.wait_for("needs a GUI RPC password or a token file", T);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+
+    // With a token file, on loopback: reads are open, and an action needs the token.
+    let token = dir.path().join("metrics.token");
+    fs::write(&token, "t0ken\n").expect("token");
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--metrics_port",
+        &port_arg,
+        "--metrics_token_file",
+        token.to_str().expect("utf-8"),
+    ]);
+    p.wait_for("entering main loop", T);
+    let t0 = Instant::now();
+    while get(port, "/metrics").is_none() {
+        assert!(t0.elapsed() < T, "{}", p.output());
+        thread::sleep(Duration::from_millis(100));
+    }
+    let post = |auth: &str| {
+        let body = "<boinc_gui_rpc_request><set_run_mode><never/><duration>0</duration></set_run_mode></boinc_gui_rpc_request>";
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s.write_all(
+            format!(
+                "POST /api/rpc HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Ferrite-Dashboard: 1\r\n{auth}\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .expect("send");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    };
+    let refused = post("");
+    assert!(refused.contains(" 401 "), "{refused}");
+    let wrong = post("Authorization: Bearer pw\r\n");
+    assert!(wrong.contains(" 401 "), "{wrong}");
+    let done = post("Authorization: Bearer t0ken\r\n");
+    assert!(done.contains("<success/>"), "{done}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+    let state = load(dir.path());
+    assert_eq!(
+        state.user_run_request,
+        ferrite_proto::client_state::RunMode::Never,
+        "the action went through the GUI RPC handler and was saved"
+    );
 }

@@ -87,6 +87,42 @@ fn attached_ferrited_downloads_runs_uploads_and_reports_twenty_jobs_of_two_apps(
         stats.contains(&format!("<day>{}.000000</day>", secs - secs % 86_400)),
         "today, from midnight UTC: {stats}"
     );
+    // Each finished task has its line in the project's job log, as the official client
+    // writes it (`<time> ue <est> ct <cpu> fe <fpops> nm <name> et <elapsed> es <status>`).
+    let esc = ferrite_proto::account::escape_project_url(&server.url);
+    let job_log = fs::read_to_string(dir.join(format!("job_log_{esc}.txt"))).expect("job log");
+    let (records, bad) = ferrite_proto::job_log::JobLogRecord::parse_log(&job_log);
+    assert!(bad.is_empty(), "{bad:?}");
+    let mut logged: Vec<&str> = records.iter().map(|r| r.name.as_str()).collect();
+    let mut expected: Vec<&str> = results.iter().filter_map(|r| r["name"].as_str()).collect();
+    logged.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(logged, expected, "{job_log}");
+    assert!(
+        records.iter().all(|r| r.exit_status == 0
+            && r.elapsed_time > 0.0
+            && r.fpops_est > 0.0
+            && (r.time - secs as f64).abs() < 600.0),
+        "{job_log}"
+    );
+    // Today's transfers are counted in the daily history GUIs show.
+    let xfer = gui_rpc(port, Some("pw"), "<get_daily_xfer_history/>\n");
+    let history = ferrite_proto::job_log::DailyXferHistory::parse(
+        &xfer[xfer.find("<daily_xfers>").expect("history")
+            ..xfer.find("</boinc_gui_rpc_reply>").expect("end")],
+        "reply",
+    )
+    .expect("parses")
+    .value;
+    assert_eq!(
+        history.days.len(),
+        1,
+        "one day in a new data directory: {xfer}"
+    );
+    assert!(
+        history.days[0].up > 0.0 && history.days[0].down > 0.0,
+        "{xfer}"
+    );
     // The app files were verified against the project's key before they ran.
     let log = client.output();
     assert!(log.contains("code-signing key stored"), "{log}");
@@ -623,7 +659,12 @@ fn metrics_show_the_tasks_moving_through_their_states() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     assert!(rpcs >= 2.0, "scheduler RPCs counted: {last}");
-    assert!(last.trim_end().ends_with("# EOF"), "{last}");
+    // Asked without `Accept: application/openmetrics-text`: the classic text format.
+    assert!(
+        last.contains("# TYPE boinc_project_scheduler_rpcs_total counter")
+            && !last.contains("# EOF"),
+        "{last}"
+    );
 }
 
 #[test]

@@ -243,8 +243,9 @@ pub struct Options {
     #[arg(long)]
     pub saver: bool,
 
-    /// Ferrite only: serve OpenMetrics (Prometheus) text on `127.0.0.1:PORT/metrics`; 0 (the
-    /// default) leaves it off unless `cc_config.xml` sets `<ferrite_metrics_port>`.
+    /// Ferrite only: serve OpenMetrics (Prometheus) text at `/metrics` and the web dashboard
+    /// at `/` on `127.0.0.1:PORT`; 0 (the default) leaves it off unless `cc_config.xml` sets
+    /// `<ferrite_metrics_port>`.
     #[arg(
         long = "metrics_port",
         alias = "metrics-port",
@@ -269,6 +270,20 @@ pub struct Options {
         value_name = "RESOURCE"
     )]
     pub finish_then_stop: Vec<String>,
+
+    /// Ferrite only: the address the metrics and dashboard server listens on instead of
+    /// 127.0.0.1; anything but loopback needs a GUI RPC password or `--metrics_token_file`.
+    #[arg(long = "metrics_bind", alias = "metrics-bind", value_name = "ADDR")]
+    pub metrics_bind: Option<std::net::IpAddr>,
+
+    /// Ferrite only: a file whose first line is the bearer token that the metrics and
+    /// dashboard server asks for instead of the GUI RPC password.
+    #[arg(
+        long = "metrics_token_file",
+        alias = "metrics-token-file",
+        value_name = "PATH"
+    )]
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 /// Long option names that take no `-` spelling rewrite (clap's own).

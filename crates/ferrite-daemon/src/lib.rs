@@ -13,6 +13,7 @@ pub mod config;
 pub mod docker;
 pub mod filecheck;
 pub mod gpu_control;
+pub mod history;
 pub mod lock;
 pub mod logging;
 pub mod metrics;
@@ -26,6 +27,7 @@ pub mod tasks;
 pub mod throttle;
 pub mod transfers;
 pub mod tuning;
+pub mod web;
 pub mod writer;
 
 use std::collections::{BTreeMap, HashSet};
@@ -150,8 +152,12 @@ pub struct Daemon {
     notifier: sdnotify::Notifier,
     /// The latest OpenMetrics text, when the metrics endpoint is on.
     metrics: Option<tokio::sync::watch::Sender<String>>,
+    /// The daemon's own CPU and memory over time, kept while the HTTP server is on.
+    usage: Option<web::UsageHistory>,
     /// Bytes received and sent by finished transfer attempts since start-up.
     xfer_bytes: (u64, u64),
+    /// Bytes transferred per day (`daily_xfer_history.xml`).
+    xfer_history: history::XferHistory,
     /// This run's part of the time statistics that scheduler requests report.
     time_session: ferrite_project::stats::TimeSession,
     /// Bumped whenever the state may have changed (any event but a read-only GUI query,
@@ -211,7 +217,9 @@ impl Daemon {
             project_list_in_flight: false,
             notifier: sdnotify::Notifier::from_env(),
             metrics: None,
+            usage: None,
             xfer_bytes: (0, 0),
+            xfer_history: history::XferHistory::load(&dir, now(), 0),
             time_session: ferrite_project::stats::TimeSession::start(
                 &mut ferrite_proto::client_state::TimeStats::default(),
                 0.0,
@@ -739,7 +747,7 @@ impl Daemon {
         } else {
             self.start_gui_rpc()
         };
-        let metrics_server = self.start_metrics().await;
+        let metrics_server = self.start_web().await;
         self.save_if_due(now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
@@ -814,6 +822,8 @@ impl Daemon {
                         self.state_epoch += 1;
                         let t = now();
                         if let Ok(n) = &done.result {
+                            let tz = self.state.host_info.timezone;
+                            self.xfer_history.add(t, tz, *n, done.upload);
                             if done.upload {
                                 self.xfer_bytes.1 += n;
                             } else {
@@ -856,6 +866,7 @@ impl Daemon {
                 self.tick_acct_mgr(t);
                 self.tick_info(t);
                 self.refresh_metrics(t);
+                self.xfer_history.poll(&self.dir, t, false);
                 let _ = self.notifier.status(&self.status_line());
             }
             if self.throttle.wants_poll() {
@@ -873,6 +884,7 @@ impl Daemon {
         self.throttle
             .release(&throttle::groups(&self.tasks, &self.state));
         self.tasks.shutdown(&mut self.state, abort_code).await;
+        self.xfer_history.poll(&self.dir, now(), true);
         if let Some(code) = abort_code {
             self.abort_unfinished(code, now());
         }
@@ -1178,32 +1190,6 @@ impl Daemon {
         )
     }
 
-    /// Starts the metrics endpoint when `--metrics_port` or `<ferrite_metrics_port>` asks.
-    async fn start_metrics(&mut self) -> Option<metrics::MetricsServer> {
-        let port = if self.opts.metrics_port != 0 {
-            self.opts.metrics_port
-        } else {
-            self.config.cc.options.ferrite_metrics_port
-        };
-        if port == 0 {
-            return None;
-        }
-        let (tx, rx) = tokio::sync::watch::channel(String::new());
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        match metrics::MetricsServer::start(addr, rx).await {
-            Ok(server) => {
-                info!("metrics on http://{}/metrics", server.local_addr());
-                self.metrics = Some(tx);
-                self.refresh_metrics(now());
-                Some(server)
-            }
-            Err(e) => {
-                error!("cannot serve metrics on {addr}: {e}");
-                None
-            }
-        }
-    }
-
     /// Renders the metrics text from the state and the core's last pass.
     fn refresh_metrics(&mut self, t: f64) {
         let Some(tx) = &self.metrics else {
@@ -1262,6 +1248,7 @@ impl Daemon {
             t,
         );
         tx.send_replace(text);
+        self.sample_usage(t);
     }
 }
 

@@ -1,9 +1,9 @@
-//! The opt-in metrics endpoint: the client's state rendered as OpenMetrics text (the format
-//! Prometheus scrapes) and a tiny loopback-only HTTP server that serves it at `/metrics`.
+//! The metrics model: the client's state rendered as OpenMetrics text (the format Prometheus
+//! scrapes), served at `/metrics` by the daemon's HTTP server ([`crate::web`]).
 //!
 //! The main loop owns the state, so it renders the text itself ([`render`], cheap and pure
 //! apart from reading `/proc/self`) and publishes it through a `tokio::sync::watch` channel;
-//! the server ([`MetricsServer`]) only hands out the latest text and never touches the state.
+//! the server only hands out the latest text and never touches the state.
 //!
 //! Metric names follow the existing BOINC exporters (`boinc_tasks`, `boinc_project_*`,
 //! `boinc_host_*` credit gauges) and the Prometheus client libraries' `process_*` metrics.
@@ -12,22 +12,61 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use ferrite_proto::client_state::{ActiveTask, ClientState, ProjectState, ResultState, TaskResult};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
-use tokio::task::{JoinHandle, JoinSet};
-use tracing::{debug, warn};
 
 use crate::tasks::PROCESS_EXECUTING;
 
 /// The media type of OpenMetrics text, as sent in `Content-Type`.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The media type of Prometheus's classic text format (version 0.0.4), served to scrapers
+/// that do not ask for OpenMetrics.
+pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether an `Accept` header asks for OpenMetrics (Prometheus itself does).
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| {
+        a.split(',').any(|part| {
+            let mut params = part.split(';').map(str::trim);
+            let mime = params.next().unwrap_or("");
+            let q_zero = params.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f64>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            mime.eq_ignore_ascii_case("application/openmetrics-text") && !q_zero
+        })
+    })
+}
+
+/// The same figures in Prometheus's classic text format: a counter family is named with its
+/// `_total` suffix, and the OpenMetrics-only lines (`# UNIT`, `# EOF`) go.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut counter: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            counter = (kind == "counter").then_some(name);
+            if counter.is_some() {
+                let _ = writeln!(out, "# TYPE {name}_total counter");
+                continue;
+            }
+        } else if let (Some(rest), Some(name)) = (line.strip_prefix("# HELP "), counter) {
+            if let Some(help) = rest.strip_prefix(name).and_then(|r| r.strip_prefix(' ')) {
+                let _ = writeln!(out, "# HELP {name}_total {help}");
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
 
 /// The task states `boinc_tasks` counts, each task in exactly one.
 pub const TASK_STATES: [&str; 9] = [
@@ -545,207 +584,6 @@ impl ProcessStats {
     }
 }
 
-/// How the server protects itself from slow, large or numerous requests.
-#[derive(Debug, Clone, Copy)]
-struct Limits {
-    /// A connection must deliver its request and take the reply within this time.
-    io_timeout: Duration,
-    /// Request line and headers larger than this are refused (431).
-    max_request: usize,
-    /// Connections served at once; more are closed at once.
-    max_connections: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            io_timeout: Duration::from_secs(5),
-            max_request: 8 * 1024,
-            max_connections: 64,
-        }
-    }
-}
-
-/// The metrics HTTP server: `GET /metrics` on a loopback address, from a watch channel.
-#[derive(Debug)]
-pub struct MetricsServer {
-    addr: SocketAddr,
-    task: JoinHandle<()>,
-}
-
-impl MetricsServer {
-    /// Binds `addr` (loopback only; anything else is refused with `InvalidInput`, since the
-    /// endpoint has no authentication) and serves the latest text of `text`.
-    pub async fn start(
-        addr: SocketAddr,
-        text: watch::Receiver<String>,
-    ) -> io::Result<MetricsServer> {
-        Self::start_with(addr, text, Limits::default()).await
-    }
-
-    async fn start_with(
-        addr: SocketAddr,
-        text: watch::Receiver<String>,
-        limits: Limits,
-    ) -> io::Result<MetricsServer> {
-        if !addr.ip().is_loopback() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("metrics are served on loopback only, not on {addr}"),
-            ));
-        }
-        let listener = TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
-        let task = tokio::spawn(serve(listener, text, limits));
-        Ok(MetricsServer { addr, task })
-    }
-
-    /// The address bound (with the real port when 0 was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stops accepting and drops every open connection.
-    pub async fn stop(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
-
-/// Accepts connections until aborted; each is served by its own task, which dies with this
-/// one (the `JoinSet` aborts them when dropped).
-async fn serve(listener: TcpListener, text: watch::Receiver<String>, limits: Limits) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let mut conns = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-                        debug!("metrics: too many connections; closing one from {peer}");
-                        continue;
-                    };
-                    let text = text.clone();
-                    conns.spawn(async move {
-                        let _permit = permit;
-                        let served = tokio::time::timeout(
-                            limits.io_timeout,
-                            handle(stream, text, limits.max_request),
-                        )
-                        .await;
-                        match served {
-                            Ok(Err(e)) => debug!("metrics: connection from {peer}: {e}"),
-                            Err(_) => debug!("metrics: connection from {peer} timed out"),
-                            Ok(Ok(())) => {}
-                        }
-                    });
-                }
-                Err(e) => {
-                    // Out of file descriptors and the like: wait rather than spin.
-                    warn!("metrics: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
-        }
-    }
-}
-
-/// Reads one request and answers it; the connection is closed after the reply.
-async fn handle(
-    mut stream: TcpStream,
-    text: watch::Receiver<String>,
-    max_request: usize,
-) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    let head_end = loop {
-        if let Some(end) = header_end(&buf) {
-            break end;
-        }
-        if buf.len() > max_request {
-            return reply(&mut stream, "431 Request Header Fields Too Large", "", b"").await;
-        }
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    if head_end > max_request {
-        return reply(&mut stream, "431 Request Header Fields Too Large", "", b"").await;
-    }
-    let head = String::from_utf8_lossy(&buf[..head_end]);
-    let line = head.lines().next().unwrap_or("");
-    let mut parts = line.split(' ');
-    let (method, target, version) = (parts.next(), parts.next(), parts.next());
-    let (Some(method), Some(target), Some(version)) = (method, target, version) else {
-        return reply(&mut stream, "400 Bad Request", "", b"").await;
-    };
-    if !version.starts_with("HTTP/1.") {
-        return reply(&mut stream, "400 Bad Request", "", b"").await;
-    }
-    let path = target.split('?').next().unwrap_or(target);
-    if path != "/metrics" {
-        return reply(&mut stream, "404 Not Found", "", b"not found\n").await;
-    }
-    let head_only = match method {
-        "GET" => false,
-        "HEAD" => true,
-        _ => {
-            return reply(
-                &mut stream,
-                "405 Method Not Allowed",
-                "Allow: GET, HEAD\r\n",
-                b"",
-            )
-            .await
-        }
-    };
-    let body = text.borrow().clone();
-    if body.is_empty() {
-        return reply(
-            &mut stream,
-            "503 Service Unavailable",
-            "",
-            b"metrics not ready yet\n",
-        )
-        .await;
-    }
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\
-         Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    if !head_only {
-        stream.write_all(body.as_bytes()).await?;
-    }
-    stream.shutdown().await
-}
-
-/// Where the request head ends (after the blank line), if it has.
-fn header_end(buf: &[u8]) -> Option<usize> {
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    match (crlf, lf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// A short plain-text reply.
-async fn reply(stream: &mut TcpStream, status: &str, extra: &str, body: &[u8]) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n\
-         Content-Length: {}\r\n{extra}Connection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body).await?;
-    stream.shutdown().await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1016,6 +854,29 @@ mod tests {
     }
 
     #[test]
+    fn classic_text_names_counters_with_their_suffix_and_drops_openmetrics_lines() {
+        let om = "# TYPE a_seconds gauge\n# UNIT a_seconds seconds\n# HELP a_seconds A.\n\
+                  a_seconds 1\n# TYPE b counter\n# HELP b B things.\nb_total{x=\"1\"} 2\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# TYPE a_seconds gauge\n# HELP a_seconds A.\na_seconds 1\n\
+             # TYPE b_total counter\n# HELP b_total B things.\nb_total{x=\"1\"} 2\n"
+        );
+    }
+
+    #[test]
+    fn openmetrics_is_served_to_who_asks_for_it() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                          version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert!(wants_openmetrics(Some(prometheus)));
+        assert!(wants_openmetrics(Some("Application/OpenMetrics-Text")));
+        assert!(!wants_openmetrics(Some("text/plain")));
+        assert!(!wants_openmetrics(Some("*/*")));
+        assert!(!wants_openmetrics(Some("application/openmetrics-text;q=0")));
+        assert!(!wants_openmetrics(None));
+    }
+
+    #[test]
     fn backoffs_in_the_past_are_zero() {
         let s = sample_state();
         let text = render(&input(&s, &[]), 2_000_000.0);
@@ -1059,103 +920,5 @@ mod tests {
             ProcessStats::read().is_some(),
             "/proc/self is readable here"
         );
-    }
-
-    async fn http(addr: SocketAddr, request: &[u8]) -> String {
-        let mut s = TcpStream::connect(addr).await.expect("connect");
-        s.write_all(request).await.expect("send");
-        let mut out = Vec::new();
-        s.read_to_end(&mut out).await.expect("read");
-        String::from_utf8(out).expect("utf-8")
-    }
-
-    #[tokio::test]
-    async fn serves_metrics_and_404_elsewhere() {
-        let (tx, rx) = watch::channel(String::new());
-        let server = MetricsServer::start("127.0.0.1:0".parse().expect("addr"), rx)
-            .await
-            .expect("starts");
-        let addr = server.local_addr();
-        assert_ne!(addr.port(), 0);
-
-        let early = http(addr, b"GET /metrics HTTP/1.0\r\n\r\n").await;
-        assert!(early.starts_with("HTTP/1.1 503 "), "{early}");
-
-        tx.send_replace("# TYPE x gauge\nx 1\n# EOF\n".to_owned());
-        let ok = http(addr, b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").await;
-        let (head, body) = ok.split_once("\r\n\r\n").expect("head and body");
-        assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
-        assert!(
-            head.contains(&format!("Content-Type: {CONTENT_TYPE}")),
-            "{head}"
-        );
-        assert!(head.contains("Content-Length: 25"), "{head}");
-        assert_eq!(body, "# TYPE x gauge\nx 1\n# EOF\n");
-
-        // The latest text is served; a query string is ignored.
-        tx.send_replace("# TYPE x gauge\nx 2\n# EOF\n".to_owned());
-        let newer = http(addr, b"GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\n\r\n").await;
-        assert!(newer.ends_with("x 2\n# EOF\n"), "{newer}");
-
-        let head_only = http(addr, b"HEAD /metrics HTTP/1.0\r\n\r\n").await;
-        assert!(head_only.starts_with("HTTP/1.1 200 OK"), "{head_only}");
-        assert!(head_only.ends_with("\r\n\r\n"), "{head_only}");
-
-        let other = http(addr, b"GET /other HTTP/1.0\r\n\r\n").await;
-        assert!(other.starts_with("HTTP/1.1 404 "), "{other}");
-        let post = http(addr, b"POST /metrics HTTP/1.0\r\n\r\n").await;
-        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
-        let junk = http(addr, b"hello\r\n\r\n").await;
-        assert!(junk.starts_with("HTTP/1.1 400 "), "{junk}");
-
-        server.stop().await;
-        assert!(TcpStream::connect(addr).await.is_err(), "closed after stop");
-    }
-
-    #[tokio::test]
-    async fn refuses_non_loopback_addresses() {
-        let (_tx, rx) = watch::channel(String::from("x"));
-        for a in ["0.0.0.0:0", "192.0.2.1:0", "[::]:0"] {
-            let err = MetricsServer::start(a.parse().expect("addr"), rx.clone())
-                .await
-                .expect_err(a);
-            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{a}");
-        }
-    }
-
-    #[tokio::test]
-    async fn oversized_and_idle_clients_do_not_block_others() {
-        let (_tx, rx) = watch::channel(String::from("# EOF\n"));
-        let limits = Limits {
-            io_timeout: Duration::from_millis(300),
-            max_request: 256,
-            max_connections: 4,
-        };
-        let server = MetricsServer::start_with("127.0.0.1:0".parse().expect("addr"), rx, limits)
-            .await
-            .expect("starts");
-        let addr = server.local_addr();
-
-        let mut big = b"GET /metrics HTTP/1.0\r\nX: ".to_vec();
-        big.extend(std::iter::repeat_n(b'a', 1000));
-        big.extend_from_slice(b"\r\n\r\n");
-        let refused = http(addr, &big).await;
-        assert!(refused.starts_with("HTTP/1.1 431 "), "{refused}");
-
-        // Two silent clients hold connections; others are still served meanwhile.
-        let mut idle1 = TcpStream::connect(addr).await.expect("connect");
-        let _idle2 = TcpStream::connect(addr).await.expect("connect");
-        for _ in 0..3 {
-            let ok = http(addr, b"GET /metrics HTTP/1.0\r\n\r\n").await;
-            assert!(ok.ends_with("# EOF\n"), "{ok}");
-        }
-        // The silent one is dropped after the timeout (EOF, no reply).
-        let mut out = Vec::new();
-        let n = tokio::time::timeout(Duration::from_secs(5), idle1.read_to_end(&mut out))
-            .await
-            .expect("closed by the server")
-            .expect("read");
-        assert_eq!(n, 0);
-        server.stop().await;
     }
 }

@@ -1023,6 +1023,23 @@ impl Daemon {
             client_brand: Some(client_brand(&self.dir)),
             time_stats: Some(self.time_session.request_form(&self.state.time_stats, t)),
             user_keywords: self.acct_mgr.keywords_xml(),
+            job_log: self
+                .state
+                .project(url)
+                .filter(|p| p.project.send_job_log != 0)
+                .and_then(|p| {
+                    crate::history::job_log_since(
+                        &crate::history::job_log_path(&self.dir, url),
+                        f64::from(p.project.send_job_log),
+                    )
+                }),
+            daily_xfer_history: (self.config.prefs.prefs.daily_xfer_period_days > 0).then(|| {
+                self.xfer_history.scheduler_request_xml(
+                    t,
+                    self.state.host_info.timezone,
+                    self.config.prefs.prefs.daily_xfer_period_days,
+                )
+            }),
             ..RequestInput::default()
         }
     }

@@ -682,7 +682,22 @@ impl TaskTable {
             // The project's job counters (`njobs_success`, `njobs_error`), as the official
             // client keeps them when an app ends for good.
             match succeeded {
-                Some(true) => ps.project.njobs_success += 1,
+                Some(true) => {
+                    ps.project.njobs_success += 1;
+                    // The job log line, as the official client appends it when an app
+                    // finishes successfully.
+                    if let Some(r) = ps.result(&key.1) {
+                        let rec = crate::history::job_record(ps, r, now);
+                        let path = crate::history::job_log_path(&self.dir, &key.0);
+                        if let Err(e) = crate::history::append_job(
+                            &path,
+                            &rec,
+                            crate::history::JOB_LOG_MAX_BYTES,
+                        ) {
+                            warn!("cannot append to {}: {e}", path.display());
+                        }
+                    }
+                }
                 Some(false) => ps.project.njobs_error += 1,
                 None => {}
             }

@@ -165,19 +165,8 @@ impl Daemon {
                 notices_xml(refresh, &n)
             }
             Request::GetStatistics => self.statistics_xml(),
-            Request::GetDailyXferHistory => {
-                match read_text(&self.dir.join("daily_xfer_history.xml")) {
-                    Some(text) => match text.find("<daily_xfers") {
-                        Some(i) => {
-                            let mut s = text[i..].trim_end().to_owned();
-                            s.push('\n');
-                            s
-                        }
-                        None => "<daily_xfers>\n</daily_xfers>\n".to_owned(),
-                    },
-                    None => "<daily_xfers>\n</daily_xfers>\n".to_owned(),
-                }
-            }
+            // From memory, as the official client answers: the file lags up to a minute.
+            Request::GetDailyXferHistory => self.xfer_history.days().to_xml(),
             Request::GetAllProjectsList => crate::notices::project_list(&self.dir),
             Request::GetNewerVersion => {
                 "<newer_version></newer_version>\n<download_url></download_url>\n".to_owned()
