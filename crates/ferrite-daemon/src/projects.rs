@@ -781,7 +781,11 @@ impl Daemon {
         let req = fetch?;
         let url = ids.get(req.project.index())?.clone();
         let ps = self.state.project(&url)?;
-        if ps.project.min_rpc_time > t || ps.project.suspended_via_gui {
+        // The core applies the backoff itself (its copy follows the state's), ending one that
+        // failures caused early while an instance idles; a pending master fetch goes first.
+        let backed_off = ps.project.min_rpc_time > t
+            && (ps.project.nrpc_failures == 0 || ps.project.master_url_fetch_pending);
+        if backed_off || ps.project.suspended_via_gui {
             return None;
         }
         let _ = world;

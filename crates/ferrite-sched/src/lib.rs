@@ -79,7 +79,7 @@ pub mod suspend;
 pub use error::SchedError;
 pub use fetch::{
     FetchBlock, FetchDecision, FetchRule, ReportDue, ReportRule, ResourceRequest, RpcReason,
-    WorkRequest,
+    WorkRequest, IDLE_RETRY_INTERVAL,
 };
 pub use model::*;
 pub use policy::{Policy, RecMode};
