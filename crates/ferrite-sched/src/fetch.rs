@@ -562,6 +562,12 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Whether the deadlines of `p`'s jobs for `r`, not the buffer, limit its queue: a new job
+    /// must start before the maximum buffer ends (see [`FetchRule::DeadlineLimit`]).
+    fn deadline_bound(&self, p: usize, r: usize) -> bool {
+        self.room[p][r].is_some_and(|d| d.latest_start < self.world.prefs.work_buf_total())
+    }
+
     /// Whether `r` needs work from `p`: the resource is low, or `p` is starved of its share.
     fn low_for(&self, p: usize, r: usize) -> bool {
         self.low[r] || self.starved[p][r]
@@ -828,8 +834,9 @@ pub fn decide(
 
 /// Work to request from `project` on an RPC made for another reason (reporting, a
 /// project- or user-requested update): every resource below the max buffer that the project
-/// may be asked for (a resource backoff does not stop it, the RPC happens anyway) and for which
-/// no project of strictly higher priority could be asked.
+/// may be asked for (a resource backoff does not stop it, the RPC happens anyway), that the
+/// fetch trigger would ask for or whose queue the project's deadlines limit, and for which no
+/// project of strictly higher priority could be asked.
 pub fn piggyback(
     world: &World,
     now: Time,
@@ -859,8 +866,10 @@ pub fn piggyback(
         );
         // Only what the fetch trigger would ask: a resource below the minimum buffer, or one
         // this project is starved on (a top-up to the maximum on every report would fill the
-        // queue past what projects with short deadlines can then get).
-        if !rule_ok || !c.below_max[r] || !c.low_for(p, r) {
+        // queue past what projects with short deadlines can then get); or, for a project
+        // whose deadlines and not the buffer limit its queue, what its deadlines allow (that
+        // much cannot crowd out the others, and the report RPC happens anyway).
+        if !rule_ok || !c.below_max[r] || !(c.low_for(p, r) || c.deadline_bound(p, r)) {
             continue;
         }
         let better = c

@@ -565,3 +565,34 @@ fn failed_project_is_retried_early_only_while_an_instance_idles() {
     let out = s.pass(&w, retry + 600.0);
     assert_eq!(backoff_until(&out), Some(retry + 3600.0));
 }
+
+#[test]
+fn piggyback_tops_up_a_project_whose_deadlines_limit_its_queue() {
+    // 2 CPUs; P's one-hour jobs have a 12-hour delay bound, shorter than the 0.6-day max
+    // buffer: its deadlines, not the buffer, limit its queue. 6 h of work queued (above the
+    // 0.1-day min buffer): no fetch of its own, but its report RPC asks what its deadlines
+    // still allow.
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    for i in 0..6 {
+        w.add_job(Job::new(JobId(i), p, v, H * 1e9, T0, T0 + 12.0 * H));
+    }
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None, "not low: no fetch of its own");
+    let req = s.piggyback(&w, T0, &out.sim, p).expect("a top-up");
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU");
+    // Never past the deadlines: what is queued and asked for ends before the 12 h bound.
+    let queued = 6.0 * H;
+    assert!(cpu.req_secs > 0.0);
+    assert!((queued + cpu.req_secs) / 2.0 < 12.0 * H, "{}", cpu.req_secs);
+
+    // Queued up to what its deadlines allow, it asks nothing.
+    for i in 6..20 {
+        w.add_job(Job::new(JobId(i), p, v, H * 1e9, T0, T0 + 12.0 * H));
+    }
+    let out = s.pass(&w, T0);
+    assert_eq!(s.piggyback(&w, T0, &out.sim, p), None);
+}
