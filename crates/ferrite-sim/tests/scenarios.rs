@@ -377,6 +377,29 @@ fn b_three_projects_no_worse_than_official() {
     check_against_official("b_three_projects", 10.0 * DAY, &B_OFFICIAL, ALL);
 }
 
+/// With `--server_uses_workload` the emulated server books the host's whole queue earliest
+/// deadline first before sending a job (official b: wasted 0.005417, share violation
+/// 0.278750, 26 missed, monotony 0.701220, 0.292398 RPCs per job).
+#[test]
+fn b_three_projects_server_uses_workload_no_worse_than_official() {
+    let opts = SimOptions {
+        duration: 10.0 * DAY,
+        server_uses_workload: true,
+        ..SimOptions::default()
+    };
+    let r = run(&load("b_three_projects"), &opts).unwrap();
+    assert_sane(&r);
+    assert!(r.server_uses_workload);
+    assert!(r.wasted_fraction <= 0.005417, "{}", r.wasted_fraction);
+    assert!(r.share_violation <= 0.278750, "{}", r.share_violation);
+    assert!(r.deadlines_missed <= 26, "{}", r.deadlines_missed);
+    assert!(r.monotony <= 0.701220, "{}", r.monotony);
+    assert!(r.rpcs_per_job <= 0.292398, "{}", r.rpcs_per_job);
+    // The check changes what the servers send: not the run without it.
+    let plain = run_for("b_three_projects", 10.0 * DAY, 1);
+    assert_ne!(plain.jobs_received, r.jobs_received);
+}
+
 #[test]
 fn sample_legacy_no_worse_than_official_except_idle() {
     check_against_official("sample_legacy", DAY, &SAMPLE_OFFICIAL, SAMPLE_CHECKS);
@@ -432,6 +455,7 @@ fn command_line_flags_and_human_output() {
         .args([
             "--cpu_sched_rr_only",
             "--existing_jobs_only",
+            "--server_uses_workload",
             "--duration",
             "3600",
         ])
@@ -442,6 +466,7 @@ fn command_line_flags_and_human_output() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("round-robin only: yes"), "{text}");
     assert!(text.contains("existing jobs only: yes"), "{text}");
+    assert!(text.contains("server uses workload: yes"), "{text}");
     assert!(text.contains("wasted fraction "), "{text}");
     assert!(text.contains("P3: share 25.00"), "{text}");
 
