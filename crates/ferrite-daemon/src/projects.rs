@@ -355,6 +355,15 @@ fn rpc_backoff(p: &mut Project, now: f64, u: f64, k: &Tuning) {
     p.min_rpc_time = p.min_rpc_time.max(now + d);
 }
 
+/// Whether the work request the core chose may go to `p` at `t`. The core applies the RPC
+/// backoff itself (its copy follows the state's) and ends one that failures caused early
+/// while an instance idles, so only a server's `request_delay` and a pending master-page
+/// fetch (which goes first) hold the request back here; and a project suspended by the user.
+fn may_fetch_from(p: &Project, t: f64) -> bool {
+    let backed_off = p.min_rpc_time > t && (p.nrpc_failures == 0 || p.master_url_fetch_pending);
+    !backed_off && !p.suspended_via_gui
+}
+
 /// Why a result was refused, as a BOINC error code.
 fn refusal_code(r: &RefusalReason) -> i32 {
     match r {
@@ -790,7 +799,7 @@ impl Daemon {
         let req = fetch?;
         let url = ids.get(req.project.index())?.clone();
         let ps = self.state.project(&url)?;
-        if ps.project.min_rpc_time > t || ps.project.suspended_via_gui {
+        if !may_fetch_from(&ps.project, t) {
             return None;
         }
         let _ = world;
@@ -1698,6 +1707,27 @@ mod tests {
         p.master_fetch_failures = k.master_fetch_retry_cap;
         rpc_backoff(&mut p, 3000.0, 1.0, &k);
         assert_eq!(p.min_rpc_time, 3000.0 + 86400.0);
+    }
+
+    #[test]
+    fn a_chosen_request_waits_only_for_a_server_delay_or_a_master_fetch() {
+        let mut p = Project::default();
+        assert!(may_fetch_from(&p, 1000.0));
+        // Backed off after failures: the core decided to try again (an instance idles).
+        p.nrpc_failures = 3;
+        p.min_rpc_time = 5000.0;
+        assert!(may_fetch_from(&p, 1000.0));
+        // ...but not before the master page is fetched again.
+        p.master_url_fetch_pending = true;
+        assert!(!may_fetch_from(&p, 1000.0));
+        assert!(may_fetch_from(&p, 5000.0));
+        // A server's request_delay holds.
+        p.master_url_fetch_pending = false;
+        p.nrpc_failures = 0;
+        assert!(!may_fetch_from(&p, 1000.0));
+        p.min_rpc_time = 0.0;
+        p.suspended_via_gui = true;
+        assert!(!may_fetch_from(&p, 1000.0));
     }
 
     #[test]

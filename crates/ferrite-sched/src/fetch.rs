@@ -26,6 +26,11 @@ pub const WF_MAX_RUNNABLE_JOBS: usize = 1000;
 pub const SCHED_RETRY_DELAY_MIN: f64 = 60.0;
 /// See [`SCHED_RETRY_DELAY_MIN`].
 pub const SCHED_RETRY_DELAY_MAX: f64 = 14400.0;
+/// While an instance idles, a project whose RPCs failed is tried again this long (times
+/// U(0.5, 1.5)) after the last failure, however long its exponential backoff has grown: the
+/// backoff spares a server that is down, but hours of it leave the host without work long
+/// after a short outage ended.
+pub const IDLE_RETRY_INTERVAL: f64 = 120.0;
 /// Report when a project has this many finished jobs (`RESULT_REPORT_IF_AT_LEAST_N`).
 pub const RESULT_REPORT_IF_AT_LEAST_N: usize = 64;
 /// Report at most this long after completion (`MAX_REPORT_DELAY`).
@@ -44,6 +49,9 @@ pub struct ProjectFetchState {
     pub min_rpc_time: Time,
     /// Consecutive failed RPCs.
     pub nrpc_failures: u32,
+    /// After failed RPCs: while an instance idles, the project may be tried again from this
+    /// time on (see [`IDLE_RETRY_INTERVAL`]); 0 when the last RPC succeeded.
+    pub idle_retry_time: Time,
     /// Shortest delay bound (report deadline − arrival) among the project's latest jobs,
     /// seconds (`None` until a job of it has been seen): how far ahead its queue may reach.
     pub latency: Option<f64>,
@@ -131,18 +139,21 @@ impl ProjectFetchState {
         self.backoff_interval[r.index()] = 0.0;
     }
 
-    /// An RPC failed: `min_rpc_time ≥ now + min(60 × 2^n, 4 h) × U(0.5, 1)`.
+    /// An RPC failed: `min_rpc_time ≥ now + min(60 × 2^n, 4 h) × U(0.5, 1)`; while an
+    /// instance idles, the project is tried again after [`IDLE_RETRY_INTERVAL`] × U(0.5, 1.5).
     pub fn rpc_failed(&mut self, now: Time, jitter: &mut dyn Jitter) {
         self.nrpc_failures = self.nrpc_failures.saturating_add(1);
         let n = self.nrpc_failures.min(10);
         let base = (SCHED_RETRY_DELAY_MIN * f64::from(1u32 << n)).min(SCHED_RETRY_DELAY_MAX);
         let t = now + base * (0.5 + 0.5 * jitter.next_unit());
         self.min_rpc_time = self.min_rpc_time.max(t);
+        self.idle_retry_time = now + IDLE_RETRY_INTERVAL * (0.5 + jitter.next_unit());
     }
 
     /// An RPC succeeded: failures reset; the server's `request_delay` applies.
     pub fn rpc_succeeded(&mut self, now: Time, request_delay: f64) {
         self.nrpc_failures = 0;
+        self.idle_retry_time = 0.0;
         self.min_rpc_time = if request_delay > 0.0 {
             now + request_delay
         } else {
@@ -165,7 +176,8 @@ pub enum FetchRule {
     Suspended,
     /// The project is set to "no new tasks".
     NoNewWork,
-    /// Project-wide RPC backoff after failures or a server `request_delay`.
+    /// Project-wide RPC backoff after failures or a server `request_delay` (after failures,
+    /// ending early while an instance idles: [`IDLE_RETRY_INTERVAL`]).
     RpcBackoff {
         /// End of the backoff.
         until: Time,
@@ -213,6 +225,16 @@ pub enum FetchRule {
     MinimalWorkDone,
     /// The volunteer set the resource to finish its started jobs and then stop.
     FinishThenStop,
+}
+
+/// End of a project's RPC backoff: its `min_rpc_time`, or, after failed RPCs while an
+/// instance idles, the earlier idle retry time.
+fn rpc_backoff_end(s: &ProjectFetchState, any_idle: bool) -> Time {
+    if any_idle && s.nrpc_failures > 0 {
+        s.min_rpc_time.min(s.idle_retry_time)
+    } else {
+        s.min_rpc_time
+    }
 }
 
 /// How much new work a project's deadlines allow on one resource.
@@ -380,7 +402,10 @@ impl<'a> Ctx<'a> {
                     Some(FetchRule::Suspended)
                 } else if pr.no_new_work {
                     Some(FetchRule::NoNewWork)
-                } else if let Some(until) = st.map(|s| s.min_rpc_time).filter(|&t| t > now) {
+                } else if let Some(until) = st
+                    .map(|s| rpc_backoff_end(s, any_idle))
+                    .filter(|&t| t > now)
+                {
                     Some(FetchRule::RpcBackoff { until })
                 } else if runnable[p] > WF_MAX_RUNNABLE_JOBS {
                     Some(FetchRule::TooManyJobs)
@@ -539,6 +564,12 @@ impl<'a> Ctx<'a> {
         } else {
             1.0
         }
+    }
+
+    /// Whether the deadlines of `p`'s jobs for `r`, not the buffer, limit its queue: a new job
+    /// must start before the maximum buffer ends (see [`FetchRule::DeadlineLimit`]).
+    fn deadline_bound(&self, p: usize, r: usize) -> bool {
+        self.room[p][r].is_some_and(|d| d.latest_start < self.world.prefs.work_buf_total())
     }
 
     /// Whether `r` needs work from `p`: the resource is low, or `p` is starved of its share.
@@ -812,8 +843,9 @@ pub fn decide(
 
 /// Work to request from `project` on an RPC made for another reason (reporting, a
 /// project- or user-requested update): every resource below the max buffer that the project
-/// may be asked for (a resource backoff does not stop it, the RPC happens anyway) and for which
-/// no project of strictly higher priority could be asked.
+/// may be asked for (a resource backoff does not stop it, the RPC happens anyway), that the
+/// fetch trigger would ask for or whose queue the project's deadlines limit, and for which no
+/// project of strictly higher priority could be asked.
 pub fn piggyback(
     world: &World,
     now: Time,
@@ -843,8 +875,10 @@ pub fn piggyback(
         );
         // Only what the fetch trigger would ask: a resource below the minimum buffer, or one
         // this project is starved on (a top-up to the maximum on every report would fill the
-        // queue past what projects with short deadlines can then get).
-        if !rule_ok || !c.below_max[r] || !c.low_for(p, r) {
+        // queue past what projects with short deadlines can then get); or, for a project
+        // whose deadlines and not the buffer limit its queue, what its deadlines allow (that
+        // much cannot crowd out the others, and the report RPC happens anyway).
+        if !rule_ok || !c.below_max[r] || !(c.low_for(p, r) || c.deadline_bound(p, r)) {
             continue;
         }
         let better = c

@@ -80,7 +80,7 @@ pub mod suspend;
 pub use error::SchedError;
 pub use fetch::{
     FetchBlock, FetchDecision, FetchRule, ReportDue, ReportRule, ResourceRequest, RpcReason,
-    WorkRequest,
+    WorkRequest, IDLE_RETRY_INTERVAL,
 };
 pub use gpu_control::GpuControl;
 pub use model::*;

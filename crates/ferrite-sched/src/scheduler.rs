@@ -176,14 +176,16 @@ impl Scheduler {
         prio: &[Priorities],
     ) -> RunDecision {
         // Forget jobs that are gone or finished.
-        let live: HashSet<JobId> = world
-            .jobs
-            .iter()
-            .filter(|j| j.state.is_unfinished())
-            .map(|j| j.id)
-            .collect();
-        self.ran_edf.retain(|j| live.contains(j));
-        self.interrupted.retain(|j| live.contains(j));
+        if !self.ran_edf.is_empty() || !self.interrupted.is_empty() {
+            let live: HashSet<JobId> = world
+                .jobs
+                .iter()
+                .filter(|j| j.state.is_unfinished())
+                .map(|j| j.id)
+                .collect();
+            self.ran_edf.retain(|j| live.contains(j));
+            self.interrupted.retain(|j| live.contains(j));
+        }
         let run = runlist::build(
             world,
             now,

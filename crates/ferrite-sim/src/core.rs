@@ -3,8 +3,6 @@
 //! `Scheduler` on it, and turns its run list, fetch decision and reports into the emulator's
 //! actions; RPC outcomes go back through the core's `handle_*` methods.
 
-use std::collections::HashMap;
-
 use ferrite_sched as fs;
 use rand_chacha::ChaCha8Rng;
 
@@ -35,7 +33,11 @@ pub struct CorePolicy {
     /// Host, prefs, time stats, projects, apps and versions; jobs are refilled each pass.
     world: fs::World,
     /// Job id (the emulator's `seq`) → index in the emulator's job list, for the last mirror.
-    index_of: HashMap<u32, usize>,
+    /// Sorted by id (the emulator keeps its jobs in arrival order, so this is cheap).
+    index_of: Vec<(u32, usize)>,
+    /// What the last mirror copied, while it is known to be current: a job's progress changes
+    /// only when time does, and its state shows in the fingerprint.
+    mirrored: Option<Fingerprint>,
     /// The last pass's simulation with the fingerprint of the jobs it saw, reused by the fetch
     /// decision when nothing changed since.
     last_sim: Option<(Fingerprint, fs::SimResult)>,
@@ -121,10 +123,20 @@ impl CorePolicy {
         Self {
             sched: fs::Scheduler::new(policy),
             world,
-            index_of: HashMap::new(),
+            index_of: Vec::new(),
+            mirrored: None,
             last_sim: None,
             sent: None,
             jitter: ChaChaJitter(rng),
+        }
+    }
+
+    /// Refills the core's job list from the emulator's, unless it already holds them.
+    fn mirror_cached(&mut self, now: f64, jobs: &[Job]) {
+        let fp = Fingerprint::of(now, jobs);
+        if self.mirrored != Some(fp) {
+            self.mirror(now, jobs);
+            self.mirrored = Some(fp);
         }
     }
 
@@ -168,9 +180,18 @@ impl CorePolicy {
                 job.last_checkpoint_time = Some(now);
                 job.run_started_at = Some(j.slice_start);
             }
-            self.index_of.insert(id.0, i);
+            self.index_of.push((id.0, i));
             self.world.jobs.push(job);
         }
+        self.index_of.sort_unstable_by_key(|&(id, _)| id);
+    }
+
+    /// Index in the emulator's job list of the core's job `id`, as of the last mirror.
+    fn index(&self, id: fs::JobId) -> Option<usize> {
+        self.index_of
+            .binary_search_by_key(&id.0, |&(k, _)| k)
+            .ok()
+            .map(|k| self.index_of[k].1)
     }
 
     fn convert(&self, req: &fs::WorkRequest) -> WorkRequest {
@@ -218,7 +239,9 @@ impl Fingerprint {
 
 impl ClientPolicy for CorePolicy {
     fn account(&mut self, now: f64, dt: f64, _used: &[f64], jobs: &[Job]) {
+        // The step's progress is applied after this: what is copied now goes stale.
         self.mirror(now, jobs);
+        self.mirrored = None;
         // The core discards accounting intervals longer than its sanity limit (a host that
         // slept); a long emulator step is not one, so it is accounted in pieces of at most a
         // minute.
@@ -231,10 +254,10 @@ impl ClientPolicy for CorePolicy {
     }
 
     fn abort_doomed(&mut self, now: f64, jobs: &mut [Job]) -> usize {
-        self.mirror(now, jobs);
+        self.mirror_cached(now, jobs);
         let doomed = fs::runlist::doomed(&self.world, now);
         for id in &doomed {
-            if let Some(&i) = self.index_of.get(&id.0) {
+            if let Some(i) = self.index(*id) {
                 jobs[i].state = JobState::Aborted(now);
             }
         }
@@ -242,17 +265,14 @@ impl ClientPolicy for CorePolicy {
     }
 
     fn schedule(&mut self, now: f64, jobs: &[Job]) -> Vec<usize> {
-        self.mirror(now, jobs);
+        self.mirror_cached(now, jobs);
         let (sim, run) = self.sched.schedule(&self.world, now);
         self.last_sim = Some((Fingerprint::of(now, jobs), sim));
-        run.run
-            .iter()
-            .filter_map(|e| self.index_of.get(&e.job.0).copied())
-            .collect()
+        run.run.iter().filter_map(|e| self.index(e.job)).collect()
     }
 
     fn next_rpc(&mut self, now: f64, jobs: &[Job], contacted: &[bool]) -> Option<RpcPlan> {
-        self.mirror(now, jobs);
+        self.mirror_cached(now, jobs);
         let fp = Fingerprint::of(now, jobs);
         let sim = match self.last_sim.take() {
             Some((f, sim)) if f == fp => sim,

@@ -16,6 +16,7 @@ use crate::policy::ClientPolicy;
 use crate::random::{rng, stream, OnOffProcess};
 use crate::scenario::Scenario;
 use crate::server::ProjectServer;
+use crate::workload::Workload;
 
 /// Emulated time at which the run starts (log times start at 01:00:00 in the official tool).
 pub const START_TIME: f64 = 3600.0;
@@ -33,6 +34,9 @@ pub struct SimOptions {
     pub rr_only: bool,
     /// The servers make no new jobs.
     pub existing_jobs_only: bool,
+    /// The servers send a job only if an EDF booking of the host's queue with it misses no
+    /// more deadlines (`--server_uses_workload`).
+    pub server_uses_workload: bool,
 }
 
 impl Default for SimOptions {
@@ -43,6 +47,7 @@ impl Default for SimOptions {
             seed: 1,
             rr_only: false,
             existing_jobs_only: false,
+            server_uses_workload: false,
         }
     }
 }
@@ -305,12 +310,14 @@ impl<'a> World<'a> {
             let new_jobs = if self.opts.existing_jobs_only {
                 Vec::new()
             } else {
+                let mut workload = self.opts.server_uses_workload.then(|| self.workload());
                 self.servers[p].reply(
                     self.scenario,
                     now,
                     &plan.request,
                     cpu_avail,
                     &self.res.instances,
+                    workload.as_mut(),
                     &mut self.seq,
                 )
             };
@@ -322,6 +329,19 @@ impl<'a> World<'a> {
                 self.reschedule();
             }
         }
+    }
+
+    /// The host's queue as a server checking the workload sees it: every unfinished job (of
+    /// any project) with its deadline and the client's estimate of its remaining run time.
+    fn workload(&self) -> Workload {
+        let now = self.now;
+        Workload::new(
+            self.scenario.usable_cpus() as usize,
+            self.jobs
+                .iter()
+                .filter(|j| j.is_unfinished())
+                .map(|j| (j.deadline - now, j.est_remaining())),
+        )
     }
 
     fn reschedule(&mut self) {

@@ -20,6 +20,7 @@ pub mod random;
 pub mod scenario;
 pub mod server;
 pub mod state;
+pub mod workload;
 
 pub use engine::{run, OptionsError, SimOptions, START_TIME};
 pub use metrics::{ProjectReport, Report};

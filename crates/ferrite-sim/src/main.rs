@@ -26,6 +26,10 @@ struct Args {
     /// The emulated servers make no new jobs; only the state file's jobs run.
     #[arg(long = "existing_jobs_only", alias = "existing-jobs-only")]
     existing_jobs_only: bool,
+    /// The emulated servers send a job only if an earliest-deadline-first booking of the
+    /// host's queue with it misses no more deadlines.
+    #[arg(long = "server_uses_workload", alias = "server-uses-workload")]
+    server_uses_workload: bool,
     /// Print the figures as JSON.
     #[arg(long)]
     json: bool,
@@ -52,6 +56,7 @@ fn emulate(args: &Args) -> anyhow::Result<()> {
         seed: args.seed,
         rr_only: args.cpu_sched_rr_only,
         existing_jobs_only: args.existing_jobs_only,
+        server_uses_workload: args.server_uses_workload,
     };
     let report = run(&scenario, &opts)?;
     if args.json {

@@ -158,6 +158,7 @@ impl Accumulators {
             policy: "core".to_owned(),
             cpu_sched_rr_only: opts.rr_only,
             existing_jobs_only: opts.existing_jobs_only,
+            server_uses_workload: opts.server_uses_workload,
             wasted_fraction: ratio(self.flops_wasted),
             idle_fraction: ratio((flops_total - used).max(0.0)),
             share_violation,
@@ -217,6 +218,8 @@ pub struct Report {
     pub cpu_sched_rr_only: bool,
     /// Whether servers made no new jobs.
     pub existing_jobs_only: bool,
+    /// Whether servers checked the host's workload (EDF) before sending a job.
+    pub server_uses_workload: bool,
     /// Peak FLOPs of late jobs / FLOPs available.
     pub wasted_fraction: f64,
     /// (available − used) / available.
@@ -257,13 +260,14 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "Ferrite emulator: policy {}, duration {:.0} s, time step {:.0} s, seed {}, round-robin only: {}, existing jobs only: {}",
+            "Ferrite emulator: policy {}, duration {:.0} s, time step {:.0} s, seed {}, round-robin only: {}, existing jobs only: {}, server uses workload: {}",
             self.policy,
             self.duration,
             self.delta,
             self.seed,
             yes_no(self.cpu_sched_rr_only),
-            yes_no(self.existing_jobs_only)
+            yes_no(self.existing_jobs_only),
+            yes_no(self.server_uses_workload)
         );
         let _ = writeln!(s, "Figures of merit:");
         let _ = writeln!(s, "wasted fraction {:.6}", self.wasted_fraction);

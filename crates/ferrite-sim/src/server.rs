@@ -2,13 +2,16 @@
 //! weight, size estimate drawn from the app's distribution, deadline = now + latency bound)
 //! until the request is met, refusing a job it thinks cannot meet its deadline — estimated
 //! queue delay plus the job's estimated run time over the latency bound — and then no longer
-//! using that app version in this reply. This is the official emulator's server rule.
+//! using that app version in this reply. This is the official emulator's server rule; with
+//! `--server_uses_workload` the deadline check is instead an EDF booking of the host's whole
+//! queue ([`crate::workload`]), as BOINC's scheduler can do.
 
 use rand_chacha::ChaCha8Rng;
 
 use crate::model::{Job, JobState};
 use crate::random::{standard_normal, uniform};
 use crate::scenario::Scenario;
+use crate::workload::Workload;
 
 /// Safety net: no reply holds more jobs than this (a request whose usage never decreases
 /// would otherwise loop forever).
@@ -75,7 +78,9 @@ impl ProjectServer {
 
     /// Answers `req` at time `now`. `avail` is the client's on×active fraction (the server
     /// scales run times by it when decrementing the request, as BOINC's does); `instances` the
-    /// host's instances per resource. Returns the new jobs; `seq` numbers them.
+    /// host's instances per resource; `workload`, with `--server_uses_workload`, the host's
+    /// queue the deadline check books new jobs into. Returns the new jobs; `seq` numbers them.
+    #[allow(clippy::too_many_arguments)]
     pub fn reply(
         &mut self,
         scenario: &Scenario,
@@ -83,6 +88,7 @@ impl ProjectServer {
         req: &WorkRequest,
         avail: f64,
         instances: &[f64],
+        mut workload: Option<&mut Workload>,
         seq: &mut u64,
     ) -> Vec<Job> {
         let mut req = req.clone();
@@ -131,8 +137,14 @@ impl ProjectServer {
             let est = est.max(a.fpops.mean * 0.01);
             let et = est / av.flops;
             let rsc = rsc_of(v);
-            let delay = req.estimated_delay.get(rsc).copied().unwrap_or(0.0);
-            if delay + et > a.latency_bound {
+            let fits = match workload.as_deref_mut() {
+                Some(w) => w.admit(a.latency_bound, et),
+                None => {
+                    let delay = req.estimated_delay.get(rsc).copied().unwrap_or(0.0);
+                    delay + et <= a.latency_bound
+                }
+            };
+            if !fits {
                 dont_use[v] = true;
                 continue;
             }
@@ -218,7 +230,7 @@ mod tests {
         let mut req = WorkRequest::none(1);
         req.req_secs[0] = 3.6e3 * 5.0;
         let mut seq = 0;
-        let jobs = srv.reply(&s, 100.0, &req, 1.0, &[4.0], &mut seq);
+        let jobs = srv.reply(&s, 100.0, &req, 1.0, &[4.0], None, &mut seq);
         assert_eq!(jobs.len(), 5);
         assert_eq!(jobs[0].deadline, 36100.0);
         assert_eq!(jobs[4].name, "P_4");
@@ -233,9 +245,11 @@ mod tests {
         req.req_secs[0] = 1e9;
         // Each job adds 3600/4 s of delay: 36000 - 3600 allows 36 jobs, then refusal.
         let mut seq = 0;
-        let jobs = srv.reply(&s, 0.0, &req, 1.0, &[4.0], &mut seq);
+        let jobs = srv.reply(&s, 0.0, &req, 1.0, &[4.0], None, &mut seq);
         assert_eq!(jobs.len(), 37);
         req.estimated_delay[0] = 33_000.0;
-        assert!(srv.reply(&s, 0.0, &req, 1.0, &[4.0], &mut seq).is_empty());
+        assert!(srv
+            .reply(&s, 0.0, &req, 1.0, &[4.0], None, &mut seq)
+            .is_empty());
     }
 }

@@ -523,3 +523,76 @@ fn a_starved_project_request_waits_for_its_next_report() {
     let out = rr.pass(&w, T0);
     assert_eq!(out.fetch.request.map(|r| r.project), Some(p));
 }
+
+#[test]
+fn failed_project_is_retried_early_only_while_an_instance_idles() {
+    // A's scheduler failed four times in a row: its backoff has grown to 16 min × U(0.5, 1).
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let (a, _) = busy_project(&mut w, "A", 0, 0);
+    let mut s = Scheduler::new(Policy::default());
+    let mut jitter = FixedJitter(0.5);
+    s.pass(&w, T0 - 10.0);
+    for k in 0..4 {
+        s.handle_rpc_failed(T0 + f64::from(k), a, &mut jitter);
+    }
+    let failed = T0 + 3.0;
+    let backoff_end = failed + 960.0 * 0.75;
+    let retry = failed + IDLE_RETRY_INTERVAL;
+    let backoff_until = |out: &PassOutput| {
+        out.fetch.blocks.iter().find_map(|b| match b.rule {
+            FetchRule::RpcBackoff { until } if b.project == Some(a) => Some(until),
+            _ => None,
+        })
+    };
+    // Both CPUs idle: the backoff ends at the idle retry, which `explain` shows.
+    let out = s.pass(&w, retry - 1.0);
+    assert_eq!(out.fetch.request, None);
+    assert_eq!(backoff_until(&out), Some(retry));
+    let out = s.pass(&w, retry);
+    assert_eq!(out.fetch.request.map(|r| r.project), Some(a));
+
+    // With two hours of work queued for each CPU (below the minimum buffer, but nothing
+    // idles) the full backoff holds.
+    let (b, _) = busy_project(&mut w, "B", 4, 100);
+    w.projects[b.index()].resource_share = 1.0;
+    let out = s.pass(&w, retry);
+    assert!(out.fetch.request.as_ref().is_none_or(|r| r.project != a));
+    assert_eq!(backoff_until(&out), Some(backoff_end));
+
+    // A server's request_delay is never shortened, idle or not.
+    w.jobs.clear();
+    s.handle_rpc_succeeded(retry, a, None, &[0], 3600.0, &mut jitter);
+    let out = s.pass(&w, retry + 600.0);
+    assert_eq!(backoff_until(&out), Some(retry + 3600.0));
+}
+
+#[test]
+fn piggyback_tops_up_a_project_whose_deadlines_limit_its_queue() {
+    // 2 CPUs; P's one-hour jobs have a 12-hour delay bound, shorter than the 0.6-day max
+    // buffer: its deadlines, not the buffer, limit its queue. 6 h of work queued (above the
+    // 0.1-day min buffer): no fetch of its own, but its report RPC asks what its deadlines
+    // still allow.
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    for i in 0..6 {
+        w.add_job(Job::new(JobId(i), p, v, H * 1e9, T0, T0 + 12.0 * H));
+    }
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    assert_eq!(out.fetch.request, None, "not low: no fetch of its own");
+    let req = s.piggyback(&w, T0, &out.sim, p).expect("a top-up");
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU");
+    // Never past the deadlines: what is queued and asked for ends before the 12 h bound.
+    let queued = 6.0 * H;
+    assert!(cpu.req_secs > 0.0);
+    assert!((queued + cpu.req_secs) / 2.0 < 12.0 * H, "{}", cpu.req_secs);
+
+    // Queued up to what its deadlines allow, it asks nothing.
+    for i in 6..20 {
+        w.add_job(Job::new(JobId(i), p, v, H * 1e9, T0, T0 + 12.0 * H));
+    }
+    let out = s.pass(&w, T0);
+    assert_eq!(s.piggyback(&w, T0, &out.sim, p), None);
+}

@@ -373,3 +373,45 @@ fn doomed_unstarted_job_is_aborted_not_run() {
         "{run:?}"
     );
 }
+
+/// BOINC's cc_config `<prioritize_gpu>` puts GPU jobs ahead of deadline-endangered CPU jobs;
+/// Ferrite's core always does (GPU jobs commit their CPU first), with or without the option.
+#[test]
+fn gpu_jobs_go_before_endangered_cpu_jobs() {
+    let mut host = Host::cpu_only(2, 1e9, 16e9);
+    host.coprocs.push(Coproc {
+        kind: CoprocKind::Nvidia,
+        count: 1,
+        peak_flops: 1e12,
+    });
+    let mut w = World::new(host);
+    let p = w.add_project(Project::new("P", 1.0));
+    let a = w.add_app(App::new(p, "a"));
+    let cpu = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    let gpu = w.add_app_version(AppVersion::coproc(a, p, ResourceId(1), 1.0, 1.0, 1e11));
+    // Two CPU jobs of 5 h due in 5.5 h (both endangered), one GPU job with days to spare.
+    for id in 0..2 {
+        w.add_job(Job::new(
+            JobId(id),
+            p,
+            cpu,
+            5.0 * H * 1e9,
+            T0 - 10.0,
+            T0 + 5.5 * H,
+        ));
+    }
+    w.add_job(Job::new(
+        JobId(9),
+        p,
+        gpu,
+        5.0 * H * 1e11,
+        T0,
+        T0 + 9.0 * DAY,
+    ));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let run: Vec<(JobId, RunReason)> = out.run.run.iter().map(|e| (e.job, e.reason)).collect();
+    assert_eq!(run[0].0, JobId(9), "the GPU job goes first: {run:?}");
+    assert_eq!(run.len(), 2, "{run:?}");
+    assert_eq!(run[1], (JobId(0), RunReason::Deadline), "{run:?}");
+}
