@@ -7,6 +7,11 @@ use anyhow::Context as _;
 use clap::Parser;
 use ferrite_sim::{run, Scenario, SimOptions};
 
+/// The emulator allocates many short-lived vectors per event; mimalloc serves them faster
+/// than the system allocator (100 emulated days of scenario a: 0.65 s instead of 0.80 s).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Emulates a BOINC host and its projects in virtual time and scores the client's scheduling.
 #[derive(Debug, Parser)]
 #[command(name = "ferrite-sim", version)]
