@@ -779,6 +779,7 @@ impl Daemon {
                 }
             }
             if self.gpu_retry_at.is_some_and(|at| t >= at) {
+                self.state_epoch += 1;
                 self.reprobe_gpus(t);
             }
             if t >= next_bench_check {
@@ -789,10 +790,11 @@ impl Daemon {
             }
             if self.tick_soon || t >= next_tick {
                 self.tick_soon = false;
-                self.state_epoch += 1;
                 if let Some(why) = self.tick_tasks(t) {
                     break why;
                 }
+                self.state_epoch += 1;
+                self.tasks.settle(self.state_epoch);
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
                 self.tick_projects(t);
                 self.tick_info(t);
@@ -867,6 +869,7 @@ impl Daemon {
         // Right before tasks may start: an app file changed since it was verified must not run.
         if self.transfers.check_app_files(&mut self.state) {
             self.save.mark_dirty(t);
+            self.state_epoch += 1;
         }
         let (reason, gpu_reason, user_active) = self.decide_suspension(t);
         let activity = ferrite_project::stats::Activity {
@@ -894,7 +897,7 @@ impl Daemon {
             process_priority_special: o.process_priority_special,
         };
         let proxy = config::working_proxy(&self.state, &self.config.cc.options);
-        let inputs = tasks::TickInputs {
+        let mut inputs = tasks::TickInputs {
             prefs: &self.config.prefs.prefs,
             cc_ncpus: self.config.cc.options.ncpus,
             suspend: reason,
@@ -907,14 +910,17 @@ impl Daemon {
             proxy: proxy.as_ref(),
             gpu_instances: &self.gpu_instances,
             exit_before_start: self.config.cc.options.exit_before_start,
+            epoch: self.state_epoch,
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;
             let max_days = self.config.cc.options.max_overdue_days;
             if self.tasks.check_overdue(&mut self.state, t, max_days) {
                 self.save.mark_dirty(t);
+                self.state_epoch += 1;
             }
         }
+        inputs.epoch = self.state_epoch;
         let report = self.tasks.tick(&mut self.state, &inputs, t);
         if report.changed {
             self.save.mark_dirty(t);
