@@ -10,17 +10,21 @@
 //! - the median time of 50 calls of `get_state`, `get_results`, `get_file_transfers` and
 //!   `get_messages` (1,000 tasks), then the RSS after that burst;
 //!
-//! and for Ferrite alone, against a reference:
+//! and against another reference:
 //!
 //! - a download (`FERRITE_BENCH_DL_SIZE`, default 200M) from `ferrite-testproject` on
 //!   127.0.0.1 by `ferrite_net::HttpClient` with MD5 verification, in a child process that
 //!   runs a current-thread runtime as `ferrited` does, against `curl -s -o FILE`; and that
 //!   child's peak RSS (`VmHWM`, the goal is absolute);
 //! - 32 tasks of 2 s of the BOINC-API test app, 4 at a time, through `ferrited` (as the
-//!   `tasks` bench), against the ideal wall time.
+//!   `tasks` bench), against the ideal wall time (app work only), and the same tasks through
+//!   the official client, side by side.
 //!
 //! It prints one row per figure: Ferrite's and the reference's medians and the ratio's
 //! min/median/max over the rounds (`FERRITE_BENCH_ROUNDS`, default 3), with the goal.
+//!
+//! `FERRITE_BENCH_ONLY` (a comma-separated list of `clients`, `download`, `tasks`) runs only
+//! those parts.
 //!
 //! Run: `cargo bench -p ferrite-daemon --bench footprint_vs_official` (needs `boinc`, `curl`,
 //! `g++` and `libboinc-app-dev`; `.ci/run` installs them). A quick run:
@@ -177,8 +181,9 @@ async fn suspend_all(c: &mut GuiRpcClient) {
     }
 }
 
-/// Median time of `CALLS` calls of `r` on one connection (after one unmeasured call).
-async fn median_call(c: &mut GuiRpcClient, r: &Request, must_hold: &str) -> f64 {
+/// Median time of `CALLS` calls of `r` on one connection (after one unmeasured call), and
+/// the reply's size.
+async fn median_call(c: &mut GuiRpcClient, r: &Request, must_hold: &str) -> (f64, usize) {
     let first = c.call(r).await.expect("call");
     assert!(
         first.contains(must_hold),
@@ -192,7 +197,7 @@ async fn median_call(c: &mut GuiRpcClient, r: &Request, must_hold: &str) -> f64 
         times.push(t.elapsed().as_secs_f64());
         std::hint::black_box(body.len());
     }
-    median(&mut times)
+    (median(&mut times), first.len())
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -200,7 +205,59 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// A `/proc/PID/status` field in kB.
+/// CPU seconds of every thread of `pid` so far, in nanoseconds' precision (the first field
+/// of each `/proc/PID/task/TID/schedstat`; `/proc/PID/stat` counts clock ticks of 10 ms).
+/// Threads that ended are not counted: the clients' idle threads live as long as they do.
+fn cpu_precise(pid: u32) -> f64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        / 1e9
+}
+
+/// What the resident memory of `pid` is: anonymous (heap, stacks), the program's own file
+/// pages (its code and read-only data), shared libraries' pages; kB, from `/proc/PID/smaps`.
+fn rss_parts(pid: u32) -> String {
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let Ok(smaps) = fs::read_to_string(format!("/proc/{pid}/smaps")) else {
+        return String::new();
+    };
+    let (mut anon, mut own, mut libs) = (0u64, 0u64, 0u64);
+    let mut path = String::new();
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or_default();
+        if first.contains('-') && !first.ends_with(':') {
+            path = line
+                .split_whitespace()
+                .nth(5)
+                .unwrap_or_default()
+                .to_owned();
+        } else if first == "Rss:" {
+            let kb: u64 = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            if path.is_empty() || path.starts_with('[') {
+                anon += kb;
+            } else if Path::new(&path) == exe {
+                own += kb;
+            } else {
+                libs += kb;
+            }
+        }
+    }
+    format!(
+        "anon {:.1} MB, own code {:.1} MB, libraries {:.1} MB",
+        anon as f64 / 1024.0,
+        own as f64 / 1024.0,
+        libs as f64 / 1024.0
+    )
+}
+
+/// `VmRSS` of `pid` in kB.
 fn status_kb(pid: u32) -> f64 {
     short_tasks::status_kb(pid, "VmRSS") as f64
 }
@@ -302,6 +359,13 @@ struct Rows {
     download: Row,
     download_rss: Row,
     short_tasks: Row,
+    short_tasks_official: Row,
+    /// The last round's reply sizes, Ferrite / official.
+    reply_bytes: Vec<String>,
+    /// The last round's short-task phases.
+    phases: String,
+    /// The last round's resident memory, by kind.
+    rss_notes: Vec<String>,
 }
 
 /// The clients' part of a round: start, idle, GUI RPC burst.
@@ -336,19 +400,23 @@ fn clients_round(rows: &mut Rows, xml: &str, urls: &[String], idle: Duration) {
     let cpu0: Vec<f64> = empty
         .iter()
         .chain(loaded.iter().map(|(c, _)| c))
-        .map(|c| short_tasks::cpu_seconds(c.pid()))
+        .map(|c| cpu_precise(c.pid()))
         .collect();
     std::thread::sleep(idle);
     let cpu: Vec<f64> = empty
         .iter()
         .chain(loaded.iter().map(|(c, _)| c))
         .zip(&cpu0)
-        .map(|(c, before)| short_tasks::cpu_seconds(c.pid()) - before)
+        .map(|(c, before)| cpu_precise(c.pid()) - before)
         .collect();
     rows.cpu_idle.push(cpu[0], cpu[1]);
     rows.cpu_tasks.push(cpu[2], cpu[3]);
     rows.rss_idle
         .push(status_kb(empty[0].pid()), status_kb(empty[1].pid()));
+    rows.rss_notes = vec![
+        format!("no project: Ferrite {}", rss_parts(empty[0].pid())),
+        format!("no project: official {}", rss_parts(empty[1].pid())),
+    ];
     drop(empty);
 
     let mut times = Vec::new();
@@ -375,12 +443,30 @@ fn clients_round(rows: &mut Rows, xml: &str, urls: &[String], idle: Duration) {
             ]
         }));
     }
-    rows.get_state.push(times[0][0], times[1][0]);
-    rows.get_results.push(times[0][1], times[1][1]);
-    rows.get_transfers.push(times[0][2], times[1][2]);
-    rows.get_messages.push(times[0][3], times[1][3]);
+    rows.get_state.push(times[0][0].0, times[1][0].0);
+    rows.get_results.push(times[0][1].0, times[1][1].0);
+    rows.get_transfers.push(times[0][2].0, times[1][2].0);
+    rows.get_messages.push(times[0][3].0, times[1][3].0);
+    rows.reply_bytes = [
+        "get_state",
+        "get_results",
+        "get_file_transfers",
+        "get_messages",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, name)| format!("{name} {} / {}", times[0][i].1, times[1][i].1))
+    .collect();
     rows.rss_tasks
         .push(status_kb(loaded[0].0.pid()), status_kb(loaded[1].0.pid()));
+    rows.rss_notes.push(format!(
+        "1,000 tasks: Ferrite {}",
+        rss_parts(loaded[0].0.pid())
+    ));
+    rows.rss_notes.push(format!(
+        "1,000 tasks: official {}",
+        rss_parts(loaded[1].0.pid())
+    ));
 }
 
 /// Child mode: serve `ferrite-testproject` on DATA until stdin closes.
@@ -579,9 +665,14 @@ fn main() {
         .map(|p| p.project.master_url.clone())
         .collect();
     let xml = state.to_xml();
+    let only = std::env::var("FERRITE_BENCH_ONLY").unwrap_or_default();
+    let part = |name: &str| only.is_empty() || only.split(',').any(|p| p == name);
     let app = short_tasks::build_test_app();
-    let dl = DownloadBench::start(dl_size);
-    let _ = dl.round(); // warm-up: page cache, server, binaries
+    let dl = part("download").then(|| {
+        let dl = DownloadBench::start(dl_size);
+        let _ = dl.round(); // warm-up: page cache, server, binaries
+        dl
+    });
 
     let idle_s = idle.as_secs();
     let mut rows = Rows {
@@ -645,18 +736,45 @@ fn main() {
             1.0,
             Some(1.2),
         ),
+        short_tasks_official: Row::new(
+            "32 tasks of 2 s, 4 at a time: wall vs official client",
+            "s",
+            1.0,
+            Some(1.0),
+        ),
+        reply_bytes: Vec::new(),
+        phases: String::new(),
+        rss_notes: Vec::new(),
     };
     for round in 1..=rounds {
-        eprintln!("round {round}/{rounds}: clients ({idle_s} s idle window)");
-        clients_round(&mut rows, &xml, &urls, idle);
-        eprintln!("round {round}/{rounds}: download");
-        let (secs, hwm, curl) = dl.round();
-        rows.download.push(secs, curl);
-        rows.download_rss.push(hwm, 0.0);
+        if part("clients") {
+            eprintln!("round {round}/{rounds}: clients ({idle_s} s idle window)");
+            clients_round(&mut rows, &xml, &urls, idle);
+        }
+        if let Some(dl) = &dl {
+            eprintln!("round {round}/{rounds}: download");
+            let (secs, hwm, curl) = dl.round();
+            rows.download.push(secs, curl);
+            rows.download_rss.push(hwm, 0.0);
+        }
+        if !part("tasks") {
+            continue;
+        }
         eprintln!("round {round}/{rounds}: short tasks");
         let o = short_tasks::run(env!("CARGO_BIN_EXE_ferrited"), &app);
         rows.short_tasks
             .push(o.wall.as_secs_f64(), short_tasks::ideal().as_secs_f64());
+        let official = short_tasks::run_with(short_tasks::Runner::Official, &app);
+        rows.short_tasks_official
+            .push(o.wall.as_secs_f64(), official.wall.as_secs_f64());
+        rows.phases = format!(
+            "short tasks, medians from the logs: a task's start to its end {:.2} s / {:.2} s, \
+             an end to the next start {:.0} ms / {:.0} ms (Ferrite / official)",
+            o.phases.run.as_secs_f64(),
+            official.phases.run.as_secs_f64(),
+            o.phases.gap.as_secs_f64() * 1e3,
+            official.phases.gap.as_secs_f64() * 1e3
+        );
     }
     let version = Command::new("boinc")
         .arg("--version")
@@ -686,11 +804,21 @@ fn main() {
         &rows.download,
         &rows.download_rss,
         &rows.short_tasks,
+        &rows.short_tasks_official,
     ] {
         row.print();
     }
     println!(
+        "reply bytes, Ferrite / official: {}",
+        rows.reply_bytes.join(", ")
+    );
+    println!("{}", rows.phases);
+    for n in &rows.rss_notes {
+        println!("RSS, {n}");
+    }
+    println!(
         "reference: the official client, except curl -o for the download and the ideal wall \
-         time (app time only) for the short tasks"
+         time for the short tasks (8 waves of 2 s of app work; the BOINC API's boinc_finish \
+         adds a 2 s wait of its own to every task, which no client can shorten)"
     );
 }

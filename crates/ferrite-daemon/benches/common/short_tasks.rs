@@ -242,6 +242,37 @@ pub struct Outcome {
     /// `VmHWM` and `VmRSS` at the end, kB.
     pub hwm_kb: u64,
     pub rss_kb: u64,
+    /// Where the wall time went, from the log.
+    pub phases: Phases,
+}
+
+/// Medians of a task's phases as seen in the client's log (20 ms resolution): from its
+/// start to its end (the app's start-up, its work, the BOINC API's `boinc_finish` wait, the
+/// client's exit handling), and from a task's end to the start of the next one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phases {
+    pub run: Duration,
+    pub gap: Duration,
+}
+
+impl Phases {
+    fn of(starts: &[Duration], ends: &[Duration]) -> Phases {
+        let median = |mut v: Vec<Duration>| {
+            v.sort();
+            v.get(v.len() / 2).copied().unwrap_or_default()
+        };
+        // Tasks start in waves of NCPUS: task i ends before task i + NCPUS starts.
+        let run = (0..starts.len().min(ends.len()))
+            .map(|i| ends[i].saturating_sub(starts[i]))
+            .collect();
+        let gap = (NCPUS..starts.len())
+            .filter_map(|i| Some(starts[i].saturating_sub(*ends.get(i - NCPUS)?)))
+            .collect();
+        Phases {
+            run: median(run),
+            gap: median(gap),
+        }
+    }
 }
 
 /// The wall time the tasks would take with no overhead at all.
@@ -249,8 +280,41 @@ pub fn ideal() -> Duration {
     Duration::from_millis(u64::from(STEPS * STEP_MS) * (TASKS / NCPUS) as u64)
 }
 
+/// The client that runs the tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runner<'a> {
+    /// `ferrited` at this path.
+    Ferrite(&'a str),
+    /// The official client (`boinc` on the `PATH`).
+    Official,
+}
+
+impl Runner<'_> {
+    /// Log lines that mark the main loop's start, a task's start and a task's success.
+    fn markers(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Runner::Ferrite(_) => (
+                "entering main loop",
+                "starting task",
+                "finished; outputs ready for upload",
+            ),
+            Runner::Official => (
+                "Initialization completed",
+                "Starting task",
+                "Computation for task",
+            ),
+        }
+    }
+}
+
 /// Runs the tasks through `ferrited` (path) with the test app built by `build_test_app`.
 pub fn run(ferrited: &str, app: &Path) -> Outcome {
+    run_with(Runner::Ferrite(ferrited), app)
+}
+
+/// Runs the tasks through `runner` with the test app built by `build_test_app`.
+pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
+    let (main_loop, started, succeeded) = runner.markers();
     let d = data_dir(app);
     let dir = d.path();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -260,7 +324,15 @@ pub fn run(ferrited: &str, app: &Path) -> Outcome {
     let log = dir.join("ferrited.log");
     let file = fs::File::create(&log).expect("log file");
     let wall = Instant::now();
-    let child = Command::new(ferrited)
+    let mut cmd = match runner {
+        Runner::Ferrite(path) => Command::new(path),
+        Runner::Official => {
+            let mut c = Command::new("boinc");
+            c.arg("--no_info_fetch").current_dir(dir);
+            c
+        }
+    };
+    let child = cmd
         .arg("--dir")
         .arg(dir)
         .args(["--gui_rpc_port", &port.to_string()])
@@ -270,7 +342,7 @@ pub fn run(ferrited: &str, app: &Path) -> Outcome {
         .stdout(Stdio::from(file.try_clone().expect("log file")))
         .stderr(Stdio::from(file))
         .spawn()
-        .expect("start ferrited");
+        .expect("start the client");
     let pid = child.id();
     let mut daemon = Daemon { child, log };
 
@@ -278,15 +350,25 @@ pub fn run(ferrited: &str, app: &Path) -> Outcome {
     let mut startup_cpu = None;
     let mut first_start = None;
     let mut done = 0;
+    // Each task's start and end as first seen in the log (read every 20 ms).
+    let mut starts: Vec<Duration> = Vec::new();
+    let mut ends: Vec<Duration> = Vec::new();
     while wall.elapsed() < TIMEOUT {
         if let Ok(Some(status)) = daemon.child.try_wait() {
-            panic!("ferrited exited ({status}):\n{}", daemon.log_text());
+            panic!("the client exited ({status}):\n{}", daemon.log_text());
         }
         let text = daemon.log_text();
-        if startup_cpu.is_none() && text.contains("entering main loop") {
+        let seen = wall.elapsed();
+        let (s, e) = (
+            text.matches(started).count(),
+            text.matches(succeeded).count(),
+        );
+        starts.resize(s.max(starts.len()), seen);
+        ends.resize(e.max(ends.len()), seen);
+        if startup_cpu.is_none() && text.contains(main_loop) {
             startup_cpu = Some(cpu_seconds(pid));
         }
-        if first_start.is_none() && text.contains("starting task") {
+        if first_start.is_none() && text.contains(started) {
             first_start = Some(wall.elapsed());
         }
         // The log says when a task ends; the state file (saved at most once a second) also
@@ -295,7 +377,7 @@ pub fn run(ferrited: &str, app: &Path) -> Outcome {
         done = states[3..]
             .iter()
             .sum::<usize>()
-            .max(text.matches("finished; outputs ready for upload").count());
+            .max(text.matches(succeeded).count());
         if done >= TASKS {
             break;
         }
@@ -310,7 +392,7 @@ pub fn run(ferrited: &str, app: &Path) -> Outcome {
         done >= TASKS,
         "only {done} of {TASKS} tasks done after {TIMEOUT:?}; log:\n{text}"
     );
-    let finished = text.matches("finished; outputs ready for upload").count();
+    let finished = text.matches(succeeded).count();
     let errors = result_states(dir)[3];
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
@@ -322,6 +404,7 @@ pub fn run(ferrited: &str, app: &Path) -> Outcome {
         thread::sleep(Duration::from_millis(50));
     }
     Outcome {
+        phases: Phases::of(&starts, &ends),
         finished,
         errors,
         first_start: first_start.unwrap_or_default(),
