@@ -11,6 +11,7 @@ pub mod config;
 pub mod filecheck;
 pub mod lock;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod notices;
 pub mod projects;
@@ -705,6 +706,7 @@ impl Daemon {
             Err(e) => warn!("cannot start the state writer thread ({e}); saving on the main loop"),
         }
         info!("entering main loop");
+        let mut reclaim = memory::Reclaimer::new(now());
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
         }
@@ -739,6 +741,7 @@ impl Daemon {
                     Some(Event::GuiRpc(call)) => {
                         let query = is_query(&call.request);
                         self.handle_gui_rpc(call);
+                        reclaim.gui_call(now());
                         if !query {
                             // It may have changed something: decide again now.
                             self.tick_soon = true;
@@ -806,6 +809,12 @@ impl Daemon {
                 self.throttle.poll(&groups, now());
             }
             self.save_if_due(t, false);
+            let r = reclaim.due(t);
+            if r.heap {
+                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
+                self.state_reply = None;
+            }
+            memory::release(r);
         };
         info!("shutting down ({reason})");
         let _ = self.notifier.stopping();
