@@ -130,8 +130,6 @@ pub struct TickReport {
     /// Projects a task of which could not start because a file is gone: their files are
     /// checked again.
     pub files_missing: Vec<String>,
-    /// The scheduling core ran a pass in this tick.
-    pub passed: bool,
 }
 
 /// The daemon's tasks.
@@ -292,8 +290,8 @@ impl TaskTable {
     }
 
     /// One supervision tick: every app is polled; the core's pass (snapshot, accounting, run
-    /// list) runs only when the gate says something it reads changed, an app exited or
-    /// checkpointed, or its own next wakeup came. While computing is suspended
+    /// list) runs only when the gate says something it reads changed, when an app exited,
+    /// or when its own next wakeup came. While computing is suspended
     /// (`inputs.suspend`) nothing starts and every process stops: suspended in memory, or told
     /// to quit when the reason allows it, `leave_apps_in_memory` is off and the task has a
     /// checkpoint to restart from.
@@ -328,7 +326,6 @@ impl TaskTable {
         if !exited && !self.gate.is_due(&gate_inputs, now) {
             return report;
         }
-        report.passed = true;
 
         let world = self.snapshot(state, inputs, now);
         if let Some(prev) = &self.last_world {
