@@ -18,6 +18,10 @@ const SLOW_PROBE_SECS: f64 = 10.0;
 /// How often input devices and the power supply are looked at, seconds.
 const FAST_PROBE_SECS: f64 = 1.0;
 
+/// How long the list of input devices and terminals is kept before `/dev` is listed again
+/// (new logins add terminals), seconds.
+const DEVICE_LIST_SECS: f64 = 60.0;
+
 /// One observation of the host.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Seen {
@@ -42,6 +46,9 @@ pub struct ActivityMonitor {
     seen: Seen,
     fast_at: f64,
     slow_at: f64,
+    /// The input devices and terminals to look at, and when they were listed.
+    devices: Vec<PathBuf>,
+    devices_at: f64,
     /// Previous (busy, total) CPU seconds of the host and our apps' CPU seconds.
     last_cpu: Option<(f64, f64, f64)>,
 }
@@ -68,13 +75,18 @@ impl ActivityMonitor {
             seen: Seen::default(),
             fast_at: f64::NEG_INFINITY,
             slow_at: f64::NEG_INFINITY,
+            devices: Vec::new(),
+            devices_at: f64::NEG_INFINITY,
             last_cpu: None,
         }
     }
 
     /// `cc_config.xml` `<ignore_tty>` prefixes.
     pub fn set_ignore_tty(&mut self, ttys: &[String]) {
-        self.idle.ignore_tty = ttys.to_vec();
+        if self.idle.ignore_tty != ttys {
+            self.idle.ignore_tty = ttys.to_vec();
+            self.devices_at = f64::NEG_INFINITY;
+        }
     }
 
     /// The latest observation, refreshed when its probes are due. `apps_cpu_secs` is the CPU
@@ -89,8 +101,16 @@ impl ActivityMonitor {
     ) -> Seen {
         if now - self.fast_at >= FAST_PROBE_SECS || now < self.fast_at {
             self.fast_at = now;
-            self.seen.idle_secs =
-                ferrite_hostinfo::idle_time(&self.idle, SystemTime::now()).map(|d| d.as_secs_f64());
+            if now - self.devices_at >= DEVICE_LIST_SECS || now < self.devices_at {
+                self.devices_at = now;
+                self.devices = ferrite_hostinfo::candidate_devices(&self.idle);
+            }
+            self.seen.idle_secs = ferrite_hostinfo::idle_time_of(
+                &self.idle.shm_root,
+                &self.devices,
+                SystemTime::now(),
+            )
+            .map(|d| d.as_secs_f64());
             self.seen.on_battery = ferrite_hostinfo::on_battery(&self.sys_root);
         }
         if now - self.slow_at >= SLOW_PROBE_SECS || now < self.slow_at {
@@ -230,6 +250,8 @@ mod tests {
             seen: Seen::default(),
             fast_at: f64::NEG_INFINITY,
             slow_at: f64::NEG_INFINITY,
+            devices: Vec::new(),
+            devices_at: f64::NEG_INFINITY,
             last_cpu: None,
         };
         let excl = vec!["game.x86_64".to_owned()];

@@ -16,6 +16,7 @@ pub mod gpu_control;
 pub mod history;
 pub mod lock;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod notices;
 pub mod projects;
@@ -767,6 +768,7 @@ impl Daemon {
             Err(e) => warn!("cannot start the state writer thread ({e}); saving on the main loop"),
         }
         info!("entering main loop");
+        let mut reclaim = memory::Reclaimer::new(now());
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
         }
@@ -801,6 +803,7 @@ impl Daemon {
                     Some(Event::GuiRpc(call)) => {
                         let query = is_query(&call.request);
                         self.handle_gui_rpc(call);
+                        reclaim.gui_call(now());
                         if !query {
                             // It may have changed something: decide again now.
                             self.tick_soon = true;
@@ -847,6 +850,7 @@ impl Daemon {
                 }
             }
             if self.gpu_retry_at.is_some_and(|at| t >= at) {
+                self.state_epoch += 1;
                 self.reprobe_gpus(t);
             }
             if t >= next_bench_check {
@@ -857,10 +861,11 @@ impl Daemon {
             }
             if self.tick_soon || t >= next_tick {
                 self.tick_soon = false;
-                self.state_epoch += 1;
                 if let Some(why) = self.tick_tasks(t) {
                     break why;
                 }
+                self.state_epoch += 1;
+                self.tasks.settle(self.state_epoch);
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
                 self.tick_projects(t);
                 self.tick_acct_mgr(t);
@@ -874,6 +879,12 @@ impl Daemon {
                 self.throttle.poll(&groups, now());
             }
             self.save_if_due(t, false);
+            let r = reclaim.due(t);
+            if r.heap {
+                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
+                self.state_reply = None;
+            }
+            memory::release(r);
         };
         info!("shutting down ({reason})");
         let _ = self.notifier.stopping();
@@ -938,6 +949,7 @@ impl Daemon {
         // Right before tasks may start: an app file changed since it was verified must not run.
         if self.transfers.check_app_files(&mut self.state) {
             self.save.mark_dirty(t);
+            self.state_epoch += 1;
         }
         let (reason, gpu_reason, user_active) = self.decide_suspension(t);
         let activity = ferrite_project::stats::Activity {
@@ -965,7 +977,7 @@ impl Daemon {
             process_priority_special: o.process_priority_special,
         };
         let proxy = config::working_proxy(&self.state, &self.config.cc.options);
-        let inputs = tasks::TickInputs {
+        let mut inputs = tasks::TickInputs {
             prefs: &self.config.prefs.prefs,
             cc_ncpus: self.config.cc.options.ncpus,
             suspend: reason,
@@ -979,14 +991,17 @@ impl Daemon {
             gpu_instances: &self.gpu_instances,
             gpu_control: self.gpu_control.resolved(),
             exit_before_start: self.config.cc.options.exit_before_start,
+            epoch: self.state_epoch,
         };
         if t >= self.next_overdue_check {
             self.next_overdue_check = t + 86400.0;
             let max_days = self.config.cc.options.max_overdue_days;
             if self.tasks.check_overdue(&mut self.state, t, max_days) {
                 self.save.mark_dirty(t);
+                self.state_epoch += 1;
             }
         }
+        inputs.epoch = self.state_epoch;
         let report = self.tasks.tick(&mut self.state, &inputs, t);
         if report.changed {
             self.save.mark_dirty(t);

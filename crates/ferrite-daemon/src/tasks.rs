@@ -21,6 +21,7 @@ use ferrite_proto::client_state::{ActiveTask, ClientState, ResultState};
 use ferrite_proto::init_data::AppInitData;
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_sched::suspend::SuspendReason;
+use ferrite_sched::wake::{PassGate, PassInputs};
 use ferrite_sched::{
     JobId, PassOutput, PreemptAction, PreemptReason, Scheduler, SkipReason, World,
 };
@@ -112,6 +113,9 @@ pub struct TickInputs<'a> {
     pub exit_before_start: bool,
     /// Per-GPU control for every project (excluded GPUs, finish then stop).
     pub gpu_control: &'a crate::gpu_control::Resolved,
+    /// The daemon's state epoch: a pass runs only when it moved (or another input changed,
+    /// or the core's own deadline came).
+    pub epoch: u64,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -155,9 +159,11 @@ pub struct TaskTable {
     /// Apps' priorities: `--no_priority_change` and cc_config `no_priority_change`,
     /// `process_priority`, `process_priority_special`.
     pub priority: PriorityConfig,
-    /// The core's decisions of the last tick (run list, fetch, reports, with reasons), for
+    /// The core's decisions of the last pass (run list, fetch, reports, with reasons), for
     /// the project loop and for `explain`.
     last_pass: Option<(PassOutput, World)>,
+    /// Whether the next tick needs a pass.
+    gate: PassGate,
 }
 
 impl TaskTable {
@@ -178,6 +184,7 @@ impl TaskTable {
             next_wakeup: 0.0,
             priority: PriorityConfig::default(),
             last_pass: None,
+            gate: PassGate::default(),
         }
     }
 
@@ -278,9 +285,18 @@ impl TaskTable {
         self.live.get(&(url.to_owned(), result.to_owned()))
     }
 
-    /// One supervision tick. While computing is suspended (`inputs.suspend`) nothing starts
-    /// and every process stops: suspended in memory, or told to quit when the reason allows it,
-    /// `leave_apps_in_memory` is off and the task has a checkpoint to restart from.
+    /// The daemon's tick moved the state epoch on to `epoch` after this table's tick: that
+    /// step is not news for the next pass.
+    pub fn settle(&mut self, epoch: u64) {
+        self.gate.settle(epoch);
+    }
+
+    /// One supervision tick: every app is polled; the core's pass (snapshot, accounting, run
+    /// list) runs only when the gate says something it reads changed, when an app exited,
+    /// or when its own next wakeup came. While computing is suspended
+    /// (`inputs.suspend`) nothing starts and every process stops: suspended in memory, or told
+    /// to quit when the reason allows it, `leave_apps_in_memory` is off and the task has a
+    /// checkpoint to restart from.
     pub fn tick(
         &mut self,
         state: &mut ClientState,
@@ -300,7 +316,18 @@ impl TaskTable {
         for l in self.live.values_mut() {
             l.task.set_ram_limits(max_wss, ram_bound);
         }
+        let live_before = self.live.len();
         self.poll_all(state, inst, now, &mut report);
+        let exited = self.live.len() != live_before;
+        let gate_inputs = PassInputs {
+            epoch: inputs.epoch,
+            suspend: inputs.suspend,
+            gpu_suspended: inputs.gpu_suspended,
+            user_active: inputs.user_active,
+        };
+        if !exited && !self.gate.is_due(&gate_inputs, now) {
+            return report;
+        }
 
         let world = self.snapshot(state, inputs, now);
         if let Some(prev) = &self.last_world {
@@ -440,6 +467,16 @@ impl TaskTable {
         }
         // The interval that starts now, as the core will account it next time.
         self.last_world = Some(self.snapshot(state, inputs, now));
+        self.gate.passed(gate_inputs, self.next_wakeup);
+        if let Some(t) = self
+            .not_before
+            .values()
+            .copied()
+            .filter(|&t| t > now)
+            .min_by(f64::total_cmp)
+        {
+            self.gate.wake_by(t);
+        }
         self.last_pass = Some((out, world));
         if report.changed {
             self.write_records();

@@ -35,7 +35,10 @@ impl Default for IdleProbe {
 /// Serial lines can be busy without anyone at the keyboard.
 const IGNORED_TTY_PREFIXES: &[&str] = &["ttyS", "ttyACM"];
 
-fn candidate_devices(probe: &IdleProbe) -> Vec<PathBuf> {
+/// The input devices and terminals whose access times tell when the user last typed or
+/// moved the mouse (the `<ignore_tty>` ones left out). Listing them reads three directories,
+/// so a caller that asks every second keeps the list for a while, as the official client does.
+pub fn candidate_devices(probe: &IdleProbe) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let list = |dir: &Path| -> Vec<(String, PathBuf)> {
         std::fs::read_dir(dir)
@@ -106,10 +109,15 @@ pub fn idle_from_idle_detect(shm_root: &Path, now: SystemTime) -> Option<Duratio
 /// most recent access to an input device or terminal. `None` when nothing can be read (the
 /// caller then treats the user as absent, like the official client's "infinite" idle time).
 pub fn idle_time(probe: &IdleProbe, now: SystemTime) -> Option<Duration> {
-    if let Some(d) = idle_from_idle_detect(&probe.shm_root, now) {
+    idle_time_of(&probe.shm_root, &candidate_devices(probe), now)
+}
+
+/// [`idle_time`] with the devices already listed ([`candidate_devices`]).
+pub fn idle_time_of(shm_root: &Path, devices: &[PathBuf], now: SystemTime) -> Option<Duration> {
+    if let Some(d) = idle_from_idle_detect(shm_root, now) {
         return Some(d);
     }
-    let latest = candidate_devices(probe)
+    let latest = devices
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
         .filter_map(|m| {

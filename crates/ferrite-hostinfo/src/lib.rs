@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use ferrite_proto::host::HostInfo;
 
-pub use activity::{idle_time, on_battery, IdleProbe};
+pub use activity::{candidate_devices, idle_time, idle_time_of, on_battery, IdleProbe};
 pub use bench::{benchmarks_due, run_benchmarks, BenchmarkResult};
 pub use gpu::{
     ExcludeGpu, GpuConfig, GpuInstance, GpuProbe, GpuUse, NvidiaDevice, NvmlStatus, OpenclFound,

@@ -25,8 +25,11 @@ pub const ERR_FILE_WRONG_SIZE: i32 = -221;
 
 /// An episode that adds fewer bytes than this without completing the file is undone.
 const MIN_DOWNLOAD_INCREMENT: u64 = 5000;
-/// Chunks queued between the network and the writer thread.
-const QUEUE: usize = 64;
+/// Chunks queued between the network and each of the writer and hasher threads. Hyper hands
+/// over up to ~400 KB at a time, so this bounds the bytes held in memory to a few MB (64
+/// chunks made the peak RSS of a fast loopback download ~30 MiB) while still covering a
+/// short stall of the disk or the hasher.
+const QUEUE: usize = 8;
 /// Buffer for reading and writing whole files (resumed prefixes, gzip).
 const WRITE_BUF: usize = 1 << 20;
 /// The download writer's buffer: smaller chunks are gathered into it, larger ones (the

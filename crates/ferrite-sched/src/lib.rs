@@ -60,7 +60,8 @@
 //! Modules: [`model`] (snapshot types), [`estimate`] (runtime estimates), [`rrsim`] (the
 //! round-robin simulation), [`accounting`] (REC and priorities), [`runlist`] (run list and
 //! enforcement), [`fetch`] (work fetch, backoffs, reporting), [`disk`] (disk shares),
-//! [`scheduler`] (the stateful wrapper), [`suspend`] (whether computing may go on at all).
+//! [`scheduler`] (the stateful wrapper), [`suspend`] (whether computing may go on at all),
+//! [`wake`] (when the next pass is due).
 
 pub mod accounting;
 pub mod describe;
@@ -76,6 +77,7 @@ pub mod rrsim;
 pub mod runlist;
 pub mod scheduler;
 pub mod suspend;
+pub mod wake;
 
 pub use error::SchedError;
 pub use fetch::{

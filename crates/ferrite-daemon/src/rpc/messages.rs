@@ -262,24 +262,32 @@ impl MessageLog {
 
 /// Writes `<msgs>` for `get_messages`.
 pub fn msgs_xml(messages: &[Message], translatable: bool) -> String {
-    let mut s = String::with_capacity(64 + messages.len() * 160);
+    // One allocation for the reply and none per message unless a body needs rewriting.
+    let size: usize = messages
+        .iter()
+        .map(|m| m.body.len() + m.project.len() + 110)
+        .sum();
+    let mut s = String::with_capacity(16 + size);
     s.push_str("<msgs>\n");
     for m in messages {
-        let body = if translatable {
-            m.body.clone()
-        } else {
-            m.body.replace("_(\"", "").replace("\")", "")
-        };
+        s.push_str("<msg>\n <project>");
+        s.push_str(&ferrite_gui_rpc::escape(&m.project));
         let _ = write!(
             s,
-            "<msg>\n <project>{}</project>\n <pri>{}</pri>\n <seqno>{}</seqno>\n \
-             <body><![CDATA[\n{}\n]]></body>\n <time>{}</time>\n</msg>\n",
-            ferrite_gui_rpc::escape(&m.project),
-            m.priority,
-            m.seqno,
-            cdata(&body),
-            m.time
+            "</project>\n <pri>{}</pri>\n <seqno>{}</seqno>\n <body><![CDATA[\n",
+            m.priority, m.seqno
         );
+        let body = if translatable || !(m.body.contains("_(\"") || m.body.contains("\")")) {
+            std::borrow::Cow::Borrowed(m.body.as_str())
+        } else {
+            std::borrow::Cow::Owned(m.body.replace("_(\"", "").replace("\")", ""))
+        };
+        if body.contains("]]>") {
+            s.push_str(&cdata(&body));
+        } else {
+            s.push_str(&body);
+        }
+        let _ = write!(s, "\n]]></body>\n <time>{}</time>\n</msg>\n", m.time);
     }
     s.push_str("</msgs>\n");
     s
@@ -603,6 +611,28 @@ mod tests {
             "<msgs>\n<msg>\n <project></project>\n <pri>1</pri>\n <seqno>1</seqno>\n \
              <body><![CDATA[\nStarting BOINC client version 7.20.5 for x86_64-pc-linux-gnu\n]]></body>\n \
              <time>1795332972</time>\n</msg>\n</msgs>\n"
+        );
+    }
+
+    #[test]
+    fn msgs_xml_drops_translation_markers_unless_asked_and_splits_cdata_ends() {
+        let m = Message {
+            seqno: 2,
+            project: "A & B".into(),
+            priority: 2,
+            time: 7,
+            body: "_(\"Suspended\") on ]]> purpose".into(),
+        };
+        let plain = msgs_xml(std::slice::from_ref(&m), false);
+        assert!(plain.contains("<project>A &amp; B</project>"), "{plain}");
+        assert!(
+            plain.contains("<![CDATA[\nSuspended on ]]]]><![CDATA[> purpose\n]]>"),
+            "{plain}"
+        );
+        let marked = msgs_xml(&[m], true);
+        assert!(
+            marked.contains("<![CDATA[\n_(\"Suspended\") on ]]]]><![CDATA[> purpose\n]]>"),
+            "{marked}"
         );
     }
 }

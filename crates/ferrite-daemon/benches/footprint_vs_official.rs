@@ -1,0 +1,835 @@
+//! Ferrite's footprint against the official client (Debian's `boinc`), side by side in one
+//! run, each client on its own temporary data directory and loopback GUI RPC port. Every
+//! round measures, for `ferrited` and for `boinc`:
+//!
+//! - start: from launch until the GUI RPC answers an authorised call, 1,000 tasks loaded;
+//! - RSS (`VmRSS`) and CPU (utime + stime) over an idle window (`FERRITE_BENCH_IDLE_SECS`,
+//!   default 60) of a client with no project, and of a client holding 20 projects / 1,000
+//!   tasks with computing and network suspended (run modes `never`); the four clients idle
+//!   at the same time, so noise from the rest of the machine falls on all of them alike;
+//! - the median time of 50 calls of `get_state`, `get_results`, `get_file_transfers` and
+//!   `get_messages` (1,000 tasks), then the RSS right after that burst and 3 s later;
+//!
+//! and against another reference:
+//!
+//! - a download (`FERRITE_BENCH_DL_SIZE`, default 200M) from `ferrite-testproject` on
+//!   127.0.0.1 by `ferrite_net::HttpClient` with MD5 verification, in a child process that
+//!   runs a current-thread runtime as `ferrited` does, against `curl -s -o FILE`; and that
+//!   child's peak RSS (`VmHWM`, the goal is absolute);
+//! - 32 tasks of 2 s of the BOINC-API test app, 4 at a time, through `ferrited` (as the
+//!   `tasks` bench), against the ideal wall time (app work only), and the same tasks through
+//!   the official client, side by side.
+//!
+//! It prints one row per figure: Ferrite's and the reference's medians and the ratio's
+//! min/median/max over the rounds (`FERRITE_BENCH_ROUNDS`, default 3), with the goal.
+//!
+//! `FERRITE_BENCH_ONLY` (a comma-separated list of `clients`, `download`, `tasks`) runs only
+//! those parts.
+//!
+//! Run: `cargo bench -p ferrite-daemon --bench footprint_vs_official` (needs `boinc`, `curl`,
+//! `g++` and `libboinc-app-dev`; `.ci/run` installs them). A quick run:
+//! `FERRITE_BENCH_ROUNDS=1 FERRITE_BENCH_IDLE_SECS=10 cargo bench -p ferrite-daemon --bench
+//! footprint_vs_official`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "common/short_tasks.rs"]
+mod short_tasks;
+
+use std::fs;
+use std::io::{BufRead as _, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser as _;
+use ferrite_gui_rpc::request::RunMode;
+use ferrite_gui_rpc::{GuiRpcClient, Request};
+use ferrite_net::{CancellationToken, DownloadTarget, ExpectedFile, HttpClient, HttpConfig};
+use ferrite_proto::account::{account_file_name, AccountFile};
+use ferrite_proto::client_state::synthetic;
+
+const PASSWORD: &str = "benchpw";
+const CALLS: usize = 50;
+const SERVE_ENV: &str = "FERRITE_FOOTPRINT_SERVE";
+const DOWNLOAD_ENV: &str = "FERRITE_FOOTPRINT_DOWNLOAD";
+
+fn env_num(name: &str, default: u64) -> u64 {
+    let Ok(v) = std::env::var(name) else {
+        return default;
+    };
+    let v = v.trim();
+    let (digits, mult) = match v.chars().last() {
+        Some('K' | 'k') => (&v[..v.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&v[..v.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    digits.parse::<u64>().map_or(default, |n| n * mult)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Kills the child when dropped; keeps its data directory alive as long as it runs.
+struct Client {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Client {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Ferrite,
+    Official,
+}
+
+/// A data directory with the GUI RPC password and, when `state` is given, that state and
+/// an account file per project.
+fn data_dir(state: Option<(&str, &[String])>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(dir.path().join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
+    if let Some((xml, urls)) = state {
+        fs::write(dir.path().join("client_state.xml"), xml).expect("state");
+        for url in urls {
+            let acct = AccountFile {
+                master_url: url.clone(),
+                authenticator: "0123456789abcdef0123456789abcdef".into(),
+                ..AccountFile::default()
+            };
+            fs::write(dir.path().join(account_file_name(url)), acct.to_xml()).expect("account");
+        }
+    }
+    dir
+}
+
+fn launch(who: Who, dir: tempfile::TempDir) -> Client {
+    let port = free_port();
+    let mut cmd = match who {
+        Who::Ferrite => Command::new(env!("CARGO_BIN_EXE_ferrited")),
+        Who::Official => {
+            let mut c = Command::new("boinc");
+            c.arg("--no_info_fetch");
+            c
+        }
+    };
+    cmd.arg("--dir")
+        .arg(dir.path())
+        .args(["--gui_rpc_port", &port.to_string()])
+        .args(["--skip_cpu_benchmarks", "--no_gpus"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn().expect("start the client");
+    Client {
+        child,
+        port,
+        _dir: dir,
+    }
+}
+
+/// Connects and authorises, retrying every 5 ms while the client starts (at most 60 s).
+async fn connect(port: u16) -> GuiRpcClient {
+    let start = Instant::now();
+    loop {
+        if let Ok(mut c) = GuiRpcClient::connect_tcp(("127.0.0.1", port)).await {
+            c.set_timeout(Duration::from_secs(60));
+            if c.authorize(PASSWORD).await.is_ok() {
+                return c;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no GUI RPC on port {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Sets computing and network to `never` (each client, the same way).
+async fn suspend_all(c: &mut GuiRpcClient) {
+    for r in [
+        Request::SetRunMode {
+            mode: RunMode::Never,
+            duration: 0.0,
+        },
+        Request::SetNetworkMode {
+            mode: RunMode::Never,
+            duration: 0.0,
+        },
+    ] {
+        let reply = c.call(&r).await.expect("set mode");
+        assert!(reply.contains("success"), "set mode: {reply}");
+    }
+}
+
+/// Median time of `CALLS` calls of `r` on one connection (after one unmeasured call), and
+/// the reply's size.
+async fn median_call(c: &mut GuiRpcClient, r: &Request, must_hold: &str) -> (f64, usize) {
+    let first = c.call(r).await.expect("call");
+    assert!(
+        first.contains(must_hold),
+        "reply without {must_hold}: {}",
+        &first[..first.len().min(300)]
+    );
+    let mut times = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        let body = c.call(r).await.expect("call");
+        times.push(t.elapsed().as_secs_f64());
+        std::hint::black_box(body.len());
+    }
+    (median(&mut times), first.len())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// CPU seconds of every thread of `pid` so far, in nanoseconds' precision (the first field
+/// of each `/proc/PID/task/TID/schedstat`; `/proc/PID/stat` counts clock ticks of 10 ms).
+/// Threads that ended are not counted: the clients' idle threads live as long as they do.
+fn cpu_precise(pid: u32) -> f64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        / 1e9
+}
+
+/// What the resident memory of `pid` is: anonymous (heap, stacks), the program's own file
+/// pages (its code and read-only data), shared libraries' pages; kB, from `/proc/PID/smaps`.
+fn rss_parts(pid: u32) -> String {
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let Ok(smaps) = fs::read_to_string(format!("/proc/{pid}/smaps")) else {
+        return String::new();
+    };
+    let (mut anon, mut own, mut libs) = (0u64, 0u64, 0u64);
+    let mut path = String::new();
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or_default();
+        if first.contains('-') && !first.ends_with(':') {
+            path = line
+                .split_whitespace()
+                .nth(5)
+                .unwrap_or_default()
+                .to_owned();
+        } else if first == "Rss:" {
+            let kb: u64 = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            if path.is_empty() || path.starts_with('[') {
+                anon += kb;
+            } else if Path::new(&path) == exe {
+                own += kb;
+            } else {
+                libs += kb;
+            }
+        }
+    }
+    format!(
+        "anon {:.1} MB, own code {:.1} MB, libraries {:.1} MB",
+        anon as f64 / 1024.0,
+        own as f64 / 1024.0,
+        libs as f64 / 1024.0
+    )
+}
+
+/// `VmRSS` of `pid` in kB.
+fn status_kb(pid: u32) -> f64 {
+    short_tasks::status_kb(pid, "VmRSS") as f64
+}
+
+/// One figure: Ferrite's value and the reference's, per round.
+struct Row {
+    name: &'static str,
+    unit: &'static str,
+    /// Shown values are multiplied by this (seconds as milliseconds, kB as MB…).
+    scale: f64,
+    ferrite: Vec<f64>,
+    reference: Vec<f64>,
+    /// The goal for Ferrite / reference, or for Ferrite's own value when `absolute`.
+    goal: Option<f64>,
+    absolute: bool,
+}
+
+impl Row {
+    fn new(name: &'static str, unit: &'static str, scale: f64, goal: Option<f64>) -> Row {
+        Row {
+            name,
+            unit,
+            scale,
+            ferrite: Vec::new(),
+            reference: Vec::new(),
+            goal,
+            absolute: false,
+        }
+    }
+
+    fn push(&mut self, ferrite: f64, reference: f64) {
+        self.ferrite.push(ferrite);
+        self.reference.push(reference);
+    }
+
+    fn print(&self) {
+        let mut f = self.ferrite.clone();
+        let mut r = self.reference.clone();
+        if f.is_empty() {
+            return;
+        }
+        let mut ratios: Vec<f64> = self
+            .ferrite
+            .iter()
+            .zip(&self.reference)
+            .map(|(a, b)| if self.absolute { *a } else { a / b })
+            .collect();
+        let (fm, rm) = (median(&mut f), median(&mut r));
+        let med = median(&mut ratios);
+        let (lo, hi) = (ratios[0], ratios[ratios.len() - 1]);
+        let goal = match self.goal {
+            Some(g) if self.absolute => format!(
+                "<= {:.0} {}  {}",
+                g * self.scale,
+                self.unit,
+                if med <= g { "met" } else { "NOT met" }
+            ),
+            Some(g) => format!("<= {g:.2}  {}", if med <= g { "met" } else { "NOT met" }),
+            None => String::new(),
+        };
+        if self.absolute {
+            println!(
+                "{:<58} {:>10.2} {:<3} {:>10} {:>24}   {goal}",
+                self.name,
+                fm * self.scale,
+                self.unit,
+                "",
+                format!(
+                    "{:.2} / {:.2} / {:.2} {}",
+                    lo * self.scale,
+                    med * self.scale,
+                    hi * self.scale,
+                    self.unit
+                ),
+            );
+        } else {
+            println!(
+                "{:<58} {:>10.2} {:<3} {:>10.2} {:>24}   {goal}",
+                self.name,
+                fm * self.scale,
+                self.unit,
+                rm * self.scale,
+                format!("{lo:.3} / {med:.3} / {hi:.3}"),
+            );
+        }
+    }
+}
+
+struct Rows {
+    start: Row,
+    rss_idle: Row,
+    rss_burst: Row,
+    rss_tasks: Row,
+    cpu_idle: Row,
+    cpu_tasks: Row,
+    get_state: Row,
+    get_results: Row,
+    get_transfers: Row,
+    get_messages: Row,
+    download: Row,
+    download_rss: Row,
+    short_tasks: Row,
+    short_tasks_official: Row,
+    /// The last round's reply sizes, Ferrite / official.
+    reply_bytes: Vec<String>,
+    /// The last round's short-task phases.
+    phases: String,
+    /// The last round's resident memory, by kind.
+    rss_notes: Vec<String>,
+}
+
+/// The clients' part of a round: start, idle, GUI RPC burst.
+fn clients_round(rows: &mut Rows, xml: &str, urls: &[String], idle: Duration) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // Start-up with 1,000 tasks, one client at a time.
+    let mut loaded = Vec::new();
+    let mut starts = Vec::new();
+    for who in [Who::Ferrite, Who::Official] {
+        let dir = data_dir(Some((xml, urls)));
+        let t = Instant::now();
+        let c = launch(who, dir);
+        let mut conn = rt.block_on(connect(c.port));
+        starts.push(t.elapsed().as_secs_f64());
+        rt.block_on(suspend_all(&mut conn));
+        loaded.push((c, conn));
+    }
+    rows.start.push(starts[0], starts[1]);
+    let empty: Vec<Client> = [Who::Ferrite, Who::Official]
+        .into_iter()
+        .map(|who| {
+            let c = launch(who, data_dir(None));
+            drop(rt.block_on(connect(c.port)));
+            c
+        })
+        .collect();
+    // Let start-up work (state files, host detection) end before the idle window.
+    std::thread::sleep(Duration::from_secs(5));
+    let cpu0: Vec<f64> = empty
+        .iter()
+        .chain(loaded.iter().map(|(c, _)| c))
+        .map(|c| cpu_precise(c.pid()))
+        .collect();
+    std::thread::sleep(idle);
+    let cpu: Vec<f64> = empty
+        .iter()
+        .chain(loaded.iter().map(|(c, _)| c))
+        .zip(&cpu0)
+        .map(|(c, before)| cpu_precise(c.pid()) - before)
+        .collect();
+    rows.cpu_idle.push(cpu[0], cpu[1]);
+    rows.cpu_tasks.push(cpu[2], cpu[3]);
+    rows.rss_idle
+        .push(status_kb(empty[0].pid()), status_kb(empty[1].pid()));
+    rows.rss_notes = vec![
+        format!("no project: Ferrite {}", rss_parts(empty[0].pid())),
+        format!("no project: official {}", rss_parts(empty[1].pid())),
+    ];
+    drop(empty);
+
+    let mut times = Vec::new();
+    for (_, conn) in &mut loaded {
+        times.push(rt.block_on(async {
+            [
+                median_call(conn, &Request::GetState, "<client_state>").await,
+                median_call(
+                    conn,
+                    &Request::GetResults { active_only: false },
+                    "<results>",
+                )
+                .await,
+                median_call(conn, &Request::GetFileTransfers, "<file_transfers").await,
+                median_call(
+                    conn,
+                    &Request::GetMessages {
+                        seqno: 0,
+                        translatable: false,
+                    },
+                    "<msgs>",
+                )
+                .await,
+            ]
+        }));
+    }
+    rows.get_state.push(times[0][0].0, times[1][0].0);
+    rows.get_results.push(times[0][1].0, times[1][1].0);
+    rows.get_transfers.push(times[0][2].0, times[1][2].0);
+    rows.get_messages.push(times[0][3].0, times[1][3].0);
+    rows.reply_bytes = [
+        "get_state",
+        "get_results",
+        "get_file_transfers",
+        "get_messages",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, name)| format!("{name} {} / {}", times[0][i].1, times[1][i].1))
+    .collect();
+    rows.rss_burst
+        .push(status_kb(loaded[0].0.pid()), status_kb(loaded[1].0.pid()));
+    std::thread::sleep(Duration::from_secs(3));
+    rows.rss_tasks
+        .push(status_kb(loaded[0].0.pid()), status_kb(loaded[1].0.pid()));
+    rows.rss_notes.push(format!(
+        "1,000 tasks: Ferrite {}",
+        rss_parts(loaded[0].0.pid())
+    ));
+    rows.rss_notes.push(format!(
+        "1,000 tasks: official {}",
+        rss_parts(loaded[1].0.pid())
+    ));
+}
+
+/// Child mode: serve `ferrite-testproject` on DATA until stdin closes.
+fn serve(data: &str) {
+    let args = ferrite_testproject::Args::parse_from(["ferrite-testproject", "--data", data]);
+    let server = ferrite_testproject::Server::start(args).expect("server");
+    println!("{}", server.url());
+    std::io::stdout().flush().expect("stdout");
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+/// Child mode: `URL DEST SIZE MD5`: download with MD5 verification on a current-thread
+/// runtime; prints the seconds it took and this process's `VmHWM` in kB.
+fn download(spec: &str) {
+    let mut it = spec.split('\t');
+    let (url, dest, size, md5) = (
+        it.next().expect("url").to_owned(),
+        PathBuf::from(it.next().expect("dest")),
+        it.next().expect("size").parse::<u64>().expect("size"),
+        it.next().expect("md5").to_owned(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = HttpClient::new(HttpConfig::new("BOINC client (x86_64-pc-linux-gnu 7.20.5)"))
+        .expect("client");
+    let target = DownloadTarget {
+        partial: dest.with_extension("part"),
+        dest: dest.clone(),
+    };
+    let expected = ExpectedFile {
+        nbytes: Some(size),
+        md5: Some(md5),
+        max_nbytes: None,
+        gzip: false,
+        gzipped_nbytes: None,
+    };
+    let t = Instant::now();
+    let outcome = rt
+        .block_on(client.download(
+            std::slice::from_ref(&url),
+            &target,
+            &expected,
+            &|_| {},
+            &CancellationToken::new(),
+        ))
+        .expect("download");
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(outcome.nbytes, size);
+    println!(
+        "{secs} {}",
+        short_tasks::status_kb(std::process::id(), "VmHWM")
+    );
+}
+
+/// A patterned file of `size` bytes; returns its MD5 (from `md5sum`).
+fn make_file(path: &Path, size: u64) -> String {
+    let mut f = std::io::BufWriter::new(fs::File::create(path).expect("file"));
+    let mut block: Vec<u8> = (0..1u32 << 20).map(|i| (i * 31 + i / 977) as u8).collect();
+    let (mut left, mut i) = (size, 0u64);
+    while left > 0 {
+        block[..8].copy_from_slice(&i.to_le_bytes());
+        let n = left.min(block.len() as u64) as usize;
+        f.write_all(&block[..n]).expect("write");
+        left -= n as u64;
+        i += 1;
+    }
+    f.flush().expect("flush");
+    let out = Command::new("md5sum").arg(path).output().expect("md5sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("md5sum output")
+        .to_owned()
+}
+
+struct DownloadBench {
+    dir: tempfile::TempDir,
+    server: Child,
+    url: String,
+    size: u64,
+    md5: String,
+}
+
+impl Drop for DownloadBench {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+impl DownloadBench {
+    fn start(size: u64) -> DownloadBench {
+        let base = Some(PathBuf::from("/dev/shm"))
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("ferrite-footprint")
+            .tempdir_in(base)
+            .expect("tempdir");
+        let data = dir.path().join("data");
+        fs::create_dir_all(data.join("download")).expect("download dir");
+        let md5 = make_file(&data.join("download").join("big_in"), size);
+        let mut server = Command::new(std::env::current_exe().expect("own path"))
+            .env(SERVE_ENV, &data)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("server");
+        let mut url = String::new();
+        std::io::BufReader::new(server.stdout.take().expect("server stdout"))
+            .read_line(&mut url)
+            .expect("server url");
+        DownloadBench {
+            url: format!("{}download/big_in", url.trim()),
+            dir,
+            server,
+            size,
+            md5,
+        }
+    }
+
+    /// Ferrite's seconds and peak RSS (kB), then curl's seconds.
+    fn round(&self) -> (f64, f64, f64) {
+        let out = self.dir.path().join("out");
+        let _ = fs::remove_file(&out);
+        let o = Command::new(std::env::current_exe().expect("own path"))
+            .env(
+                DOWNLOAD_ENV,
+                format!(
+                    "{}\t{}\t{}\t{}",
+                    self.url,
+                    out.display(),
+                    self.size,
+                    self.md5
+                ),
+            )
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("download child");
+        assert!(o.status.success(), "download child failed");
+        let text = String::from_utf8_lossy(&o.stdout);
+        let mut f = text.split_whitespace();
+        let secs: f64 = f.next().and_then(|v| v.parse().ok()).expect("seconds");
+        let hwm: f64 = f.next().and_then(|v| v.parse().ok()).expect("VmHWM");
+        fs::remove_file(&out).expect("downloaded file");
+        let t = Instant::now();
+        let ok = Command::new("curl")
+            .args(["-s", "--fail", "-o"])
+            .arg(&out)
+            .arg(&self.url)
+            .status()
+            .is_ok_and(|s| s.success());
+        let curl = t.elapsed().as_secs_f64();
+        assert!(ok, "curl failed");
+        let _ = fs::remove_file(&out);
+        (secs, hwm, curl)
+    }
+}
+
+fn has(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn main() {
+    if let Ok(data) = std::env::var(SERVE_ENV) {
+        serve(&data);
+        return;
+    }
+    if let Ok(spec) = std::env::var(DOWNLOAD_ENV) {
+        download(&spec);
+        return;
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    for p in ["boinc", "curl", "g++"] {
+        if !has(p) {
+            println!("footprint_vs_official: `{p}` is not installed; nothing measured");
+            return;
+        }
+    }
+    let rounds = env_num("FERRITE_BENCH_ROUNDS", 3).max(1);
+    let idle = Duration::from_secs(env_num("FERRITE_BENCH_IDLE_SECS", 60));
+    let dl_size = env_num("FERRITE_BENCH_DL_SIZE", 200 << 20);
+    let state = synthetic(20, 1000);
+    let urls: Vec<String> = state
+        .projects
+        .iter()
+        .map(|p| p.project.master_url.clone())
+        .collect();
+    let xml = state.to_xml();
+    let only = std::env::var("FERRITE_BENCH_ONLY").unwrap_or_default();
+    let part = |name: &str| only.is_empty() || only.split(',').any(|p| p == name);
+    let app = short_tasks::build_test_app();
+    let dl = part("download").then(|| {
+        let dl = DownloadBench::start(dl_size);
+        let _ = dl.round(); // warm-up: page cache, server, binaries
+        dl
+    });
+
+    let idle_s = idle.as_secs();
+    let mut rows = Rows {
+        start: Row::new("start until GUI RPC answers, 1,000 tasks", "ms", 1e3, None),
+        rss_idle: Row::new(
+            "RSS after idle window, no project",
+            "MB",
+            1.0 / 1024.0,
+            Some(0.33),
+        ),
+        rss_burst: Row::new(
+            "RSS, 1,000 tasks, right after the GUI RPC burst",
+            "MB",
+            1.0 / 1024.0,
+            None,
+        ),
+        rss_tasks: Row::new(
+            "RSS, 1,000 tasks, 3 s after the GUI RPC burst",
+            "MB",
+            1.0 / 1024.0,
+            Some(0.25),
+        ),
+        cpu_idle: Row::new("CPU over idle window, no project", "ms", 1e3, Some(1.0)),
+        cpu_tasks: Row::new(
+            "CPU over idle window, 1,000 tasks, computing suspended",
+            "ms",
+            1e3,
+            Some(1.0),
+        ),
+        get_state: Row::new(
+            "get_state, 1,000 tasks (median call)",
+            "ms",
+            1e3,
+            Some(0.33),
+        ),
+        get_results: Row::new(
+            "get_results, 1,000 tasks (median call)",
+            "ms",
+            1e3,
+            Some(0.33),
+        ),
+        get_transfers: Row::new(
+            "get_file_transfers, 1,000 tasks (median call)",
+            "ms",
+            1e3,
+            Some(0.33),
+        ),
+        get_messages: Row::new("get_messages seqno 0 (median call)", "ms", 1e3, Some(0.33)),
+        download: Row::new(
+            "download + MD5 (ferrite-net) vs curl -o, loopback",
+            "s",
+            1.0,
+            Some(1.25),
+        ),
+        download_rss: Row {
+            absolute: true,
+            ..Row::new(
+                "download peak RSS (VmHWM of the downloading process)",
+                "MiB",
+                1.0 / 1024.0,
+                Some(16.0 * 1024.0),
+            )
+        },
+        short_tasks: Row::new(
+            "32 tasks of 2 s, 4 at a time: wall vs ideal",
+            "s",
+            1.0,
+            Some(1.2),
+        ),
+        short_tasks_official: Row::new(
+            "32 tasks of 2 s, 4 at a time: wall vs official client",
+            "s",
+            1.0,
+            Some(1.0),
+        ),
+        reply_bytes: Vec::new(),
+        phases: String::new(),
+        rss_notes: Vec::new(),
+    };
+    for round in 1..=rounds {
+        if part("clients") {
+            eprintln!("round {round}/{rounds}: clients ({idle_s} s idle window)");
+            clients_round(&mut rows, &xml, &urls, idle);
+        }
+        if let Some(dl) = &dl {
+            eprintln!("round {round}/{rounds}: download");
+            let (secs, hwm, curl) = dl.round();
+            rows.download.push(secs, curl);
+            rows.download_rss.push(hwm, 0.0);
+        }
+        if !part("tasks") {
+            continue;
+        }
+        eprintln!("round {round}/{rounds}: short tasks");
+        let o = short_tasks::run(env!("CARGO_BIN_EXE_ferrited"), &app);
+        rows.short_tasks
+            .push(o.wall.as_secs_f64(), short_tasks::ideal().as_secs_f64());
+        let official = short_tasks::run_with(short_tasks::Runner::Official, &app);
+        rows.short_tasks_official
+            .push(o.wall.as_secs_f64(), official.wall.as_secs_f64());
+        rows.phases = format!(
+            "short tasks, medians from the logs: a task's start to its end {:.2} s / {:.2} s, \
+             an end to the next start {:.0} ms / {:.0} ms (Ferrite / official)",
+            o.phases.run.as_secs_f64(),
+            official.phases.run.as_secs_f64(),
+            o.phases.gap.as_secs_f64() * 1e3,
+            official.phases.gap.as_secs_f64() * 1e3
+        );
+    }
+    let version = Command::new("boinc")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    println!(
+        "Ferrite vs the official client {version}, {rounds} round(s), idle window {idle_s} s, \
+         download {} MiB, {} cores",
+        dl_size >> 20,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "{:<58} {:>14} {:>14} {:>24}   goal (ratio median)",
+        "figure", "Ferrite", "reference", "ratio min / med / max"
+    );
+    for row in [
+        &rows.start,
+        &rows.rss_idle,
+        &rows.rss_burst,
+        &rows.rss_tasks,
+        &rows.cpu_idle,
+        &rows.cpu_tasks,
+        &rows.get_state,
+        &rows.get_results,
+        &rows.get_transfers,
+        &rows.get_messages,
+        &rows.download,
+        &rows.download_rss,
+        &rows.short_tasks,
+        &rows.short_tasks_official,
+    ] {
+        row.print();
+    }
+    println!(
+        "reply bytes, Ferrite / official: {}",
+        rows.reply_bytes.join(", ")
+    );
+    println!("{}", rows.phases);
+    for n in &rows.rss_notes {
+        println!("RSS, {n}");
+    }
+    println!(
+        "reference: the official client, except curl -o for the download and the ideal wall \
+         time for the short tasks (8 waves of 2 s of app work; the BOINC API's boinc_finish \
+         adds a 2 s wait of its own to every task, which no client can shorten)"
+    );
+}
