@@ -151,6 +151,22 @@ impl Proc {
         Proc::spawn(cmd)
     }
 
+    /// The command of a `ferrited` on data directory `dir` with GUI RPC on `port`, its CPU
+    /// benchmarks skipped and `fakebin` (fake programs: VBoxManage, podman, ...) first on its
+    /// PATH; the caller adds what else it needs and spawns it.
+    pub fn ferrited_command(dir: &Path, port: u16, fakebin: Option<&Path>) -> Command {
+        let mut cmd = Command::new(bin("ferrited"));
+        cmd.args(["--dir", dir.to_str().expect("utf-8 path")])
+            .args(["--gui_rpc_port", &port.to_string(), "--skip_cpu_benchmarks"])
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1");
+        if let Some(fake) = fakebin {
+            let base = std::env::var("PATH").unwrap_or_default();
+            cmd.env("PATH", format!("{}:{base}", fake.display()));
+        }
+        cmd
+    }
+
     /// Whether the process has ended.
     pub fn has_exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))

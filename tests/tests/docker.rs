@@ -117,18 +117,9 @@ fn boinc_containers_and_images_of_ended_jobs_are_removed_and_others_left_alone()
     recording_podman(&fake, &esc);
     let dir = client_dir(tmp.path(), "");
     let port = free_port();
-    let base = std::env::var("PATH").unwrap_or_default();
-    let mut cmd = Command::new(bin("ferrited"));
-    cmd.args(["--dir", dir.to_str().expect("utf-8")])
-        .args([
-            "--gui_rpc_port",
-            &port.to_string(),
-            "--skip_cpu_benchmarks",
-            "--no_gpus",
-        ])
-        .args(["--attach_project", &server.url, testproject::KEY])
-        .env("PATH", format!("{}:{base}", fake.display()))
-        .env("NO_COLOR", "1");
+    let mut cmd = Proc::ferrited_command(&dir, port, Some(&fake));
+    cmd.arg("--no_gpus")
+        .args(["--attach_project", &server.url, testproject::KEY]);
     let mut client = Proc::spawn(cmd);
     client.wait_for("entering main loop", Duration::from_secs(60));
     let calls = || fs::read_to_string(fake.join("calls")).unwrap_or_default();
@@ -192,17 +183,8 @@ fn several_clients_allowed_means_no_clean_up() {
         "<allow_multiple_clients>1</allow_multiple_clients>",
     );
     let port = free_port();
-    let base = std::env::var("PATH").unwrap_or_default();
-    let mut cmd = Command::new(bin("ferrited"));
-    cmd.args(["--dir", dir.to_str().expect("utf-8")])
-        .args([
-            "--gui_rpc_port",
-            &port.to_string(),
-            "--skip_cpu_benchmarks",
-            "--no_gpus",
-        ])
-        .env("PATH", format!("{}:{base}", fake.display()))
-        .env("NO_COLOR", "1");
+    let mut cmd = Proc::ferrited_command(&dir, port, Some(&fake));
+    cmd.arg("--no_gpus");
     let mut client = Proc::spawn(cmd);
     client.wait_for("entering main loop", Duration::from_secs(60));
     let calls = fs::read_to_string(fake.join("calls")).unwrap_or_default();

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ferrite_e2e::testproject::{self, app_script, client_dir, set_executable, walk, Server};
-use ferrite_e2e::{bin, free_port, gui_rpc, Proc};
+use ferrite_e2e::{free_port, gui_rpc, Proc};
 
 /// The fake `libnvidia-ml.so` of `ferrite-hostinfo`'s tests (two GPUs), compiled into `dir`.
 fn fake_nvml(dir: &Path) -> PathBuf {
@@ -68,19 +68,10 @@ fn an_excluded_gpu_runs_nothing_and_a_stopped_cpu_gets_no_work() {
     )
     .expect("control file");
     let port = free_port();
-    let mut cmd = Command::new(bin("ferrited"));
-    cmd.args(["--dir", dir.to_str().expect("utf-8")])
-        .args([
-            "--gui_rpc_port",
-            &port.to_string(),
-            "--skip_cpu_benchmarks",
-            "--finish_then_stop",
-            "CPU",
-        ])
+    let mut cmd = Proc::ferrited_command(&dir, port, None);
+    cmd.args(["--finish_then_stop", "CPU"])
         .args(["--attach_project", &server.url, testproject::KEY])
-        .env("FERRITE_NVML_LIBRARY", &nvml)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1");
+        .env("FERRITE_NVML_LIBRARY", &nvml);
     let mut client = Proc::spawn(cmd);
     client.wait_for("entering main loop", Duration::from_secs(60));
     assert!(

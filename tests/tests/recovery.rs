@@ -83,6 +83,27 @@ fn assert_outputs(server: &Server, s: &serde_json::Value) {
     }
 }
 
+/// `boinccmd` lists the server's project as attached to the client on GUI RPC `port`, and the
+/// client gets work from it and returns it done.
+fn assert_attached_and_working(server: &Server, client: &Proc, port: u16) {
+    let out = boinccmd(port, Some("pw"), &["--get_project_status"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains(&format!("master URL: {}", server.url)),
+        "attached: {}",
+        out.stdout
+    );
+    let s = server.wait_until(client, T, "work from the project", |s| {
+        s["results_reported"].as_i64().unwrap_or(0) > 0
+    });
+    assert!(
+        reported(&s).iter().all(|(_, code)| *code == 0),
+        "{s}\n{}",
+        client.output()
+    );
+    assert_outputs(server, &s);
+}
+
 #[test]
 fn a_lost_project_directory_is_downloaded_again_and_every_task_completes() {
     let base = tempfile::tempdir().expect("tmp");
@@ -274,23 +295,8 @@ fn damaged_state_files_keep_the_projects_of_the_account_files_attached() {
         log.contains("kept attached from its account file; its tasks were lost"),
         "{log}"
     );
-    let out = boinccmd(port, Some("pw"), &["--get_project_status"]);
-    assert_eq!(out.code, 0, "{out:?}");
-    assert!(
-        out.stdout.contains(&format!("master URL: {}", server.url)),
-        "still attached: {}",
-        out.stdout
-    );
     // It gets work again: the server sends tasks and they come back done.
-    let s = server.wait_until(&client, T, "work again after the lost state", |s| {
-        s["results_reported"].as_i64().unwrap_or(0) > 0
-    });
-    assert!(
-        reported(&s).iter().all(|(_, code)| *code == 0),
-        "{s}\n{}",
-        client.output()
-    );
-    assert_outputs(&server, &s);
+    assert_attached_and_working(&server, &client, port);
 }
 
 #[test]
@@ -313,23 +319,7 @@ fn account_files_alone_attach_their_projects() {
     client.wait_for("attached from its account file", T);
     let log = client.output();
     assert!(!log.contains("no usable state file"), "{log}");
-    let out = boinccmd(port, Some("pw"), &["--get_project_status"]);
-    assert_eq!(out.code, 0, "{out:?}");
-    assert!(
-        out.stdout.contains(&format!("master URL: {}", server.url)),
-        "attached: {}",
-        out.stdout
-    );
-    // It asks the project for work and returns it done.
-    let s = server.wait_until(&client, T, "work for the new host", |s| {
-        s["results_reported"].as_i64().unwrap_or(0) > 0
-    });
-    assert!(
-        reported(&s).iter().all(|(_, code)| *code == 0),
-        "{s}\n{}",
-        client.output()
-    );
-    assert_outputs(&server, &s);
+    assert_attached_and_working(&server, &client, port);
 }
 
 #[test]

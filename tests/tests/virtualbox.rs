@@ -6,11 +6,10 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use ferrite_e2e::testproject::{self, client_dir_in, set_executable, Server};
-use ferrite_e2e::{bin, free_port, gui_rpc, Proc};
+use ferrite_e2e::{free_port, gui_rpc, Proc};
 
 const VERSION: &str = "7.0.14r161095";
 
@@ -30,18 +29,9 @@ fn fake_vboxmanage(dir: &Path) -> std::path::PathBuf {
 
 /// Starts ferrited on `dir` with `fakebin` first on its PATH, attached to `server`.
 fn start(dir: &Path, fakebin: &Path, port: u16, server: &Server) -> Proc {
-    let base = std::env::var("PATH").unwrap_or_default();
-    let mut cmd = Command::new(bin("ferrited"));
-    cmd.args(["--dir", dir.to_str().expect("utf-8")])
-        .args([
-            "--gui_rpc_port",
-            &port.to_string(),
-            "--skip_cpu_benchmarks",
-            "--no_gpus",
-        ])
-        .args(["--attach_project", &server.url, testproject::KEY])
-        .env("PATH", format!("{}:{base}", fakebin.display()))
-        .env("NO_COLOR", "1");
+    let mut cmd = Proc::ferrited_command(dir, port, Some(fakebin));
+    cmd.arg("--no_gpus")
+        .args(["--attach_project", &server.url, testproject::KEY]);
     let mut p = Proc::spawn(cmd);
     p.wait_for("entering main loop", Duration::from_secs(60));
     p
