@@ -319,11 +319,18 @@ impl TaskTable {
         let live_before = self.live.len();
         self.poll_all(state, inst, now, &mut report);
         let exited = self.live.len() != live_before;
+        let running_wss: f64 = self
+            .live
+            .values()
+            .filter(|l| l.task.state() == TaskState::Running)
+            .map(|l| l.task.usage().working_set as f64)
+            .sum();
         let gate_inputs = PassInputs {
             epoch: inputs.epoch,
             suspend: inputs.suspend,
             gpu_suspended: inputs.gpu_suspended,
             user_active: inputs.user_active,
+            over_ram_limit: running_wss > max_wss,
         };
         if !exited && !self.gate.is_due(&gate_inputs, now) {
             return report;

@@ -1,7 +1,7 @@
 //! When the next scheduling pass is due. A pass (snapshot, accounting, simulation, run list,
 //! fetch decision) costs time in proportion to the number of jobs, so the client runs one only
 //! when something a pass reads has changed (the caller's state epoch, the suspend decision, the
-//! user's activity) or when a deadline of the pass's own comes (its `next_wakeup`: the periodic
+//! user's activity, the running apps' memory passing the RAM limit) or when a deadline of the pass's own comes (its `next_wakeup`: the periodic
 //! pass, a time slice ending, a backoff expiring, a report coming due; or a job allowed to start
 //! again), not on every tick of the main loop.
 
@@ -19,6 +19,10 @@ pub struct PassInputs {
     pub gpu_suspended: bool,
     /// The user counts as active (the RAM limits and preferences follow it).
     pub user_active: bool,
+    /// The running apps' working sets add up to more than the RAM the preferences allow
+    /// (working sets grow between passes without the state changing; the official client
+    /// asks for a schedule when they pass the limit, too).
+    pub over_ram_limit: bool,
 }
 
 /// Remembers what the last pass saw and when the next one must run at the latest.
@@ -69,6 +73,7 @@ mod tests {
             suspend: Some(SuspendReason::UserRequest),
             gpu_suspended: false,
             user_active: false,
+            over_ram_limit: false,
         }
     }
 
@@ -102,6 +107,11 @@ mod tests {
             ..inputs(7)
         };
         assert!(g.is_due(&active, 101.0));
+        let over = PassInputs {
+            over_ram_limit: true,
+            ..inputs(7)
+        };
+        assert!(g.is_due(&over, 101.0));
     }
 
     #[test]
