@@ -144,6 +144,8 @@ pub struct ProjectLoop {
     last_ready: usize,
     /// The state's persisted backoffs were given to the scheduling core.
     backoffs_loaded: bool,
+    /// The core's work request of the current pass predates the saved backoffs: skip it.
+    fetch_after_next_pass: bool,
     /// The GUI attach in progress or last finished.
     pub attach: Option<AttachProgress>,
     /// Scheduler RPCs and failures per project since start-up, for the metrics.
@@ -175,6 +177,7 @@ impl Default for ProjectLoop {
             last_report_check: 0.0,
             last_ready: 0,
             backoffs_loaded: false,
+            fetch_after_next_pass: false,
             attach: None,
             web: Default::default(),
             rpc_counts: BTreeMap::new(),
@@ -615,7 +618,11 @@ impl Daemon {
         };
         if !self.projects.backoffs_loaded {
             self.projects.backoffs_loaded = true;
-            self.load_backoffs();
+            self.load_backoffs(t);
+            // The last pass chose its request without the saved backoffs: none is sent
+            // before a pass that knows them.
+            self.projects.fetch_after_next_pass = true;
+            self.tasks.request_pass(t);
         }
         let net = self.network_allowed(t);
         let ctx = crate::transfers::TransferContext {
@@ -642,7 +649,7 @@ impl Daemon {
     }
 
     /// Gives the persisted backoffs to the scheduling core.
-    fn load_backoffs(&mut self) {
+    fn load_backoffs(&mut self, now: f64) {
         let Some(world) = self.tasks.last_pass().map(|(_, w)| w.clone()) else {
             self.projects.backoffs_loaded = false;
             return;
@@ -657,7 +664,7 @@ impl Daemon {
                 continue;
             };
             fs.min_rpc_time = ps.project.min_rpc_time;
-            fs.nrpc_failures = u32::try_from(ps.project.nrpc_failures).unwrap_or(0);
+            fs.restore_failures(u32::try_from(ps.project.nrpc_failures).unwrap_or(0), now);
             for b in &ps.project.rsc_backoff {
                 for r in 0..fs.backoff_until.len() {
                     let rid = ResourceId(r as u8);
@@ -794,6 +801,9 @@ impl Daemon {
         }
         // 5. Work fetch, as the core chose, unless nothing more can be stored.
         if self.storage_blocks_work() {
+            return None;
+        }
+        if std::mem::take(&mut self.projects.fetch_after_next_pass) {
             return None;
         }
         let req = fetch?;

@@ -291,6 +291,12 @@ impl TaskTable {
         self.gate.settle(epoch);
     }
 
+    /// Something the core reads changed outside the state (its copy of the saved backoffs):
+    /// the next tick runs a pass.
+    pub fn request_pass(&mut self, now: f64) {
+        self.gate.wake_by(now);
+    }
+
     /// One supervision tick: every app is polled; the core's pass (snapshot, accounting, run
     /// list) runs only when the gate says something it reads changed, when an app exited,
     /// or when its own next wakeup came. While computing is suspended

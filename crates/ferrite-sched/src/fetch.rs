@@ -150,6 +150,18 @@ impl ProjectFetchState {
         self.idle_retry_time = now + IDLE_RETRY_INTERVAL * (0.5 + jitter.next_unit());
     }
 
+    /// The failures of an earlier run of the client (its state file), seen at `now`: the
+    /// idle retry time was not saved, so it counts from now, as if the last failure had just
+    /// happened (a restart does not cut a backoff short).
+    pub fn restore_failures(&mut self, nrpc_failures: u32, now: Time) {
+        self.nrpc_failures = nrpc_failures;
+        self.idle_retry_time = if nrpc_failures > 0 {
+            now + IDLE_RETRY_INTERVAL
+        } else {
+            0.0
+        };
+    }
+
     /// An RPC succeeded: failures reset; the server's `request_delay` applies.
     pub fn rpc_succeeded(&mut self, now: Time, request_delay: f64) {
         self.nrpc_failures = 0;

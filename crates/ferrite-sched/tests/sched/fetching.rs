@@ -567,6 +567,26 @@ fn failed_project_is_retried_early_only_while_an_instance_idles() {
 }
 
 #[test]
+fn restored_failures_wait_for_the_idle_retry_after_a_restart() {
+    // A client restarts with A backed off for an hour after 4 failures (its state file): the
+    // idle retry, which was not saved, counts from the restart, not from time 0.
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    let (a, _) = busy_project(&mut w, "A", 0, 0);
+    let mut s = Scheduler::new(Policy::default());
+    s.pass(&w, T0 - 10.0);
+    let fs = &mut s.fetch_state[a.index()];
+    fs.min_rpc_time = T0 + 3600.0;
+    fs.restore_failures(4, T0);
+    let out = s.pass(&w, T0 + 1.0);
+    assert!(out.fetch.request.as_ref().is_none_or(|r| r.project != a));
+    let out = s.pass(&w, T0 + IDLE_RETRY_INTERVAL);
+    assert_eq!(out.fetch.request.map(|r| r.project), Some(a));
+    // No failures: nothing to wait for but the backoff itself.
+    s.fetch_state[a.index()].restore_failures(0, T0);
+    assert_eq!(s.fetch_state[a.index()].idle_retry_time, 0.0);
+}
+
+#[test]
 fn piggyback_tops_up_a_project_whose_deadlines_limit_its_queue() {
     // 2 CPUs; P's one-hour jobs have a 12-hour delay bound, shorter than the 0.6-day max
     // buffer: its deadlines, not the buffer, limit its queue. 6 h of work queued (above the
