@@ -319,9 +319,12 @@ impl Slot {
                         .join("projects")
                         .join(&f.project_dir)
                         .join(&f.file_name);
-                    fs::copy(&src, &entry)
-                        .map(|_| ())
-                        .map_err(io_err("copy", &src))
+                    // Copied under a temporary name and renamed into place: a setup cut
+                    // short (the daemon killed mid-copy) leaves no partial input that the
+                    // next setup would keep as it is (entries that exist are kept).
+                    let part = self.dir.join(format!("{}.ferrite-copy", f.open_name));
+                    fs::copy(&src, &part).map_err(io_err("copy", &src))?;
+                    fs::rename(&part, &entry).map_err(io_err("rename", &part))
                 }
             },
         }

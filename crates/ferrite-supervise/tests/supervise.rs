@@ -174,6 +174,28 @@ fn slots_are_allocated_lowest_first_cleaned_and_never_shared() {
 }
 
 #[test]
+fn a_setup_cut_short_mid_copy_leaves_no_partial_input() {
+    // The daemon was killed while copying a copy-mode input into a claimed slot: the setup
+    // marker is missing, and a partial copy lies under the temporary name. The next setup
+    // (entries that exist are kept) puts the whole file in place.
+    let dd = DataDir::new();
+    dd.project_file("wu_in", b"world\n");
+    let slot = dd.slots.allocate().unwrap();
+    std::fs::write(slot.dir().join("in.ferrite-copy"), b"").unwrap();
+    let files = vec![SlotFile {
+        open_name: "in".into(),
+        project_dir: PROJECT.into(),
+        file_name: "wu_in".into(),
+        mode: LinkMode::Copy,
+        role: FileRole::Input,
+    }];
+    slot.setup(&files, "<app_init_data>\n</app_init_data>\n")
+        .unwrap();
+    assert_eq!(std::fs::read(slot.dir().join("in")).unwrap(), b"world\n");
+    assert!(!slot.dir().join("in.ferrite-copy").exists());
+}
+
+#[test]
 fn hostile_names_from_the_server_are_refused_before_anything_is_written() {
     let dd = DataDir::new();
     let slot = dd.slots.allocate().unwrap();
