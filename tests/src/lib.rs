@@ -450,7 +450,22 @@ pub fn transcript_replies(transcript: &str) -> Vec<String> {
 /// with `password`, if given) and returns the reply text without its 0x03.
 pub fn gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> String {
     use std::io::Write as _;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    // ferrited binds its GUI RPC port just after it logs "entering main loop": a client that
+    // comes at once may find it not yet listening, so a refused connection is tried again
+    // for a few seconds.
+    let t0 = Instant::now();
+    let mut s = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && t0.elapsed() < Duration::from_secs(5) =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("connect to 127.0.0.1:{port}: {e}"),
+        }
+    };
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let mut exchange = |body: &str| -> String {

@@ -95,7 +95,8 @@ fn the_dashboard_shows_the_work_and_its_actions_go_through_gui_rpc() {
         &server.url,
         KEY,
     ]);
-    client.wait_for("entering main loop", T);
+    // GUI RPC listens once the main loop has started: wait for the listener itself.
+    client.wait_for("GUI RPC listening on TCP", T);
     // Wait until a beta task runs, as GUI RPC says.
     let t0 = Instant::now();
     while !gui_rpc(gui, Some("pw"), "<get_results/>\n").contains("<active_task_state>1<") {
