@@ -680,3 +680,18 @@ pub fn boinc_test_app(dir: &Path) -> PathBuf {
     })
     .clone()
 }
+
+/// The fake `libnvidia-ml.so` of `ferrite-hostinfo`'s tests (two GPUs), compiled into `dir`
+/// with `$CC` (default `cc`).
+pub fn fake_nvml(dir: &Path) -> PathBuf {
+    let src = workspace_root().join("crates/ferrite-hostinfo/tests/fake_nvml/fake_nvml.c");
+    let out = dir.join("libnvidia-ml-fake.so");
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run the C compiler");
+    assert!(status.success(), "compiling the fake NVML library failed");
+    out
+}

@@ -824,25 +824,10 @@ fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
     }
 }
 
-/// The fake `libnvidia-ml.so` of `ferrite-hostinfo`'s tests (two GPUs), compiled here.
-fn fake_nvml(dir: &Path) -> PathBuf {
-    let src =
-        ferrite_e2e::workspace_root().join("crates/ferrite-hostinfo/tests/fake_nvml/fake_nvml.c");
-    let out = dir.join("libnvidia-ml-fake.so");
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run the C compiler");
-    assert!(status.success(), "compiling the fake NVML library failed");
-    out
-}
-
 #[test]
 fn gpu_tasks_run_on_the_devices_the_scheduler_assigned_them() {
     let libdir = tempfile::tempdir().expect("tmp");
-    let nvml = fake_nvml(libdir.path());
+    let nvml = ferrite_e2e::fake_nvml(libdir.path());
     let jobs = [
         Job::new("wu_gpu_a", 200, "--step-ms 200"),
         Job::new("wu_gpu_b", 200, "--step-ms 200"),

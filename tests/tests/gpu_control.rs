@@ -5,26 +5,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use ferrite_e2e::testproject::{self, app_script, client_dir, set_executable, walk, Server};
 use ferrite_e2e::{free_port, gui_rpc, Proc};
-
-/// The fake `libnvidia-ml.so` of `ferrite-hostinfo`'s tests (two GPUs), compiled into `dir`.
-fn fake_nvml(dir: &Path) -> PathBuf {
-    let src =
-        ferrite_e2e::workspace_root().join("crates/ferrite-hostinfo/tests/fake_nvml/fake_nvml.c");
-    let out = dir.join("libnvidia-ml-fake.so");
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run the C compiler");
-    assert!(status.success(), "compiling the fake NVML library failed");
-    out
-}
 
 /// An app that uploads the device `init_data.xml` gave it.
 fn gpu_report_app(dir: &Path) -> PathBuf {
@@ -44,7 +28,7 @@ fn gpu_report_app(dir: &Path) -> PathBuf {
 #[test]
 fn an_excluded_gpu_runs_nothing_and_a_stopped_cpu_gets_no_work() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let nvml = fake_nvml(tmp.path());
+    let nvml = ferrite_e2e::fake_nvml(tmp.path());
     let gpu_app = gpu_report_app(tmp.path());
     let cpu_app = app_script(tmp.path(), "cpuapp", "cpu", "");
     let server = Server::start_raw(
