@@ -3,7 +3,7 @@
 //! Every log flag `F` of `cc_config.xml` is the tracing target `ferrite::F`: the flags that are
 //! on by default in BOINC (`task`, `file_xfer`, `sched_ops`) log at `info` and can be turned
 //! off; every other flag (`cpu_sched_debug`, `work_fetch_debug`, …) turns on `debug` for its
-//! target. `RUST_LOG` overrides all of it. On a terminal the format is human, with local times;
+//! target. `RUST_LOG` (a list of `level` and `target=level` directives) overrides all of it. On a terminal the format is human, with local times;
 //! elsewhere (systemd's journal) each line starts with a syslog priority `<N>` and has no
 //! timestamp, which journald adds itself. With `--daemon` or `--redirectio` the log goes to
 //! `stdoutdae.txt` in the data directory, as the official client's does, moved to
@@ -26,7 +26,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
 
 /// Flags that BOINC turns on by default.
 pub const DEFAULT_ON_FLAGS: [&str; 3] = ["task", "file_xfer", "sched_ops"];
@@ -51,7 +51,7 @@ pub fn directives<'a>(flags: impl IntoIterator<Item = (&'a str, bool)>) -> Strin
 /// Changes the log filter of a running daemon (after `cc_config.xml` is re-read).
 #[derive(Clone)]
 pub struct LogHandle {
-    handle: Option<reload::Handle<EnvFilter, tracing_subscriber::Registry>>,
+    handle: Option<reload::Handle<Targets, tracing_subscriber::Registry>>,
     /// The size limit of `stdoutdae.txt`, when logging to it.
     max_file_size: Option<Arc<AtomicU64>>,
 }
@@ -68,7 +68,7 @@ impl LogHandle {
         if std::env::var_os("RUST_LOG").is_some() {
             return;
         }
-        if let (Some(h), Ok(filter)) = (&self.handle, EnvFilter::try_new(directives)) {
+        if let (Some(h), Ok(filter)) = (&self.handle, directives.parse::<Targets>()) {
             let _ = h.reload(filter);
         }
     }
@@ -184,8 +184,7 @@ pub fn init() -> LogHandle {
 /// Installs the global subscriber; returns the handle that changes its filter. With `files`,
 /// the log goes there (and stderr to `stderrdae.txt`); otherwise to stderr.
 pub fn init_with(files: Option<LogFiles>) -> LogHandle {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives([])));
+    let filter = env_filter().unwrap_or_else(|| default_filter(&directives([])));
     let (filter, handle) = reload::Layer::new(filter);
     let terminal = std::io::stderr().is_terminal();
     let registry = tracing_subscriber::registry()
@@ -232,6 +231,26 @@ pub fn init_with(files: Option<LogFiles>) -> LogHandle {
     }
 }
 
+/// The filter `RUST_LOG` asks for, when it is set and reads as one (a comma-separated list
+/// of `level` and `target=level` directives; span and field filters are not supported).
+fn env_filter() -> Option<Targets> {
+    let value = std::env::var("RUST_LOG").ok()?;
+    match value.parse::<Targets>() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("ferrited: RUST_LOG={value:?} ignored: {e}");
+            None
+        }
+    }
+}
+
+/// The filter of the log flags' directives (always valid: [`directives`] writes them).
+fn default_filter(directives: &str) -> Targets {
+    directives
+        .parse()
+        .unwrap_or_else(|_| Targets::new().with_default(Level::INFO))
+}
+
 /// One line per event: `<priority>target: message fields`, as journald reads stderr.
 struct JournalFormat;
 
@@ -276,7 +295,14 @@ mod tests {
             ]),
             "info,ferrite::task=warn,ferrite::cpu_sched_debug=debug"
         );
-        assert!(EnvFilter::try_new(directives([("work_fetch_debug", true)])).is_ok());
+        let t: Targets = directives([("work_fetch_debug", true), ("task", false)])
+            .parse()
+            .expect("directives parse");
+        assert!(t.would_enable("ferrite::work_fetch_debug", &Level::DEBUG));
+        assert!(!t.would_enable("ferrite::task", &Level::INFO));
+        assert!(t.would_enable("ferrite::task", &Level::WARN));
+        assert!(t.would_enable("ferrite_daemon", &Level::INFO));
+        assert!(!t.would_enable("ferrite_daemon", &Level::DEBUG));
     }
 
     #[test]
