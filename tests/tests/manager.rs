@@ -509,6 +509,15 @@ fn use_account_manager(
     proxy.requests()[before..].to_vec()
 }
 
+/// A GUI RPC request on one line, without its `<boinc_gui_rpc_request>` envelope.
+fn one_line(request: &str) -> String {
+    let inner = request
+        .replace("<boinc_gui_rpc_request>", "")
+        .replace("</boinc_gui_rpc_request>", "");
+    let words: Vec<&str> = inner.split_whitespace().collect();
+    format!("{}\n", words.join(" "))
+}
+
 /// Where the first request after `from` containing `needle` is.
 fn find_request(requests: &[String], from: usize, needle: &str) -> Option<usize> {
     requests
@@ -682,9 +691,7 @@ fn boinc_manager_account_manager_wizard_joins_through_ferrited_as_through_the_of
         .map(|(who, reqs)| {
             format!(
                 "== {who}\n{}",
-                reqs.iter()
-                    .map(|r| format!("{}\n", r.trim()))
-                    .collect::<String>()
+                reqs.iter().map(|r| one_line(r)).collect::<String>()
             )
         })
         .collect();
