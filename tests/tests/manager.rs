@@ -3,6 +3,11 @@
 //! Disk views, the Event Log and the Add Project wizard (with the project list the test
 //! project serves) are each shown, checked through what the Manager asked for and through
 //! the screen, and kept as PNG screenshots under `target/manager-screenshots/`.
+//!
+//! Its "Use account manager" wizard is driven from the keyboard as a user would (XTEST key
+//! presses: mnemonics such as alt+n for "Next >", typed text), each page waited for through
+//! the Manager's accessibility tree (AT-SPI), against `ferrited` and then against the
+//! official client: both must end attached to the test account manager and its project.
 
 use std::fs;
 use std::path::{Path, PathBuf};
