@@ -1,6 +1,7 @@
 //! A virtual X display for GUI tests: an `Xvfb` server on a free display number, screenshots
 //! with `xwd` (decoded here: 24/32-bit TrueColor ZPixmap, as Xvfb serves), written as PNG,
-//! and a recording GUI RPC proxy that keeps every request a GUI sent.
+//! a recording GUI RPC proxy that keeps every request a GUI sent, and the accessibility
+//! tree (AT-SPI) of a GTK program on that display: which widgets show, with what text.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::Proc;
+use crate::{run_bounded, Proc};
 
 /// Whether `Xvfb`, `xdotool` and `xwd` are installed (`.ci/run` installs them).
 pub fn x_tools_installed() -> bool {
@@ -107,6 +108,138 @@ impl Xvfb {
             .expect("run xwd");
         assert!(out.status.success(), "xwd failed");
         Image::from_xwd(&out.stdout).expect("xwd output")
+    }
+}
+
+/// Whether a D-Bus session bus and the AT-SPI tools (`dbus-daemon`, `at-spi-bus-launcher`,
+/// Python's `pyatspi` for Debian's `/usr/bin/python3`) are installed (`.ci/run` installs them).
+pub fn accessibility_installed() -> bool {
+    crate::installed(&["dbus-daemon"])
+        && Path::new("/usr/libexec/at-spi-bus-launcher").exists()
+        && Command::new("/usr/bin/python3")
+            .args(["-c", "import pyatspi"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+}
+
+/// Prints the showing widgets of the program whose process id is `argv[1]`, one a line:
+/// window title, role, name and (for text fields) the text, tab-separated.
+const ATSPI_PROBE: &str = r#"
+import sys, pyatspi
+pid = int(sys.argv[1])
+def clean(s):
+    return (s or "").replace("\t", " ").replace("\n", " ")
+def showing(a):
+    try:
+        return a.getState().contains(pyatspi.STATE_SHOWING)
+    except Exception:
+        return False
+def walk(a, title, depth):
+    for i in range(a.childCount):
+        c = a.getChildAtIndex(i)
+        if c is None or not showing(c):
+            continue
+        role = c.getRoleName()
+        text = ""
+        if role in ("text", "password text", "entry"):
+            try:
+                text = c.queryText().getText(0, -1)
+            except Exception:
+                pass
+        print("\t".join([clean(title), clean(role), clean(c.name), clean(text)]))
+        if depth < 40:
+            walk(c, title, depth + 1)
+desktop = pyatspi.Registry.getDesktop(0)
+for i in range(desktop.childCount):
+    app = desktop.getChildAtIndex(i)
+    try:
+        if app is None or app.get_process_id() != pid:
+            continue
+    except Exception:
+        continue
+    for j in range(app.childCount):
+        w = app.getChildAtIndex(j)
+        if w is not None and showing(w):
+            print("\t".join([clean(w.name), clean(w.getRoleName()), clean(w.name), ""]))
+            walk(w, w.name, 0)
+"#;
+
+/// A private D-Bus session bus on an X display: GTK programs started with [`env`](Self::env)
+/// publish their widgets on the accessibility bus it starts on demand (`at-spi-bus-launcher`,
+/// which ends with it), and [`widgets`](Self::widgets) reads them. Stopped when dropped.
+#[derive(Debug)]
+pub struct Accessibility {
+    _bus: Proc,
+    address: String,
+    display: String,
+}
+
+/// A widget on screen, as the accessibility tree describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Widget {
+    /// The title of its top-level window.
+    pub window: String,
+    /// Its role: `label`, `push button`, `text`, `table cell`, `frame`, `dialog`...
+    pub role: String,
+    /// Its name (a label's or button's text).
+    pub name: String,
+    /// A text field's content (empty for other roles).
+    pub text: String,
+}
+
+impl Accessibility {
+    /// Starts the bus for display `x`, its runtime files under `dir`.
+    pub fn start(x: &Xvfb, dir: &Path) -> Accessibility {
+        let runtime = dir.join("a11y-runtime");
+        fs::create_dir_all(&runtime).expect("runtime dir");
+        let mut cmd = Command::new("dbus-daemon");
+        cmd.args(["--session", "--nofork", "--nopidfile", "--print-address"])
+            .env("DISPLAY", &x.display)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("HOME", dir);
+        let mut bus = Proc::spawn(cmd);
+        bus.wait_for("unix:", Duration::from_secs(20));
+        let address = bus
+            .output()
+            .lines()
+            .find(|l| l.starts_with("unix:"))
+            .expect("the bus prints its address")
+            .trim()
+            .to_owned();
+        Accessibility {
+            _bus: bus,
+            address,
+            display: x.display.clone(),
+        }
+    }
+
+    /// Puts `cmd` on this bus with the GTK accessibility bridge on.
+    pub fn env(&self, cmd: &mut Command) {
+        cmd.env("DBUS_SESSION_BUS_ADDRESS", &self.address)
+            .env_remove("NO_AT_BRIDGE");
+    }
+
+    /// The showing widgets of process `pid` (empty when it has none yet; a widget that does
+    /// not answer is left out). Panics when the tree cannot be read within 30 s.
+    pub fn widgets(&self, pid: i32) -> Vec<Widget> {
+        let mut cmd = Command::new("/usr/bin/python3");
+        cmd.args(["-c", ATSPI_PROBE, &pid.to_string()])
+            .env("DISPLAY", &self.display)
+            .env("DBUS_SESSION_BUS_ADDRESS", &self.address);
+        let (out, _) = run_bounded(cmd, Duration::from_secs(30));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split('\t');
+                Some(Widget {
+                    window: f.next()?.to_owned(),
+                    role: f.next()?.to_owned(),
+                    name: f.next()?.to_owned(),
+                    text: f.next().unwrap_or("").to_owned(),
+                })
+            })
+            .collect()
     }
 }
 

@@ -524,6 +524,14 @@ mod tests {
         let bundled = project_list(d.path());
         assert!(bundled.starts_with("<projects>"), "{bundled}");
         assert!(bundled.matches("<project>").count() >= 10);
+        // BOINC Manager's account manager wizard takes the first listed manager as selected
+        // and ends (a null entry) when there is none, so the list always names some.
+        assert!(
+            bundled.contains(
+                "<account_manager>\n    <name>Science United</name>\n    <url>https://scienceunited.org/</url>"
+            ),
+            "{bundled}"
+        );
         fs::write(
             d.path().join(PROJECT_LIST_FILE),
             "<projects>\n<project><name>Only</name></project>\n</projects>\n",

@@ -1,6 +1,7 @@
 //! The project's news feed (`notices.rss`, named in every scheduler reply as the project's
 //! `<rss_feeds>`) and a project list (`project_list.php`, the layout of BOINC's
-//! `all_projects_list.xml`) naming this project, so clients can be pointed at it offline.
+//! `all_projects_list.xml`) naming this project and the account manager under `/am/`, so
+//! clients (and BOINC Manager's wizards) can be pointed at them offline.
 
 use std::sync::OnceLock;
 
@@ -60,7 +61,8 @@ impl Project {
         rss_xml(name, &self.base_url, &items)
     }
 
-    /// `project_list.php`: an `all_projects_list.xml` naming this project and one more.
+    /// `project_list.php`: an `all_projects_list.xml` naming this project, one more and the
+    /// account manager under `/am/`.
     pub fn project_list(&self) -> String {
         {
             let mut state = lock(&self.state);
@@ -77,9 +79,12 @@ impl Project {
              <general_area>Testing</general_area>\n    <specific_area>Another entry</specific_area>\n    \
              <description><![CDATA[A second entry of the test list.]]></description>\n    \
              <home>Ferrite tests</home>\n    <platforms>\n        <name>x86_64-pc-linux-gnu</name>\n    \
-             </platforms>\n</project>\n</projects>\n",
+             </platforms>\n</project>\n<account_manager>\n    <name>{am_name}</name>\n    \
+             <url>{url}am/</url>\n    <description><![CDATA[The account manager served under /am/ \
+             of this test project.]]></description>\n</account_manager>\n</projects>\n",
             name = esc(&self.args.name),
-            url = esc(&self.base_url)
+            url = esc(&self.base_url),
+            am_name = esc(crate::acct_mgr::AM_NAME),
         )
     }
 }
@@ -111,5 +116,9 @@ mod tests {
         );
         let list = p.project_list();
         assert!(list.contains("<url>http://127.0.0.1:1/</url>") && list.contains("</projects>"));
+        assert!(
+            list.contains("<account_manager>\n    <name>Ferrite test AM</name>\n    <url>http://127.0.0.1:1/am/</url>"),
+            "{list}"
+        );
     }
 }
