@@ -867,7 +867,10 @@ impl Daemon {
                 self.state_epoch += 1;
                 self.tasks.settle(self.state_epoch);
                 next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
-                self.tick_projects(t);
+                if let Some(http) = self.project_http(t) {
+                    self.tick_transfers(&http, t);
+                    self.tick_projects(&http, t);
+                }
                 self.tick_acct_mgr(t);
                 self.tick_info(t);
                 self.refresh_metrics(t);
@@ -939,6 +942,23 @@ impl Daemon {
         if let Some((total, free)) = projects::volume_space(&self.dir) {
             self.state.host_info.d_total = total;
             self.state.host_info.d_free = free;
+        }
+    }
+
+    /// The transfers' turn of a pass: due downloads and uploads start, on the HTTP client the
+    /// project loop shares.
+    fn tick_transfers(&mut self, http: &ferrite_net::HttpClient, t: f64) {
+        let ctx = transfers::TransferContext {
+            http,
+            prefs: &self.config.prefs.prefs,
+            cc: &self.config.cc.options,
+            network_allowed: self.network_allowed(t),
+        };
+        if self
+            .transfers
+            .tick(&mut self.state, &ctx, t, &self.events.clone())
+        {
+            self.save.mark_dirty(t);
         }
     }
 

@@ -33,11 +33,10 @@ use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
 use tracing::{error, info, warn};
 
 use crate::config::{self, write_atomic, GLOBAL_PREFS};
+use crate::transfers::ERR_BAD_FILENAME;
 use crate::tuning::Tuning;
 use crate::{Daemon, Event};
 
-/// `ERR_BAD_FILENAME`: a server-sent name that could escape the project directory.
-pub const ERR_BAD_FILENAME: i32 = -225;
 /// `ERR_NO_APP_VERSION`: no usable (signed, supported) app version for a job.
 pub const ERR_NO_APP_VERSION: i32 = -195;
 /// `ERR_RSA_FAILED`: a signature does not verify.
@@ -607,15 +606,15 @@ impl Daemon {
         }
     }
 
-    /// One turn of the project loop: transfers, then at most one scheduler operation.
-    pub(crate) fn tick_projects(&mut self, t: f64) {
+    /// The HTTP client that scheduler RPCs and transfers share, built from cc_config at first
+    /// use (none when the configuration gives none); at the first turn the saved backoffs
+    /// are given to the scheduling core.
+    pub(crate) fn project_http(&mut self, t: f64) -> Option<HttpClient> {
         if self.projects.http.is_none() {
             let brand = client_brand(&self.dir);
             self.projects.http = http_client(&self.state, &self.config.cc.options, &brand);
         }
-        let Some(http) = self.projects.http.clone() else {
-            return;
-        };
+        let http = self.projects.http.clone()?;
         if !self.projects.backoffs_loaded {
             self.projects.backoffs_loaded = true;
             self.load_backoffs(t);
@@ -624,19 +623,13 @@ impl Daemon {
             self.projects.fetch_after_next_pass = true;
             self.tasks.request_pass(t);
         }
+        Some(http)
+    }
+
+    /// One turn of the project loop (after the transfers' turn): clean-up of what servers
+    /// acknowledged, then at most one scheduler operation.
+    pub(crate) fn tick_projects(&mut self, http: &HttpClient, t: f64) {
         let net = self.network_allowed(t);
-        let ctx = crate::transfers::TransferContext {
-            http: &http,
-            prefs: &self.config.prefs.prefs,
-            cc: &self.config.cc.options,
-            network_allowed: net,
-        };
-        if self
-            .transfers
-            .tick(&mut self.state, &ctx, t, &self.events.clone())
-        {
-            self.save.mark_dirty(t);
-        }
         self.collect_garbage(t);
         if !net || self.projects.busy.is_some() || t < self.projects.next_poll {
             return;
@@ -645,7 +638,7 @@ impl Daemon {
         let Some(action) = self.choose_action(t) else {
             return;
         };
-        self.start_action(action, &http, t);
+        self.start_action(action, http, t);
     }
 
     /// Gives the persisted backoffs to the scheduling core.

@@ -47,6 +47,8 @@ fn local_disk_full(e: &ferrite_net::download::DownloadError) -> bool {
     }
 }
 
+/// `ERR_BAD_FILENAME`: a server-sent name that could escape the project directory.
+pub const ERR_BAD_FILENAME: i32 = -225;
 /// `ERR_RESULT_DOWNLOAD`: a task's input or app file could not be downloaded.
 pub const ERR_RESULT_DOWNLOAD: i32 = -186;
 /// `ERR_RESULT_UPLOAD`: a task's output could not be uploaded.
@@ -377,7 +379,7 @@ impl Transfers {
                 let path = pdir.join(&f.name);
                 if !ferrite_project::names::stays_inside(&pdir, &path) {
                     warn!(project = %url, "file {} would leave the project directory; not transferred", f.name);
-                    f.status = crate::projects::ERR_BAD_FILENAME;
+                    f.status = ERR_BAD_FILENAME;
                     changed = true;
                     continue;
                 }
