@@ -2,6 +2,7 @@
 //! benchmarks) and what it is doing (user input, battery, other programs' CPU load, exclusive
 //! apps), turned into the decision whether computing may go on.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -9,9 +10,50 @@ use ferrite_hostinfo::{BenchmarkResult, HostDetector, HostProbeConfig};
 use ferrite_sched::suspend::SuspendReason;
 use tracing::{info, warn};
 
+use crate::activity::ActivityMonitor;
 use crate::{now, projects, rpc, Daemon, Event};
 
 /// How often to look for a GPU driver that was not there at start-up, seconds.
+/// What the host is and does, as last seen: the owner of host watching. Its events are the
+/// GPU re-probe timer, the benchmarks' end ([`Event::BenchmarksDone`]) and the start of each
+/// pass, where [`Daemon::decide_suspension`] looks at the host.
+#[derive(Debug)]
+pub(crate) struct HostWatch {
+    /// When to look for GPUs again (no driver answered yet).
+    pub(crate) gpu_retry_at: Option<f64>,
+    /// The last GPU probe's note ("No NVIDIA GPU: …"), logged only when it changes.
+    gpu_note: Option<String>,
+    /// The used devices of each GPU type, from the last GPU probe.
+    pub(crate) gpu_instances: BTreeMap<String, Vec<ferrite_hostinfo::GpuInstance>>,
+    /// The CPU benchmarks are running on a blocking thread.
+    pub(crate) benchmarks_running: bool,
+    /// User input, battery, exclusive apps and other programs' CPU load.
+    activity: ActivityMonitor,
+    /// Wall time the daemon started (for `start_delay`).
+    pub(crate) started_at: f64,
+    /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
+    /// host's free space).
+    next_usage_refresh: f64,
+    /// Last time other programs' CPU load was over `suspend_cpu_usage`.
+    cpu_busy_at: Option<f64>,
+}
+
+impl HostWatch {
+    /// Nothing seen yet; the daemon started at `started_at`.
+    pub(crate) fn new(started_at: f64) -> Self {
+        HostWatch {
+            gpu_retry_at: None,
+            gpu_note: None,
+            gpu_instances: BTreeMap::new(),
+            benchmarks_running: false,
+            activity: ActivityMonitor::from_env(),
+            started_at,
+            next_usage_refresh: 0.0,
+            cpu_busy_at: None,
+        }
+    }
+}
+
 pub(crate) const GPU_REPROBE_SECS: f64 = 120.0;
 
 /// How often to check whether the CPU benchmarks are due again (every 30 days), seconds.
@@ -88,9 +130,9 @@ impl Daemon {
         }
         ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
         self.note_gpu_probe(&gpus);
-        self.gpu_instances = gpus.instances();
+        self.host.gpu_instances = gpus.instances();
         self.gpu_control.set_devices(&gpus);
-        self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
+        self.host.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
         if host.p_fpops <= 0.0 {
             let d = BenchmarkResult::defaults();
             host.p_fpops = d.p_fpops;
@@ -123,9 +165,9 @@ impl Daemon {
         let before = self.state.host_info.coprocs.clone();
         ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
         self.note_gpu_probe(&gpus);
-        self.gpu_instances = gpus.instances();
+        self.host.gpu_instances = gpus.instances();
         self.gpu_control.set_devices(&gpus);
-        self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
+        self.host.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
         if self.state.host_info.coprocs != before {
             info!(
                 "GPUs found on re-probe: {} NVIDIA",
@@ -143,11 +185,11 @@ impl Daemon {
     /// Logs why no GPU was found, once: a re-probe that finds the same says nothing.
     pub(crate) fn note_gpu_probe(&mut self, gpus: &ferrite_hostinfo::gpu::GpuProbe) {
         let note = gpus.note();
-        if note != self.gpu_note {
+        if note != self.host.gpu_note {
             if let Some(n) = &note {
                 info!("{n}");
             }
-            self.gpu_note = note;
+            self.host.gpu_note = note;
         }
     }
 
@@ -155,17 +197,17 @@ impl Daemon {
     pub(crate) fn benchmarks_due(&self, now: f64) -> bool {
         let skip = self.opts.skip_cpu_benchmarks || self.config.cc.options.skip_cpu_benchmarks;
         !skip
-            && !self.benchmarks_running
+            && !self.host.benchmarks_running
             && ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now)
     }
 
     /// Starts the CPU benchmarks on a blocking thread, unless they are already running.
     pub(crate) fn start_benchmarks(&mut self) {
-        if self.benchmarks_running {
+        if self.host.benchmarks_running {
             info!("CPU benchmarks are already running");
             return;
         }
-        self.benchmarks_running = true;
+        self.host.benchmarks_running = true;
         let ncpus = self.state.host_info.p_ncpus.max(1);
         let tx = self.events.clone();
         info!("running CPU benchmarks on {ncpus} CPUs (under 10 s)");
@@ -176,7 +218,7 @@ impl Daemon {
     }
 
     pub(crate) fn benchmarks_done(&mut self, r: BenchmarkResult, now: f64) {
-        self.benchmarks_running = false;
+        self.host.benchmarks_running = false;
         info!(
             "benchmarks: {:.2e} FLOPS, {:.2e} IOPS, {:.2e} B/s memory per CPU ({:.1} s{})",
             r.p_fpops,
@@ -204,10 +246,10 @@ impl Daemon {
     /// `disk_usage` (its present files) and the host's `d_total`/`d_free`, so GUIs never
     /// show the figures a previous session saved.
     pub(crate) fn refresh_usage(&mut self, t: f64) {
-        if t < self.next_usage_refresh {
+        if t < self.host.next_usage_refresh {
             return;
         }
-        self.next_usage_refresh = t + 60.0;
+        self.host.next_usage_refresh = t + 60.0;
         let d = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
         for ps in &mut self.state.projects {
             ps.project.disk_usage = d.used.get(&ps.project.master_url).copied().unwrap_or(0.0);
@@ -235,8 +277,8 @@ impl Daemon {
         let (cpu_mode, gpu_mode) = (mode(rpc::ModeKind::Cpu), mode(rpc::ModeKind::Gpu));
         let prefs = &self.config.prefs.prefs;
         let cc = &self.config.cc.options;
-        self.activity.set_ignore_tty(&cc.ignore_tty);
-        let seen = self.activity.observe(
+        self.host.activity.set_ignore_tty(&cc.ignore_tty);
+        let seen = self.host.activity.observe(
             t,
             self.tasks.apps_cpu_time(),
             &cc.exclusive_apps,
@@ -256,13 +298,13 @@ impl Daemon {
             i64::from(self.state.host_info.timezone),
         );
         if sp.suspend_cpu_usage_pct > 0.0 && seen.non_client_cpu_pct > sp.suspend_cpu_usage_pct {
-            self.cpu_busy_at = Some(t);
+            self.host.cpu_busy_at = Some(t);
         }
         let obs = Observed {
             cpu_mode,
             gpu_mode,
-            benchmarks_running: self.benchmarks_running,
-            since_start_secs: t - self.started_at,
+            benchmarks_running: self.host.benchmarks_running,
+            since_start_secs: t - self.host.started_at,
             on_battery: seen.on_battery,
             user_active,
             idle_secs: seen.idle_secs,
@@ -270,7 +312,7 @@ impl Daemon {
             exclusive_app_seen_ago: seen.exclusive_app_at.map(|a| t - a),
             exclusive_gpu_app_seen_ago: seen.exclusive_gpu_app_at.map(|a| t - a),
             non_client_cpu_pct: seen.non_client_cpu_pct,
-            cpu_usage_suspended_ago: self.cpu_busy_at.map(|a| t - a),
+            cpu_usage_suspended_ago: self.host.cpu_busy_at.map(|a| t - a),
             has_gpu: {
                 let c = &self.state.host_info.coprocs;
                 c.nvidia.as_ref().is_some_and(|n| n.count > 0)

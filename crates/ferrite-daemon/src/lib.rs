@@ -35,7 +35,7 @@ pub mod tuning;
 pub mod web;
 pub mod writer;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -53,7 +53,6 @@ use crate::host::BENCHMARK_CHECK_SECS;
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
 use crate::setup::adopt_protocol_version;
-use crate::store::{SavePolicy, StateStore};
 
 /// Seconds since the Unix epoch, as BOINC counts time.
 pub fn now() -> f64 {
@@ -95,39 +94,19 @@ pub struct Daemon {
     opts: Options,
     dir: PathBuf,
     _lock: DirLock,
-    store: StateStore,
-    /// Writes the state file on its own thread once the main loop runs.
-    writer: Option<writer::StateWriter>,
-    /// Outcomes of the writer's saves.
-    saved_tx: mpsc::UnboundedSender<writer::SaveDone>,
-    saved_rx: mpsc::UnboundedReceiver<writer::SaveDone>,
     state: ClientState,
     config: Config,
-    save: SavePolicy,
+    /// The state file: dirty marks, saves, the writer thread.
+    save: persist::Persistence,
     log: LogHandle,
-    /// When to look for GPUs again (no driver answered yet).
-    gpu_retry_at: Option<f64>,
-    /// The last GPU probe's note ("No NVIDIA GPU: …"), logged only when it changes.
-    gpu_note: Option<String>,
-    /// The used devices of each GPU type, from the last GPU probe.
-    gpu_instances: BTreeMap<String, Vec<ferrite_hostinfo::GpuInstance>>,
+    /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
+    host: host::HostWatch,
     /// When to look at overdue tasks again (at start-up, then daily).
     next_overdue_check: f64,
-    /// The CPU benchmarks are running on a blocking thread.
-    benchmarks_running: bool,
-    /// User input, battery, exclusive apps and other programs' CPU load.
-    activity: activity::ActivityMonitor,
-    /// Wall time the daemon started (for `start_delay`).
-    started_at: f64,
     /// When the first app started since start-up (for `--exit_after_app_start`).
     app_started_at: Option<f64>,
-    /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
-    /// host's free space).
-    next_usage_refresh: f64,
     /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
     pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
-    /// Last time other programs' CPU load was over `suspend_cpu_usage`.
-    cpu_busy_at: Option<f64>,
     /// Warnings already logged, so each kind is logged once.
     warned: HashSet<(Arc<str>, String, String)>,
     events: mpsc::Sender<Event>,
@@ -187,27 +166,15 @@ impl Daemon {
         );
 
         let (events, inbox) = mpsc::channel(64);
-        let (saved_tx, saved_rx) = mpsc::unbounded_channel();
         let mut daemon = Self {
-            store: StateStore::new(&dir),
-            writer: None,
-            saved_tx,
-            saved_rx,
             state: ClientState::default(),
             config: Config::empty(),
-            save: SavePolicy::new(1.0),
+            save: persist::Persistence::new(&dir),
             warned: HashSet::new(),
-            gpu_retry_at: None,
-            gpu_note: None,
-            gpu_instances: BTreeMap::new(),
             next_overdue_check: 0.0,
-            benchmarks_running: false,
-            activity: activity::ActivityMonitor::from_env(),
-            started_at: now(),
+            host: host::HostWatch::new(now()),
             app_started_at: None,
-            next_usage_refresh: 0.0,
             suspended: (None, None),
-            cpu_busy_at: None,
             _lock: lock,
             tasks: tasks::TaskTable::new(&dir),
             throttle: throttle::Throttle::new(),
@@ -265,8 +232,8 @@ impl Daemon {
         daemon.load_feeds(now());
         daemon.detect_host();
         // This session's figures, not the last session's from the state file.
-        daemon.state.time_stats.client_start_time = daemon.started_at;
-        daemon.refresh_usage(daemon.started_at);
+        daemon.state.time_stats.client_start_time = daemon.host.started_at;
+        daemon.refresh_usage(daemon.host.started_at);
         daemon.apply_command_line()?;
         if daemon.opts.show_projects {
             for line in show_projects(&daemon.state) {
@@ -309,7 +276,7 @@ impl Daemon {
             self.start_gui_rpc()
         };
         let metrics_server = self.start_web().await;
-        self.save_if_due(now(), false);
+        self.save.save_if_due(&self.state, now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
         }
@@ -323,10 +290,7 @@ impl Daemon {
                 Err(e) => warn!("cannot lower the client's I/O priority: {e}"),
             }
         }
-        match writer::StateWriter::start(StateStore::new(&self.dir), self.saved_tx.clone()) {
-            Ok(w) => self.writer = Some(w),
-            Err(e) => warn!("cannot start the state writer thread ({e}); saving on the main loop"),
-        }
+        self.save.start_writer(&self.dir);
         info!("entering main loop");
         let mut reclaim = memory::Reclaimer::new(now());
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
@@ -336,7 +300,7 @@ impl Daemon {
             let t = now();
             let next = [
                 self.save.next_due(),
-                self.gpu_retry_at,
+                self.host.gpu_retry_at,
                 Some(next_tick),
                 self.throttle.next_switch(t),
             ]
@@ -346,9 +310,9 @@ impl Daemon {
             let next = if self.tick_soon { t } else { next };
             let wait = (next - t).clamp(0.0, 1.0);
             tokio::select! {
-                done = self.saved_rx.recv() => if let Some(d) = done {
+                done = self.save.saved() => if let Some(d) = done {
                     tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
-                    self.save_done(d.generation, d.result);
+                    self.save.save_done(d.generation, d.result);
                 },
                 ev = self.inbox.recv() => match ev {
                     Some(Event::Shutdown(why)) => break why,
@@ -409,7 +373,7 @@ impl Daemon {
                     let _ = self.notifier.watchdog();
                 }
             }
-            if self.gpu_retry_at.is_some_and(|at| t >= at) {
+            if self.host.gpu_retry_at.is_some_and(|at| t >= at) {
                 self.state_epoch += 1;
                 self.reprobe_gpus(t);
             }
@@ -441,7 +405,7 @@ impl Daemon {
                 let groups = throttle::groups(&self.tasks, &self.state);
                 self.throttle.poll(&groups, now());
             }
-            self.save_if_due(t, false);
+            self.save.save_if_due(&self.state, t, false);
             let r = reclaim.due(t);
             if r.heap {
                 // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
@@ -463,15 +427,7 @@ impl Daemon {
             self.abort_unfinished(code, now());
         }
         // The last save happens here, after the writer's: wait for it and hear how it went.
-        if let Some(mut w) = self.writer.take() {
-            w.stop();
-        }
-        while let Ok(d) = self.saved_rx.try_recv() {
-            self.save_done(d.generation, d.result);
-        }
-        self.save.abandon();
-        self.save.mark_dirty(now());
-        self.save_if_due(now(), true);
+        self.save.save_at_exit(&self.state);
         if let Some(server) = gui_rpc {
             server.stop().await;
         }

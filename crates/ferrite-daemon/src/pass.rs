@@ -70,7 +70,7 @@ impl Daemon {
             no_rsc_prefs: &self.config.no_rsc_prefs,
             stderr_head: self.config.cc.options.stderr_head,
             proxy: proxy.as_ref(),
-            gpu_instances: &self.gpu_instances,
+            gpu_instances: &self.host.gpu_instances,
             gpu_control: self.gpu_control.resolved(),
             exit_before_start: self.config.cc.options.exit_before_start,
             epoch: self.state_epoch,

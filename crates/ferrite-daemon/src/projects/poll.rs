@@ -126,7 +126,7 @@ impl Daemon {
 
     /// The scheduler poll's order of checks (reference §2).
     fn choose_action(&mut self, t: f64) -> Option<Action> {
-        if self.benchmarks_running {
+        if self.host.benchmarks_running {
             return None;
         }
         // 1. Master fetches.

@@ -25,7 +25,7 @@ impl Daemon {
         // What a reply brought (new tasks, acknowledgements, a host id) exists nowhere else:
         // save it now rather than within the second, so a crash cannot lose it.
         self.save.mark_dirty(t);
-        self.save_if_due(t, true);
+        self.save.save_if_due(&self.state, t, true);
     }
 
     fn master_done(&mut self, url: &str, result: Result<String, String>, t: f64) {
