@@ -36,6 +36,8 @@ pub(crate) struct HostWatch {
     next_usage_refresh: f64,
     /// Last time other programs' CPU load was over `suspend_cpu_usage`.
     cpu_busy_at: Option<f64>,
+    /// Next look at whether the CPU benchmarks are due.
+    pub(crate) next_bench_check: f64,
 }
 
 impl HostWatch {
@@ -50,6 +52,7 @@ impl HostWatch {
             started_at,
             next_usage_refresh: 0.0,
             cpu_busy_at: None,
+            next_bench_check: 0.0,
         }
     }
 }
@@ -60,6 +63,21 @@ pub(crate) const GPU_REPROBE_SECS: f64 = 120.0;
 pub(crate) const BENCHMARK_CHECK_SECS: f64 = 3600.0;
 
 impl Daemon {
+    /// Host watching's timers: GPUs re-probed while no driver answered, the CPU benchmarks
+    /// started when due.
+    pub(crate) fn watch_host(&mut self, t: f64) {
+        if self.host.gpu_retry_at.is_some_and(|at| t >= at) {
+            self.state_epoch += 1;
+            self.reprobe_gpus(t);
+        }
+        if t >= self.host.next_bench_check {
+            self.host.next_bench_check = t + BENCHMARK_CHECK_SECS;
+            if self.benchmarks_due(t) {
+                self.start_benchmarks();
+            }
+        }
+    }
+
     /// Re-detects the host, keeping what the official client keeps from the state file (the
     /// benchmark figures and the host's cross-project id).
     pub(crate) fn detect_host(&mut self) {

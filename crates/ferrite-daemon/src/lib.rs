@@ -267,7 +267,46 @@ impl Daemon {
     }
 
     /// Runs the main loop until a shutdown event; then saves and stops.
+    ///
+    /// Each turn: wait for the next event or timer; hand the event to its owner; let host
+    /// watching look at its timers; run a pass when one is due (a timer of the tasks, or an
+    /// event that may have changed something); poll CPU throttling; save the state if it is
+    /// dirty and the save is due; hand freed memory back.
     pub async fn run(mut self) -> anyhow::Result<()> {
+        let servers = self.start_loop().await?;
+        let mut clock = LoopClock::new(self.notifier.ping_interval());
+        let reason = loop {
+            let woke = self.wait(&clock).await;
+            if let Some(why) = self.dispatch(woke, &mut clock.reclaim) {
+                break why;
+            }
+            let t = now();
+            clock.ping_watchdog(&self.notifier);
+            self.watch_host(t);
+            if self.tick_soon || t >= clock.next_tick {
+                match self.pass(t) {
+                    Ok(next) => clock.next_tick = next,
+                    Err(why) => break why,
+                }
+            }
+            if self.throttle.wants_poll() {
+                let groups = throttle::groups(&self.tasks, &self.state);
+                self.throttle.poll(&groups, now());
+            }
+            self.save.save_if_due(&self.state, t, false);
+            let r = clock.reclaim.due(t);
+            if r.heap {
+                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
+                self.state_reply = None;
+            }
+            memory::release(r);
+        };
+        self.shut_down(reason, servers).await
+    }
+
+    /// What runs before the first turn: signal listeners, the GUI RPC and HTTP servers, the
+    /// first save, the benchmarks if due, the writer thread, and the word to systemd.
+    async fn start_loop(&mut self) -> anyhow::Result<Servers> {
         spawn_signal_listeners(self.events.clone())?;
         let gui_rpc = if self.opts.no_gui_rpc {
             info!("GUI RPC off (--no_gui_rpc): no TCP port, no Unix socket");
@@ -275,15 +314,12 @@ impl Daemon {
         } else {
             self.start_gui_rpc()
         };
-        let metrics_server = self.start_web().await;
+        let web = self.start_web().await;
         self.save.save_if_due(&self.state, now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
         }
-        let mut next_bench_check = now() + BENCHMARK_CHECK_SECS;
-        let mut next_tick = now();
-        let ping_every = self.notifier.ping_interval();
-        let mut last_ping = std::time::Instant::now();
+        self.host.next_bench_check = now() + BENCHMARK_CHECK_SECS;
         if self.config.cc.options.lower_client_priority {
             match lower_io_priority() {
                 Ok(n) => info!("running at idle I/O priority ({n} threads; lower_client_priority)"),
@@ -292,127 +328,110 @@ impl Daemon {
         }
         self.save.start_writer(&self.dir);
         info!("entering main loop");
-        let mut reclaim = memory::Reclaimer::new(now());
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
         }
-        let reason = loop {
-            let t = now();
-            let next = [
-                self.save.next_due(),
-                self.host.gpu_retry_at,
-                Some(next_tick),
-                self.throttle.next_switch(t),
-            ]
-            .into_iter()
-            .flatten()
-            .fold(t + 1.0, f64::min);
-            let next = if self.tick_soon { t } else { next };
-            let wait = (next - t).clamp(0.0, 1.0);
-            tokio::select! {
-                done = self.save.saved() => if let Some(d) = done {
-                    tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
-                    self.save.save_done(d.generation, d.result);
-                },
-                ev = self.inbox.recv() => match ev {
-                    Some(Event::Shutdown(why)) => break why,
-                    Some(Event::Reload) => {
-                        self.state_epoch += 1;
-                        self.reload();
-                    }
-                    Some(Event::BenchmarksDone(r)) => {
-                        self.state_epoch += 1;
-                        self.benchmarks_done(r, now());
-                    }
-                    Some(Event::GuiRpc(call)) => {
-                        let query = is_query(&call.request);
-                        self.handle_gui_rpc(call);
-                        reclaim.gui_call(now());
-                        if !query {
-                            // It may have changed something: decide again now.
-                            self.tick_soon = true;
-                            self.state_epoch += 1;
-                        }
-                    }
-                    Some(Event::Project(done)) => {
-                        self.state_epoch += 1;
-                        self.project_op_done(done, now());
-                    }
-                    Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
-                    Some(Event::Info(done)) => self.info_fetched(done, now()),
-                    Some(Event::ChildExited) => self.tick_soon = true,
-                    Some(Event::AcctMgr(result)) => {
-                        self.state_epoch += 1;
-                        self.acct_mgr_done(result, now());
-                    }
-                    Some(Event::Transfer(done)) => {
-                        self.state_epoch += 1;
-                        let t = now();
-                        if let Ok(n) = &done.result {
-                            let tz = self.state.host_info.timezone;
-                            self.xfer_history.add(t, tz, *n, done.upload);
-                            if done.upload {
-                                self.xfer_bytes.1 += n;
-                            } else {
-                                self.xfer_bytes.0 += n;
-                            }
-                        }
-                        if self.transfers.finished(done, &mut self.state, t) {
-                            self.save.mark_dirty(t);
-                        }
-                        self.tick_soon = true;
-                    }
-                    None => break "event channel closed",
-                },
-                () = tokio::time::sleep(Duration::from_secs_f64(wait)) => {}
+        Ok(Servers { gui_rpc, web })
+    }
+
+    /// Waits for the next event, a save's outcome, or the earliest timer (at most a second).
+    async fn wait(&mut self, clock: &LoopClock) -> Woke {
+        let t = now();
+        let next = [
+            self.save.next_due(),
+            self.host.gpu_retry_at,
+            Some(clock.next_tick),
+            self.throttle.next_switch(t),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(t + 1.0, f64::min);
+        let next = if self.tick_soon { t } else { next };
+        let wait = (next - t).clamp(0.0, 1.0);
+        tokio::select! {
+            done = self.save.saved() => Woke::Saved(done),
+            ev = self.inbox.recv() => Woke::Event(ev),
+            () = tokio::time::sleep(Duration::from_secs_f64(wait)) => Woke::Timer,
+        }
+    }
+
+    /// Hands what woke the loop to its owner; returns a reason to stop.
+    fn dispatch(&mut self, woke: Woke, reclaim: &mut memory::Reclaimer) -> Option<&'static str> {
+        let ev = match woke {
+            Woke::Timer | Woke::Saved(None) => return None,
+            Woke::Saved(Some(d)) => {
+                tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
+                self.save.save_done(d.generation, d.result);
+                return None;
             }
-            let t = now();
-            if let Some(every) = ping_every {
-                if last_ping.elapsed() >= every {
-                    last_ping = std::time::Instant::now();
-                    let _ = self.notifier.watchdog();
-                }
-            }
-            if self.host.gpu_retry_at.is_some_and(|at| t >= at) {
-                self.state_epoch += 1;
-                self.reprobe_gpus(t);
-            }
-            if t >= next_bench_check {
-                next_bench_check = t + BENCHMARK_CHECK_SECS;
-                if self.benchmarks_due(t) {
-                    self.start_benchmarks();
-                }
-            }
-            if self.tick_soon || t >= next_tick {
-                self.tick_soon = false;
-                if let Some(why) = self.tick_tasks(t) {
-                    break why;
-                }
-                self.state_epoch += 1;
-                self.tasks.settle(self.state_epoch);
-                next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
-                if let Some(http) = self.project_http(t) {
-                    self.tick_transfers(&http, t);
-                    self.tick_projects(&http, t);
-                }
-                self.tick_acct_mgr(t);
-                self.tick_info(t);
-                self.refresh_metrics(t);
-                self.xfer_history.poll(&self.dir, t, false);
-                let _ = self.notifier.status(&self.status_line());
-            }
-            if self.throttle.wants_poll() {
-                let groups = throttle::groups(&self.tasks, &self.state);
-                self.throttle.poll(&groups, now());
-            }
-            self.save.save_if_due(&self.state, t, false);
-            let r = reclaim.due(t);
-            if r.heap {
-                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
-                self.state_reply = None;
-            }
-            memory::release(r);
+            Woke::Event(None) => return Some("event channel closed"),
+            Woke::Event(Some(ev)) => ev,
         };
+        match ev {
+            Event::Shutdown(why) => return Some(why),
+            Event::Reload => {
+                self.state_epoch += 1;
+                self.reload();
+            }
+            Event::BenchmarksDone(r) => {
+                self.state_epoch += 1;
+                self.benchmarks_done(r, now());
+            }
+            Event::GuiRpc(call) => {
+                let query = is_query(&call.request);
+                self.handle_gui_rpc(call);
+                reclaim.gui_call(now());
+                if !query {
+                    // It may have changed something: decide again now.
+                    self.tick_soon = true;
+                    self.state_epoch += 1;
+                }
+            }
+            Event::Project(done) => {
+                self.state_epoch += 1;
+                self.project_op_done(done, now());
+            }
+            Event::WebRpc(kind, result) => self.projects.web_rpc_done(kind, result),
+            Event::Info(done) => self.info_fetched(done, now()),
+            Event::ChildExited => self.tick_soon = true,
+            Event::AcctMgr(result) => {
+                self.state_epoch += 1;
+                self.acct_mgr_done(result, now());
+            }
+            Event::Transfer(done) => {
+                self.state_epoch += 1;
+                self.transfer_done(done, now());
+                self.tick_soon = true;
+            }
+        }
+        None
+    }
+
+    /// A pass: the tasks' turn (which may end the daemon: `exit_when_idle` and its kin), then
+    /// the transfers', the project loop's, the account manager's and the news feeds', and the
+    /// figures reported after it. Returns when the next pass is due at the latest.
+    fn pass(&mut self, t: f64) -> Result<f64, &'static str> {
+        self.tick_soon = false;
+        if let Some(why) = self.tick_tasks(t) {
+            return Err(why);
+        }
+        self.state_epoch += 1;
+        self.tasks.settle(self.state_epoch);
+        let next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
+        if let Some(http) = self.project_http(t) {
+            self.tick_transfers(&http, t);
+            self.tick_projects(&http, t);
+        }
+        self.tick_acct_mgr(t);
+        self.tick_info(t);
+        self.refresh_metrics(t);
+        self.xfer_history.poll(&self.dir, t, false);
+        let _ = self.notifier.status(&self.status_line());
+        Ok(next_tick)
+    }
+
+    /// Stops: transfers, throttling and apps end, the last save is made, the servers stop.
+    async fn shut_down(mut self, reason: &str, servers: Servers) -> anyhow::Result<()> {
         info!("shutting down ({reason})");
         let _ = self.notifier.stopping();
         let abort_code = (self.opts.abort_jobs_on_exit
@@ -428,10 +447,10 @@ impl Daemon {
         }
         // The last save happens here, after the writer's: wait for it and hear how it went.
         self.save.save_at_exit(&self.state);
-        if let Some(server) = gui_rpc {
+        if let Some(server) = servers.gui_rpc {
             server.stop().await;
         }
-        if let Some(server) = metrics_server {
+        if let Some(server) = servers.web {
             server.stop().await;
         }
         if self.save.is_dirty() {
@@ -442,7 +461,53 @@ impl Daemon {
     }
 }
 
-impl Daemon {}
+/// What woke the main loop.
+enum Woke {
+    /// The earliest timer came (or a second passed).
+    Timer,
+    /// The writer thread finished a save (`None`: it has stopped).
+    Saved(Option<writer::SaveDone>),
+    /// An event (`None`: every sender is gone).
+    Event(Option<Event>),
+}
+
+/// The servers the loop runs, stopped at shutdown.
+struct Servers {
+    gui_rpc: Option<rpc::RpcServerHandle>,
+    web: Option<web::WebServer>,
+}
+
+/// The main loop's own clocks.
+struct LoopClock {
+    /// When the next pass is due at the latest.
+    next_tick: f64,
+    /// How often systemd's watchdog wants a ping, if it does.
+    ping_every: Option<Duration>,
+    last_ping: std::time::Instant,
+    /// When to hand freed memory back.
+    reclaim: memory::Reclaimer,
+}
+
+impl LoopClock {
+    fn new(ping_every: Option<Duration>) -> Self {
+        LoopClock {
+            next_tick: now(),
+            ping_every,
+            last_ping: std::time::Instant::now(),
+            reclaim: memory::Reclaimer::new(now()),
+        }
+    }
+
+    /// Pings systemd's watchdog when its interval has passed.
+    fn ping_watchdog(&mut self, notifier: &sdnotify::Notifier) {
+        if let Some(every) = self.ping_every {
+            if self.last_ping.elapsed() >= every {
+                self.last_ping = std::time::Instant::now();
+                let _ = notifier.watchdog();
+            }
+        }
+    }
+}
 
 /// GUI RPC requests that only read: they change nothing, so no scheduling pass follows them
 /// and cached replies stay valid.

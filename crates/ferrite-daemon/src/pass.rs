@@ -7,6 +7,23 @@ use ferrite_proto::client_state::ResultState;
 use crate::{config, filecheck, metrics, projects, tasks, transfers, Daemon};
 
 impl Daemon {
+    /// A transfer attempt ended ([`Event::Transfer`](crate::Event::Transfer)): the byte
+    /// counts and the daily history learn it, then the transfers apply it to the state.
+    pub(crate) fn transfer_done(&mut self, done: transfers::TransferDone, t: f64) {
+        if let Ok(n) = &done.result {
+            let tz = self.state.host_info.timezone;
+            self.xfer_history.add(t, tz, *n, done.upload);
+            if done.upload {
+                self.xfer_bytes.1 += n;
+            } else {
+                self.xfer_bytes.0 += n;
+            }
+        }
+        if self.transfers.finished(done, &mut self.state, t) {
+            self.save.mark_dirty(t);
+        }
+    }
+
     /// The transfers' turn of a pass: due downloads and uploads start, on the HTTP client the
     /// project loop shares.
     pub(crate) fn tick_transfers(&mut self, http: &ferrite_net::HttpClient, t: f64) {
