@@ -18,24 +18,16 @@ use std::fs;
 use std::path::Path;
 
 use ferrite_net::{boinc_user_agent, HttpClient, HttpConfig, ProxyConfig, ProxyServer};
-use ferrite_project::reply::{
-    apply_reply, ApplyOptions, ApplyOutcome, Event as ReplyEvent, ObjectKind, RefusalReason,
-    EXIT_ABORTED_BY_PROJECT,
-};
-use ferrite_project::request::{build_request, note_rpc_started, RequestInput, RscWork};
-use ferrite_project::verify::BoincCrypt;
-use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
-use ferrite_proto::client_state::{
-    ClientState, Project, ResultState, RpcReason, RscBackoff, TaskResult,
-};
-use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
+use ferrite_project::reply::{ObjectKind, RefusalReason};
+use ferrite_project::request::RscWork;
+use ferrite_proto::client_state::{ClientState, Project, RpcReason};
 use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
-use tracing::{error, info, warn};
+use tracing::{error, warn};
 
-use crate::config::{self, write_atomic, GLOBAL_PREFS};
+use crate::config;
 use crate::transfers::ERR_BAD_FILENAME;
 use crate::tuning::Tuning;
-use crate::{Daemon, Event};
+use crate::Daemon;
 
 mod disk;
 mod old_results;

@@ -1,8 +1,21 @@
 //! The scheduler poll: the shared HTTP client, the saved backoffs given to the scheduling
 //! core, and the choice and start of at most one scheduler operation at a time.
 
+use std::fs;
+
+use ferrite_net::HttpClient;
+use ferrite_project::request::{build_request, note_rpc_started, RequestInput};
+use ferrite_proto::account::escape_project_url;
+use ferrite_proto::client_state::{RpcReason, RscBackoff};
+use ferrite_sched::{Jitter, ResourceId, World};
+use tracing::{error, info, warn};
+
 use super::disk::DISK_FULL_FREE_BYTES;
-use super::*;
+use super::{
+    authenticator, client_brand, disk_figures, http_client, may_fetch_from, resource_name,
+    rpc_backoff, to_request_work, volume_space, OpDone, POLL_PERIOD, REPORT_CHECK_PERIOD,
+};
+use crate::{Daemon, Event};
 
 /// What the poll decided to do.
 enum Action {

@@ -1,8 +1,27 @@
 //! A scheduler operation's end: master pages, scheduler replies applied to the state,
 //! failures backed off, and the clean-up that follows the server's acknowledgements.
 
+use std::collections::BTreeMap;
+use std::fs;
+
+use ferrite_project::reply::{
+    apply_reply, ApplyOptions, ApplyOutcome, Event as ReplyEvent, ObjectKind,
+    EXIT_ABORTED_BY_PROJECT,
+};
+use ferrite_project::verify::BoincCrypt;
+use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
+use ferrite_proto::client_state::{ResultState, RpcReason, TaskResult};
+use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
+use ferrite_sched::{Jitter, ResourceId};
+use tracing::{error, info, warn};
+
 use super::old_results::OLD_RESULT_KEEP;
-use super::*;
+use super::{
+    disk_figures, quick_escape, resource_name, root_refusal, rpc_backoff, AttachProgress,
+    OldResult, OpDone, ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
+};
+use crate::config::{self, write_atomic, GLOBAL_PREFS};
+use crate::Daemon;
 
 impl Daemon {
     /// A scheduler operation ended.
