@@ -1,9 +1,12 @@
 //! The Ferrite daemon: the imperative shell around Ferrite's pure cores.
 //!
-//! [`Daemon`] owns the client's state. One main loop ([`Daemon::run`]) takes [`Event`]s from
-//! everything else (signal listeners now; transfers, apps and GUI RPC connections as they come)
-//! and is the only code that changes state. The loop saves the state file through the
-//! crash-safe [`store`] whenever the state changed, at most once a second.
+//! [`Daemon`] holds the client's state and the owner of each part of the main loop. The loop
+//! ([`Daemon::run`]) takes [`Event`]s from everything else (signal listeners, GUI RPC
+//! connections, scheduler RPCs, transfers, web RPCs, feeds, the account manager, the
+//! benchmarks) and is the only code that changes state: it waits for an event or a timer,
+//! hands the event to its owner, runs a pass when one is due, and saves the state file
+//! through the crash-safe [`store`] whenever the state changed, at most once a second.
+//! docs/ARCHITECTURE.md ("The main loop and its owners") lists which code handles each event.
 
 pub mod acct_mgr;
 pub mod activity;
@@ -88,68 +91,78 @@ pub enum Event {
     AcctMgr(Result<String, (i32, String)>),
 }
 
-/// The running client.
+/// The running client: the state and, grouped by part of the loop, the owners that handle
+/// its events.
 #[derive(Debug)]
 pub struct Daemon {
+    // Configuration (`setup.rs`).
     opts: Options,
     dir: PathBuf,
     _lock: DirLock,
-    state: ClientState,
     config: Config,
-    /// The state file: dirty marks, saves, the writer thread.
-    save: persist::Persistence,
     log: LogHandle,
-    /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
-    host: host::HostWatch,
-    /// When to look at overdue tasks again (at start-up, then daily).
-    next_overdue_check: f64,
-    /// When the first app started since start-up (for `--exit_after_app_start`).
-    app_started_at: Option<f64>,
-    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
-    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
     /// Warnings already logged, so each kind is logged once.
     warned: HashSet<(Arc<str>, String, String)>,
+    // The state, its file (`persist.rs`) and the loop's inputs.
+    state: ClientState,
+    /// The state file: dirty marks, saves, the writer thread.
+    save: persist::Persistence,
+    /// Bumped whenever the state may have changed (any event but a read-only GUI query,
+    /// every tick): replies cached for one epoch stay exact.
+    pub(crate) state_epoch: u64,
     events: mpsc::Sender<Event>,
     inbox: mpsc::Receiver<Event>,
-    /// GUI RPC state kept between calls (temporary run modes).
-    rpc: rpc::RpcState,
+    /// Run a pass at the next turn of the loop (a GUI request changed something, a transfer
+    /// ended, an app exited, a scheduler reply or an account-manager sync was applied).
+    tick_soon: bool,
+    // Tasks (`tasks.rs`; their turn of a pass in `pass.rs`).
     /// The apps: processes, slots, and the scheduling core that decides what runs.
     tasks: tasks::TaskTable,
     /// CPU throttling (`cpu_usage_limit`).
     throttle: throttle::Throttle,
-    /// Run a supervision tick at the next turn of the loop (a GUI request changed something).
-    tick_soon: bool,
+    /// Docker/Podman images and containers of ended jobs.
+    docker: docker::Janitor,
+    /// Per-GPU control for every project (Ferrite only).
+    gpu_control: gpu_control::GpuControlState,
+    /// This run's part of the time statistics that scheduler requests report.
+    time_session: ferrite_project::stats::TimeSession,
+    /// When to look at overdue tasks again (at start-up, then daily).
+    next_overdue_check: f64,
+    /// When the first app started since start-up (for `--exit_after_app_start`).
+    app_started_at: Option<f64>,
+    // Host watching (`host.rs`).
+    /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
+    host: host::HostWatch,
+    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
+    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
+    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
+    /// The account manager in use and its sync clock.
+    acct_mgr: acct_mgr::AcctMgr,
     /// Project news feeds and their schedule.
     feeds: notices::Feeds,
     /// The project list is being fetched.
     project_list_in_flight: bool,
+    // Transfers (`transfers.rs`; the daemon's side in `pass.rs`).
     /// File transfers.
     transfers: transfers::Transfers,
+    /// Bytes received and sent by finished transfer attempts since start-up.
+    xfer_bytes: (u64, u64),
+    /// Bytes transferred per day (`daily_xfer_history.xml`).
+    xfer_history: history::XferHistory,
+    // GUI calls (`rpc/`, `web/`).
+    /// GUI RPC state kept between calls (temporary run modes).
+    rpc: rpc::RpcState,
+    /// The last `get_state` reply and its epoch.
+    state_reply: Option<(u64, String)>,
+    // Reporting: systemd, metrics, the daemon's own usage.
     /// systemd's notification socket (a no-op outside a `Type=notify` unit).
     notifier: sdnotify::Notifier,
     /// The latest OpenMetrics text, when the metrics endpoint is on.
     metrics: Option<tokio::sync::watch::Sender<String>>,
     /// The daemon's own CPU and memory over time, kept while the HTTP server is on.
     usage: Option<web::UsageHistory>,
-    /// Bytes received and sent by finished transfer attempts since start-up.
-    xfer_bytes: (u64, u64),
-    /// Bytes transferred per day (`daily_xfer_history.xml`).
-    xfer_history: history::XferHistory,
-    /// This run's part of the time statistics that scheduler requests report.
-    time_session: ferrite_project::stats::TimeSession,
-    /// Bumped whenever the state may have changed (any event but a read-only GUI query,
-    /// every tick): replies cached for one epoch stay exact.
-    pub(crate) state_epoch: u64,
-    /// The last `get_state` reply and its epoch.
-    state_reply: Option<(u64, String)>,
-    /// Docker/Podman images and containers of ended jobs.
-    docker: docker::Janitor,
-    /// Per-GPU control for every project (Ferrite only).
-    gpu_control: gpu_control::GpuControlState,
-    /// The account manager in use and its sync clock.
-    acct_mgr: acct_mgr::AcctMgr,
 }
 
 impl Daemon {
