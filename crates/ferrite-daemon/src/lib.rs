@@ -730,6 +730,123 @@ mod tests {
 }
 
 #[cfg(test)]
+mod loop_tests {
+    use super::*;
+    use ferrite_gui_rpc::{PeerInfo, PeerTransport, Request};
+
+    fn daemon(dir: &std::path::Path) -> Daemon {
+        let opts = cli::Options {
+            dir: Some(dir.to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        d.tick_soon = false;
+        d
+    }
+
+    /// A GUI RPC call as the server makes it, and where its reply goes.
+    fn gui_call(request: Request) -> (Woke, tokio::sync::oneshot::Receiver<String>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let call = ferrite_gui_rpc::Call {
+            request,
+            peer: PeerInfo {
+                connection_id: 1,
+                transport: PeerTransport::Tcp(([127, 0, 0, 1], 31416).into()),
+                is_local: true,
+                authorized: true,
+                client_name: None,
+                closed: tokio_util::sync::CancellationToken::new(),
+            },
+            reply: tx,
+        };
+        (Woke::Event(Some(Event::GuiRpc(call))), rx)
+    }
+
+    #[test]
+    fn a_gui_query_is_answered_and_leaves_the_epoch_and_the_pass_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        let mut reclaim = memory::Reclaimer::new(now());
+        let epoch = d.state_epoch;
+        let (woke, mut rx) = gui_call(Request::GetCcStatus);
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        let reply = rx.try_recv().expect("answered at once");
+        assert!(reply.contains("<cc_status>"), "{reply}");
+        assert_eq!(d.state_epoch, epoch, "a cached reply stays valid");
+        assert!(!d.tick_soon);
+
+        // A request that acts may change something: a new epoch, a pass at once.
+        let (woke, mut rx) = gui_call(Request::NetworkAvailable);
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        assert!(rx.try_recv().is_ok());
+        assert_eq!(d.state_epoch, epoch + 1);
+        assert!(d.tick_soon);
+    }
+
+    #[test]
+    fn a_transfer_end_is_counted_and_asks_for_a_pass() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        let mut reclaim = memory::Reclaimer::new(now());
+        let epoch = d.state_epoch;
+        let done = transfers::TransferDone {
+            project: "http://p.example/".into(),
+            file: "f".into(),
+            upload: false,
+            result: Ok(1000),
+            download: None,
+            code: 0,
+            permanent: false,
+            resumed_from: 0,
+            sent: None,
+        };
+        let woke = Woke::Event(Some(Event::Transfer(done)));
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        assert_eq!(d.xfer_bytes, (1000, 0));
+        assert_eq!(d.state_epoch, epoch + 1);
+        assert!(d.tick_soon);
+    }
+
+    #[test]
+    fn shutdown_and_a_closed_inbox_end_the_loop_and_a_timer_does_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        let mut reclaim = memory::Reclaimer::new(now());
+        let stop = Woke::Event(Some(Event::Shutdown("SIGTERM")));
+        assert_eq!(d.dispatch(stop, &mut reclaim), Some("SIGTERM"));
+        let closed = Woke::Event(None);
+        assert_eq!(
+            d.dispatch(closed, &mut reclaim),
+            Some("event channel closed")
+        );
+        let epoch = d.state_epoch;
+        assert_eq!(d.dispatch(Woke::Timer, &mut reclaim), None);
+        assert_eq!(d.state_epoch, epoch);
+        assert!(!d.tick_soon);
+    }
+
+    #[test]
+    fn a_pass_clears_the_request_for_one_and_is_due_again_within_a_second() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _in_rt = rt.enter();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        d.tick_soon = true;
+        let epoch = d.state_epoch;
+        let t = now();
+        let next = d.pass(t).expect("no exit option is set");
+        assert!(!d.tick_soon);
+        assert!(d.state_epoch > epoch);
+        assert!(next > t && next <= t + 1.0, "next pass at t + {}", next - t);
+    }
+}
+
+#[cfg(test)]
 mod version_tests {
     #[test]
     fn gui_rpc_reports_the_same_version_as_scheduler_requests() {
