@@ -1,9 +1,12 @@
 //! The Ferrite daemon: the imperative shell around Ferrite's pure cores.
 //!
-//! [`Daemon`] owns the client's state. One main loop ([`Daemon::run`]) takes [`Event`]s from
-//! everything else (signal listeners now; transfers, apps and GUI RPC connections as they come)
-//! and is the only code that changes state. The loop saves the state file through the
-//! crash-safe [`store`] whenever the state changed, at most once a second.
+//! [`Daemon`] holds the client's state and the owner of each part of the main loop. The loop
+//! ([`Daemon::run`]) takes [`Event`]s from everything else (signal listeners, GUI RPC
+//! connections, scheduler RPCs, transfers, web RPCs, feeds, the account manager, the
+//! benchmarks) and is the only code that changes state: it waits for an event or a timer,
+//! hands the event to its owner, runs a pass when one is due, and saves the state file
+//! through the crash-safe [`store`] whenever the state changed, at most once a second.
+//! docs/ARCHITECTURE.md ("The main loop and its owners") lists which code handles each event.
 
 pub mod acct_mgr;
 pub mod activity;
@@ -14,14 +17,18 @@ pub mod docker;
 pub mod filecheck;
 pub mod gpu_control;
 pub mod history;
+mod host;
 pub mod lock;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod notices;
+mod pass;
+mod persist;
 pub mod projects;
 pub mod rpc;
 pub mod sdnotify;
+mod setup;
 pub mod snapshot;
 pub mod store;
 pub mod tasks;
@@ -31,30 +38,24 @@ pub mod tuning;
 pub mod web;
 pub mod writer;
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use ferrite_hostinfo::{BenchmarkResult, HostDetector, HostProbeConfig};
-use ferrite_proto::client_state::{ClientState, ResultState};
-use ferrite_proto::xml::Warning;
+use ferrite_hostinfo::BenchmarkResult;
+use ferrite_proto::client_state::ClientState;
 use ferrite_sched::suspend::SuspendReason;
 use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::cli::Options;
 use crate::config::Config;
+use crate::host::BENCHMARK_CHECK_SECS;
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
-use crate::store::{LoadSource, SavePolicy, StateStore};
-
-/// How often to look for a GPU driver that was not there at start-up, seconds.
-const GPU_REPROBE_SECS: f64 = 120.0;
-
-/// How often to check whether the CPU benchmarks are due again (every 30 days), seconds.
-const BENCHMARK_CHECK_SECS: f64 = 3600.0;
+use crate::setup::adopt_protocol_version;
 
 /// Seconds since the Unix epoch, as BOINC counts time.
 pub fn now() -> f64 {
@@ -90,88 +91,78 @@ pub enum Event {
     AcctMgr(Result<String, (i32, String)>),
 }
 
-/// The running client.
+/// The running client: the state and, grouped by part of the loop, the owners that handle
+/// its events.
 #[derive(Debug)]
 pub struct Daemon {
+    // Configuration (`setup.rs`).
     opts: Options,
     dir: PathBuf,
     _lock: DirLock,
-    store: StateStore,
-    /// Writes the state file on its own thread once the main loop runs.
-    writer: Option<writer::StateWriter>,
-    /// Outcomes of the writer's saves.
-    saved_tx: mpsc::UnboundedSender<writer::SaveDone>,
-    saved_rx: mpsc::UnboundedReceiver<writer::SaveDone>,
-    state: ClientState,
     config: Config,
-    save: SavePolicy,
     log: LogHandle,
-    /// When to look for GPUs again (no driver answered yet).
-    gpu_retry_at: Option<f64>,
-    /// The last GPU probe's note ("No NVIDIA GPU: …"), logged only when it changes.
-    gpu_note: Option<String>,
-    /// The used devices of each GPU type, from the last GPU probe.
-    gpu_instances: BTreeMap<String, Vec<ferrite_hostinfo::GpuInstance>>,
-    /// When to look at overdue tasks again (at start-up, then daily).
-    next_overdue_check: f64,
-    /// The CPU benchmarks are running on a blocking thread.
-    benchmarks_running: bool,
-    /// User input, battery, exclusive apps and other programs' CPU load.
-    activity: activity::ActivityMonitor,
-    /// Wall time the daemon started (for `start_delay`).
-    started_at: f64,
-    /// When the first app started since start-up (for `--exit_after_app_start`).
-    app_started_at: Option<f64>,
-    /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
-    /// host's free space).
-    next_usage_refresh: f64,
-    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
-    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
-    /// Last time other programs' CPU load was over `suspend_cpu_usage`.
-    cpu_busy_at: Option<f64>,
     /// Warnings already logged, so each kind is logged once.
     warned: HashSet<(Arc<str>, String, String)>,
+    // The state, its file (`persist.rs`) and the loop's inputs.
+    state: ClientState,
+    /// The state file: dirty marks, saves, the writer thread.
+    save: persist::Persistence,
+    /// Bumped whenever the state may have changed (any event but a read-only GUI query,
+    /// every tick): replies cached for one epoch stay exact.
+    pub(crate) state_epoch: u64,
     events: mpsc::Sender<Event>,
     inbox: mpsc::Receiver<Event>,
-    /// GUI RPC state kept between calls (temporary run modes).
-    rpc: rpc::RpcState,
+    /// Run a pass at the next turn of the loop (a GUI request changed something, a transfer
+    /// ended, an app exited, a scheduler reply or an account-manager sync was applied).
+    tick_soon: bool,
+    // Tasks (`tasks.rs`; their turn of a pass in `pass.rs`).
     /// The apps: processes, slots, and the scheduling core that decides what runs.
     tasks: tasks::TaskTable,
     /// CPU throttling (`cpu_usage_limit`).
     throttle: throttle::Throttle,
-    /// Run a supervision tick at the next turn of the loop (a GUI request changed something).
-    tick_soon: bool,
+    /// Docker/Podman images and containers of ended jobs.
+    docker: docker::Janitor,
+    /// Per-GPU control for every project (Ferrite only).
+    gpu_control: gpu_control::GpuControlState,
+    /// This run's part of the time statistics that scheduler requests report.
+    time_session: ferrite_project::stats::TimeSession,
+    /// When to look at overdue tasks again (at start-up, then daily).
+    next_overdue_check: f64,
+    /// When the first app started since start-up (for `--exit_after_app_start`).
+    app_started_at: Option<f64>,
+    // Host watching (`host.rs`).
+    /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
+    host: host::HostWatch,
+    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
+    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
+    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
+    /// The account manager in use and its sync clock.
+    acct_mgr: acct_mgr::AcctMgr,
     /// Project news feeds and their schedule.
     feeds: notices::Feeds,
     /// The project list is being fetched.
     project_list_in_flight: bool,
+    // Transfers (`transfers.rs`; the daemon's side in `pass.rs`).
     /// File transfers.
     transfers: transfers::Transfers,
+    /// Bytes received and sent by finished transfer attempts since start-up.
+    xfer_bytes: (u64, u64),
+    /// Bytes transferred per day (`daily_xfer_history.xml`).
+    xfer_history: history::XferHistory,
+    // GUI calls (`rpc/`, `web/`).
+    /// GUI RPC state kept between calls (temporary run modes).
+    rpc: rpc::RpcState,
+    /// The last `get_state` reply and its epoch.
+    state_reply: Option<(u64, String)>,
+    // Reporting: systemd, metrics, the daemon's own usage.
     /// systemd's notification socket (a no-op outside a `Type=notify` unit).
     notifier: sdnotify::Notifier,
     /// The latest OpenMetrics text, when the metrics endpoint is on.
     metrics: Option<tokio::sync::watch::Sender<String>>,
     /// The daemon's own CPU and memory over time, kept while the HTTP server is on.
     usage: Option<web::UsageHistory>,
-    /// Bytes received and sent by finished transfer attempts since start-up.
-    xfer_bytes: (u64, u64),
-    /// Bytes transferred per day (`daily_xfer_history.xml`).
-    xfer_history: history::XferHistory,
-    /// This run's part of the time statistics that scheduler requests report.
-    time_session: ferrite_project::stats::TimeSession,
-    /// Bumped whenever the state may have changed (any event but a read-only GUI query,
-    /// every tick): replies cached for one epoch stay exact.
-    pub(crate) state_epoch: u64,
-    /// The last `get_state` reply and its epoch.
-    state_reply: Option<(u64, String)>,
-    /// Docker/Podman images and containers of ended jobs.
-    docker: docker::Janitor,
-    /// Per-GPU control for every project (Ferrite only).
-    gpu_control: gpu_control::GpuControlState,
-    /// The account manager in use and its sync clock.
-    acct_mgr: acct_mgr::AcctMgr,
 }
 
 impl Daemon {
@@ -188,27 +179,15 @@ impl Daemon {
         );
 
         let (events, inbox) = mpsc::channel(64);
-        let (saved_tx, saved_rx) = mpsc::unbounded_channel();
         let mut daemon = Self {
-            store: StateStore::new(&dir),
-            writer: None,
-            saved_tx,
-            saved_rx,
             state: ClientState::default(),
             config: Config::empty(),
-            save: SavePolicy::new(1.0),
+            save: persist::Persistence::new(&dir),
             warned: HashSet::new(),
-            gpu_retry_at: None,
-            gpu_note: None,
-            gpu_instances: BTreeMap::new(),
             next_overdue_check: 0.0,
-            benchmarks_running: false,
-            activity: activity::ActivityMonitor::from_env(),
-            started_at: now(),
+            host: host::HostWatch::new(now()),
             app_started_at: None,
-            next_usage_refresh: 0.0,
             suspended: (None, None),
-            cpu_busy_at: None,
             _lock: lock,
             tasks: tasks::TaskTable::new(&dir),
             throttle: throttle::Throttle::new(),
@@ -266,8 +245,8 @@ impl Daemon {
         daemon.load_feeds(now());
         daemon.detect_host();
         // This session's figures, not the last session's from the state file.
-        daemon.state.time_stats.client_start_time = daemon.started_at;
-        daemon.refresh_usage(daemon.started_at);
+        daemon.state.time_stats.client_start_time = daemon.host.started_at;
+        daemon.refresh_usage(daemon.host.started_at);
         daemon.apply_command_line()?;
         if daemon.opts.show_projects {
             for line in show_projects(&daemon.state) {
@@ -300,447 +279,47 @@ impl Daemon {
         self.events.clone()
     }
 
-    fn log_warnings(&mut self, warnings: impl IntoIterator<Item = Warning>) {
-        for w in warnings {
-            let key = (w.file.clone(), w.element.clone(), w.message.clone());
-            if self.warned.insert(key) {
-                // The official client makes notices of what it cannot use in an
-                // app_config.xml; other documents' oddities are only logged (a cc_config.xml
-                // that parses to its end has its notices withdrawn at once).
-                if w.file.ends_with("app_config.xml") {
-                    warn!(target: rpc::messages::NOTICE_TARGET, "{w}");
-                } else {
-                    warn!("{w}");
-                }
-            }
-        }
-    }
-
-    fn load_state(&mut self) {
-        let loaded = self.store.load(ClientState::parse);
-        for r in &loaded.rejected {
-            warn!("state file {} not used: {}", r.path.display(), r.reason);
-            // A damaged current or previous generation may still hold tasks a person can
-            // recover by hand: keep a copy before saves rotate it away. (A cut-short
-            // client_state_next.xml is the normal trace of a crash during a save.)
-            if !r.path.ends_with(store::STATE_FILE_NEXT) {
-                let stamp = now() as u64;
-                let mut kept = self.dir.join(format!("client_state_damaged_{stamp}.xml"));
-                let mut n = 1;
-                while kept.exists() {
-                    kept = self
-                        .dir
-                        .join(format!("client_state_damaged_{stamp}_{n}.xml"));
-                    n += 1;
-                }
-                match std::fs::copy(&r.path, &kept) {
-                    Ok(_) => warn!("kept a copy of the damaged file as {}", kept.display()),
-                    Err(e) => warn!("could not keep a copy of {}: {e}", r.path.display()),
-                }
-            }
-        }
-        match (loaded.value, loaded.source) {
-            (Some(parsed), source) => {
-                if source != LoadSource::Current {
-                    warn!(
-                        "loaded state from {} (the newest complete state file)",
-                        source.file_name().unwrap_or("?")
-                    );
-                }
-                self.log_warnings(parsed.warnings);
-                self.state = parsed.value;
-            }
-            (None, _) if !loaded.rejected.is_empty() => {
-                self.state = ClientState::default();
-                error!(
-                    "no usable state file; starting with a fresh state. Every task of the lost \
-                     state file was lost (a project may send lost tasks again)"
-                );
-            }
-            (None, _) => info!("no state file; starting with a fresh state"),
-        }
-        self.attach_account_file_projects(!loaded.rejected.is_empty());
-        for line in state_summary(&self.state) {
-            info!("{line}");
-        }
-        self.save.mark_dirty(now());
-    }
-
-    /// As the official client: every account file (`account_*.xml`) names an attached
-    /// project, whether or not the state file knows it (a volunteer may bring account files
-    /// from another host, and a lost state file leaves only them). Projects of the account
-    /// files that the state lacks are attached with no tasks; `lost_state` says the state
-    /// file was damaged, so their tasks were lost with it.
-    fn attach_account_file_projects(&mut self, lost_state: bool) {
-        let (projects, problems) = config::projects_from_account_files(&self.dir);
-        for (name, why) in problems {
-            warn!("account file {name} not used: {why}");
-        }
-        for ps in projects {
-            let url = ps.project.master_url.clone();
-            if self.state.projects.iter().any(|p| {
-                ferrite_proto::account::canonicalize_master_url(&p.project.master_url) == url
-            }) {
-                continue;
-            }
-            if lost_state {
-                warn!(
-                    project = %url,
-                    "project {url} kept attached from its account file; its tasks were lost \
-                     with the state file"
-                );
-            } else {
-                info!(project = %url, "project {url} attached from its account file");
-            }
-            self.state.projects.push(ps);
-        }
-    }
-
-    fn apply_command_line(&mut self) -> anyhow::Result<()> {
-        if let Some(url) = self.opts.reset_project.clone() {
-            match self
-                .state
-                .project(&url)
-                .map(|p| p.project.master_url.clone())
-            {
-                Some(url) => {
-                    info!("resetting {url} (--reset_project)");
-                    self.reset_project(&url, now());
-                    self.save.mark_dirty(now());
-                }
-                None => warn!("--reset_project {url}: not attached to that project"),
-            }
-        }
-        if let Some(url) = self.opts.update_prefs.clone() {
-            match self.state.project_mut(&url) {
-                Some(ps) => {
-                    info!("contacting {url} to update preferences (--update_prefs)");
-                    ps.project.sched_rpc_pending =
-                        Some(ferrite_proto::client_state::RpcReason::UserReq);
-                    ps.project.min_rpc_time = 0.0;
-                    self.save.mark_dirty(now());
-                }
-                None => warn!("--update_prefs {url}: not attached to that project"),
-            }
-        }
-        let attached = |state: &ClientState, url: &str| {
-            let url = ferrite_proto::account::canonicalize_master_url(url);
-            state.project(&url).is_some()
-        };
-        if let Some((url, _)) = self.opts.attach().filter(|(u, _)| attached(&self.state, u)) {
-            // As the official client: nothing to do (a project kept from its account file
-            // after the state file was lost is one).
-            info!("--attach_project {url}: already attached");
-        } else if let Some((url, key)) = self.opts.attach() {
-            let url = url.to_owned();
-            let key = key.to_owned();
-            config::attach_project(&self.dir, &mut self.state, &url, &key)
-                .with_context(|| format!("cannot attach to {url}"))?;
-            info!("attached to {url}; fetching its master page and asking for work");
-            self.save.mark_dirty(now());
-        }
-        if let Some(url) = self.opts.detach_project.clone() {
-            match config::detach_project(&self.dir, &mut self.state, &url) {
-                Ok(true) => {
-                    info!("detached from {url}");
-                    self.save.mark_dirty(now());
-                }
-                Ok(false) => warn!("--detach_project {url}: not attached to that project"),
-                Err(e) => return Err(e).with_context(|| format!("cannot detach from {url}")),
-            }
-        }
-        Ok(())
-    }
-
-    /// Saves the state when the policy says so; `force` asks for it at once (after the save
-    /// in progress, if any). Once the main loop runs, the writer thread does the writing and
-    /// [`save_done`](Self::save_done) hears how it went; before that, and at shutdown, the
-    /// save happens here.
-    fn save_if_due(&mut self, now: f64, force: bool) {
-        if force && self.save.is_dirty() {
-            self.save.hurry();
-        }
-        if !self.save.due(now) {
-            return;
-        }
-        let mut xml = self.state.to_xml();
-        let generation = self.save.begin(now);
-        if let Some(w) = &self.writer {
-            match w.submit(xml, generation) {
-                Ok(()) => return,
-                Err(back) => {
-                    warn!("the state writer has stopped; saving on the main loop");
-                    self.writer = None;
-                    xml = back;
-                }
-            }
-        }
-        let r = self.store.save(&xml);
-        self.save_done(generation, r);
-    }
-
-    /// A save ended: the policy learns it; a failure is said, and the end of failures.
-    fn save_done(&mut self, generation: u64, result: Result<(), store::SaveError>) {
-        match result {
-            Ok(()) => {
-                if self.save.failures() > 0 {
-                    info!(
-                        "state file saved again after {} failed attempts",
-                        self.save.failures()
-                    );
-                }
-                self.save.finish(generation, true);
-            }
-            Err(e) => {
-                self.save.finish(generation, false);
-                let hint = if e.is_disk_full() {
-                    " (disk full: free some space; the last good state is kept)"
-                } else {
-                    " (the last good state is kept)"
-                };
-                if self.save.failures() <= 1 {
-                    // As the official client: a state file that cannot be written is a notice.
-                    warn!(
-                        target: rpc::messages::NOTICE_TARGET,
-                        "Couldn't write state file; check directory permissions"
-                    );
-                }
-                error!("saving the state failed: {e}{hint}; retrying");
-            }
-        }
-    }
-
-    fn load_config(&mut self) {
-        let (mut config, report) = Config::load(&self.dir, &self.state, now());
-        // Command-line options that mirror cc_config options add to them.
-        let (o, c) = (&self.opts, &mut config.cc.options);
-        c.unsigned_apps_ok |= o.unsigned_apps_ok;
-        c.no_info_fetch |= o.no_info_fetch;
-        c.suppress_net_info |= o.suppress_net_info;
-        c.exit_before_start |= o.exit_before_start;
-        c.allow_multiple_clients |= o.allow_multiple_clients;
-        if let Some(d) = o.start_delay {
-            c.start_delay = d;
-        }
-        self.config = config;
-        self.gpu_control.load(&self.dir, &self.opts);
-        self.log_warnings(report.warnings);
-        if !report.errors.iter().any(|e| e.contains("cc_config.xml")) {
-            rpc::messages::MessageLog::global().remove_notices_mentioning("cc_config.xml");
-        }
-        for e in report.errors {
-            if is_config_file(&e) {
-                warn!(target: rpc::messages::NOTICE_TARGET, "{e}");
-            } else {
-                error!("{e}");
-            }
-        }
-        self.log.set(&self.config.log_directives());
-        // The official client measures disk usage whenever it reads the preferences.
-        self.update_disk_usages();
-        self.log
-            .set_max_file_size(self.config.cc.options.max_stdout_file_size);
-    }
-
-    fn reload(&mut self) {
-        info!("re-reading configuration files");
-        let _ = self.notifier.reloading();
-        // A re-read file may repeat old oddities: log them again.
-        self.warned.clear();
-        self.load_config();
-        if anonymous::load_all(&self.dir, &mut self.state, &self.config.cc.options) {
-            self.save.mark_dirty(now());
-        }
-        self.projects.reset_http();
-        // GPU options may have changed, and a driver may have appeared since start-up.
-        self.reprobe_gpus(now());
-        let _ = self.notifier.ready_with_status(&self.status_line());
-    }
-
-    /// Re-detects the host, keeping what the official client keeps from the state file (the
-    /// benchmark figures and the host's cross-project id).
-    fn detect_host(&mut self) {
-        let mut probe = HostProbeConfig::new(&self.dir);
-        probe.gpu = self.config.gpu_config(&self.opts);
-        let det = HostDetector::new(probe);
-        let found = det.detect_host();
-        for w in &found.warnings {
-            warn!("host detection: {w}");
-        }
-        let old = std::mem::take(&mut self.state.host_info);
-        let mut host = found.host;
-        host.p_fpops = old.p_fpops;
-        host.p_iops = old.p_iops;
-        host.p_membw = old.p_membw;
-        host.p_calculated = old.p_calculated;
-        // As the official client: cleared at each start (the volunteer may have turned the
-        // extensions on since a VirtualBox app said they were off).
-        host.p_vm_extensions_disabled = false;
-        host.host_cpid = if old.host_cpid.is_empty() {
-            ferrite_hostinfo::generate_host_cpid(Path::new("/sys"), &self.dir)
-        } else {
-            old.host_cpid
-        };
-        if self.config.cc.options.ncpus > 0 {
-            host.p_ncpus = u32::try_from(self.config.cc.options.ncpus).unwrap_or(host.p_ncpus);
-        }
-        // cc_config <device_name>: the name projects and GUIs see instead of the host name.
-        let device = self.config.cc.options.device_name.trim();
-        if !device.is_empty() {
-            host.domain_name = device.to_owned();
-        }
-        host.virtualbox_version = if self.config.cc.options.dont_use_vbox {
-            info!("VirtualBox: not looked for (dont_use_vbox in cc_config.xml)");
-            None
-        } else {
-            ferrite_hostinfo::vbox::detect()
-        };
-        match &host.virtualbox_version {
-            Some(v) => info!("VirtualBox version: {v}"),
-            None if self.config.cc.options.dont_use_vbox => {}
-            None => info!("VirtualBox: not found"),
-        }
-        if !ferrite_hostinfo::vbox::cpu_has_vm_extensions(&host.p_features) {
-            info!("CPU virtualisation extensions (vmx/svm): not available");
-        }
-        host.docker = ferrite_hostinfo::docker::detect();
-        match &host.docker {
-            Some((v, t)) => info!(
-                "{} version {v} found",
-                if *t == ferrite_hostinfo::docker::PODMAN {
-                    "Podman"
-                } else {
-                    "Docker"
-                }
-            ),
-            None => info!("Docker/Podman: not found (or cannot run containers)"),
-        }
-        let gpus = det.probe_gpus();
-        for w in &gpus.warnings {
-            info!("GPU detection: {w}");
-        }
-        for w in &gpus.opencl.warnings {
-            info!("OpenCL: {w}");
-        }
-        for line in ferrite_hostinfo::opencl_lines(&gpus) {
-            info!("{line}");
-        }
-        ferrite_hostinfo::apply_gpu_probe(&mut host, &gpus);
-        self.note_gpu_probe(&gpus);
-        self.gpu_instances = gpus.instances();
-        self.gpu_control.set_devices(&gpus);
-        self.gpu_retry_at = gpus.should_retry().then(|| now() + GPU_REPROBE_SECS);
-        if host.p_fpops <= 0.0 {
-            let d = BenchmarkResult::defaults();
-            host.p_fpops = d.p_fpops;
-            host.p_iops = d.p_iops;
-            host.p_membw = d.p_membw;
-        }
-        info!(
-            "host: {} CPUs ({}), {:.1} GiB memory, {} NVIDIA GPUs, OS {}: {}",
-            host.p_ncpus,
-            host.p_model,
-            host.m_nbytes / f64::from(1u32 << 30),
-            host.coprocs.nvidia.as_ref().map_or(0, |n| n.count),
-            host.os_name,
-            host.os_version
-        );
-        self.state.host_info = host;
-        let platforms = det.platforms();
-        if let Some((primary, alt)) = platforms.split_first() {
-            self.state.platform_name = primary.clone();
-            self.state.alt_platforms = alt.to_vec();
-        }
-        self.save.mark_dirty(now());
-    }
-
-    /// Re-probes GPUs after a start without a usable driver (it may load late at boot).
-    fn reprobe_gpus(&mut self, now: f64) {
-        let mut probe = HostProbeConfig::new(&self.dir);
-        probe.gpu = self.config.gpu_config(&self.opts);
-        let gpus = HostDetector::new(probe).probe_gpus();
-        let before = self.state.host_info.coprocs.clone();
-        ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
-        self.note_gpu_probe(&gpus);
-        self.gpu_instances = gpus.instances();
-        self.gpu_control.set_devices(&gpus);
-        self.gpu_retry_at = gpus.should_retry().then_some(now + GPU_REPROBE_SECS);
-        if self.state.host_info.coprocs != before {
-            info!(
-                "GPUs found on re-probe: {} NVIDIA",
-                self.state
-                    .host_info
-                    .coprocs
-                    .nvidia
-                    .as_ref()
-                    .map_or(0, |n| n.count)
-            );
-            self.save.mark_dirty(now);
-        }
-    }
-
-    /// Logs why no GPU was found, once: a re-probe that finds the same says nothing.
-    fn note_gpu_probe(&mut self, gpus: &ferrite_hostinfo::gpu::GpuProbe) {
-        let note = gpus.note();
-        if note != self.gpu_note {
-            if let Some(n) = &note {
-                info!("{n}");
-            }
-            self.gpu_note = note;
-        }
-    }
-
-    /// Whether the CPU benchmarks are due (first start, or older than 30 days).
-    fn benchmarks_due(&self, now: f64) -> bool {
-        let skip = self.opts.skip_cpu_benchmarks || self.config.cc.options.skip_cpu_benchmarks;
-        !skip
-            && !self.benchmarks_running
-            && ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now)
-    }
-
-    /// Starts the CPU benchmarks on a blocking thread, unless they are already running.
-    fn start_benchmarks(&mut self) {
-        if self.benchmarks_running {
-            info!("CPU benchmarks are already running");
-            return;
-        }
-        self.benchmarks_running = true;
-        let ncpus = self.state.host_info.p_ncpus.max(1);
-        let tx = self.events.clone();
-        info!("running CPU benchmarks on {ncpus} CPUs (under 10 s)");
-        tokio::task::spawn_blocking(move || {
-            let r = ferrite_hostinfo::run_benchmarks(ncpus, Duration::from_secs(8));
-            let _ = tx.blocking_send(Event::BenchmarksDone(r));
-        });
-    }
-
-    fn benchmarks_done(&mut self, r: BenchmarkResult, now: f64) {
-        self.benchmarks_running = false;
-        info!(
-            "benchmarks: {:.2e} FLOPS, {:.2e} IOPS, {:.2e} B/s memory per CPU ({:.1} s{})",
-            r.p_fpops,
-            r.p_iops,
-            r.p_membw,
-            r.elapsed.as_secs_f64(),
-            if r.cpu_share < 0.8 {
-                format!(
-                    "; other work held {:.0}% of the CPUs, figures may be low",
-                    (1.0 - r.cpu_share) * 100.0
-                )
-            } else {
-                String::new()
-            }
-        );
-        let h = &mut self.state.host_info;
-        h.p_fpops = r.p_fpops;
-        h.p_iops = r.p_iops;
-        h.p_membw = r.p_membw;
-        h.p_calculated = now;
-        self.save.mark_dirty(now);
-    }
-
     /// Runs the main loop until a shutdown event; then saves and stops.
+    ///
+    /// Each turn: wait for the next event or timer; hand the event to its owner; let host
+    /// watching look at its timers; run a pass when one is due (a timer of the tasks, or an
+    /// event that may have changed something); poll CPU throttling; save the state if it is
+    /// dirty and the save is due; hand freed memory back.
     pub async fn run(mut self) -> anyhow::Result<()> {
+        let servers = self.start_loop().await?;
+        let mut clock = LoopClock::new(self.notifier.ping_interval());
+        let reason = loop {
+            let woke = self.wait(&clock).await;
+            if let Some(why) = self.dispatch(woke, &mut clock.reclaim) {
+                break why;
+            }
+            let t = now();
+            clock.ping_watchdog(&self.notifier);
+            self.watch_host(t);
+            if self.tick_soon || t >= clock.next_tick {
+                match self.pass(t) {
+                    Ok(next) => clock.next_tick = next,
+                    Err(why) => break why,
+                }
+            }
+            if self.throttle.wants_poll() {
+                let groups = throttle::groups(&self.tasks, &self.state);
+                self.throttle.poll(&groups, now());
+            }
+            self.save.save_if_due(&self.state, t, false);
+            let r = clock.reclaim.due(t);
+            if r.heap {
+                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
+                self.state_reply = None;
+            }
+            memory::release(r);
+        };
+        self.shut_down(reason, servers).await
+    }
+
+    /// What runs before the first turn: signal listeners, the GUI RPC and HTTP servers, the
+    /// first save, the benchmarks if due, the writer thread, and the word to systemd.
+    async fn start_loop(&mut self) -> anyhow::Result<Servers> {
         spawn_signal_listeners(self.events.clone())?;
         let gui_rpc = if self.opts.no_gui_rpc {
             info!("GUI RPC off (--no_gui_rpc): no TCP port, no Unix socket");
@@ -748,144 +327,124 @@ impl Daemon {
         } else {
             self.start_gui_rpc()
         };
-        let metrics_server = self.start_web().await;
-        self.save_if_due(now(), false);
+        let web = self.start_web().await;
+        self.save.save_if_due(&self.state, now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
         }
-        let mut next_bench_check = now() + BENCHMARK_CHECK_SECS;
-        let mut next_tick = now();
-        let ping_every = self.notifier.ping_interval();
-        let mut last_ping = std::time::Instant::now();
+        self.host.next_bench_check = now() + BENCHMARK_CHECK_SECS;
         if self.config.cc.options.lower_client_priority {
             match lower_io_priority() {
                 Ok(n) => info!("running at idle I/O priority ({n} threads; lower_client_priority)"),
                 Err(e) => warn!("cannot lower the client's I/O priority: {e}"),
             }
         }
-        match writer::StateWriter::start(StateStore::new(&self.dir), self.saved_tx.clone()) {
-            Ok(w) => self.writer = Some(w),
-            Err(e) => warn!("cannot start the state writer thread ({e}); saving on the main loop"),
-        }
+        self.save.start_writer(&self.dir);
         info!("entering main loop");
-        let mut reclaim = memory::Reclaimer::new(now());
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
         }
-        let reason = loop {
-            let t = now();
-            let next = [
-                self.save.next_due(),
-                self.gpu_retry_at,
-                Some(next_tick),
-                self.throttle.next_switch(t),
-            ]
-            .into_iter()
-            .flatten()
-            .fold(t + 1.0, f64::min);
-            let next = if self.tick_soon { t } else { next };
-            let wait = (next - t).clamp(0.0, 1.0);
-            tokio::select! {
-                done = self.saved_rx.recv() => if let Some(d) = done {
-                    tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
-                    self.save_done(d.generation, d.result);
-                },
-                ev = self.inbox.recv() => match ev {
-                    Some(Event::Shutdown(why)) => break why,
-                    Some(Event::Reload) => {
-                        self.state_epoch += 1;
-                        self.reload();
-                    }
-                    Some(Event::BenchmarksDone(r)) => {
-                        self.state_epoch += 1;
-                        self.benchmarks_done(r, now());
-                    }
-                    Some(Event::GuiRpc(call)) => {
-                        let query = is_query(&call.request);
-                        self.handle_gui_rpc(call);
-                        reclaim.gui_call(now());
-                        if !query {
-                            // It may have changed something: decide again now.
-                            self.tick_soon = true;
-                            self.state_epoch += 1;
-                        }
-                    }
-                    Some(Event::Project(done)) => {
-                        self.state_epoch += 1;
-                        self.project_op_done(done, now());
-                    }
-                    Some(Event::WebRpc(kind, result)) => self.projects.web_rpc_done(kind, result),
-                    Some(Event::Info(done)) => self.info_fetched(done, now()),
-                    Some(Event::ChildExited) => self.tick_soon = true,
-                    Some(Event::AcctMgr(result)) => {
-                        self.state_epoch += 1;
-                        self.acct_mgr_done(result, now());
-                    }
-                    Some(Event::Transfer(done)) => {
-                        self.state_epoch += 1;
-                        let t = now();
-                        if let Ok(n) = &done.result {
-                            let tz = self.state.host_info.timezone;
-                            self.xfer_history.add(t, tz, *n, done.upload);
-                            if done.upload {
-                                self.xfer_bytes.1 += n;
-                            } else {
-                                self.xfer_bytes.0 += n;
-                            }
-                        }
-                        if self.transfers.finished(done, &mut self.state, t) {
-                            self.save.mark_dirty(t);
-                        }
-                        self.tick_soon = true;
-                    }
-                    None => break "event channel closed",
-                },
-                () = tokio::time::sleep(Duration::from_secs_f64(wait)) => {}
+        Ok(Servers { gui_rpc, web })
+    }
+
+    /// Waits for the next event, a save's outcome, or the earliest timer (at most a second).
+    async fn wait(&mut self, clock: &LoopClock) -> Woke {
+        let t = now();
+        let next = [
+            self.save.next_due(),
+            self.host.gpu_retry_at,
+            Some(clock.next_tick),
+            self.throttle.next_switch(t),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(t + 1.0, f64::min);
+        let next = if self.tick_soon { t } else { next };
+        let wait = (next - t).clamp(0.0, 1.0);
+        tokio::select! {
+            done = self.save.saved() => Woke::Saved(done),
+            ev = self.inbox.recv() => Woke::Event(ev),
+            () = tokio::time::sleep(Duration::from_secs_f64(wait)) => Woke::Timer,
+        }
+    }
+
+    /// Hands what woke the loop to its owner; returns a reason to stop.
+    fn dispatch(&mut self, woke: Woke, reclaim: &mut memory::Reclaimer) -> Option<&'static str> {
+        let ev = match woke {
+            Woke::Timer | Woke::Saved(None) => return None,
+            Woke::Saved(Some(d)) => {
+                tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
+                self.save.save_done(d.generation, d.result);
+                return None;
             }
-            let t = now();
-            if let Some(every) = ping_every {
-                if last_ping.elapsed() >= every {
-                    last_ping = std::time::Instant::now();
-                    let _ = self.notifier.watchdog();
-                }
-            }
-            if self.gpu_retry_at.is_some_and(|at| t >= at) {
-                self.state_epoch += 1;
-                self.reprobe_gpus(t);
-            }
-            if t >= next_bench_check {
-                next_bench_check = t + BENCHMARK_CHECK_SECS;
-                if self.benchmarks_due(t) {
-                    self.start_benchmarks();
-                }
-            }
-            if self.tick_soon || t >= next_tick {
-                self.tick_soon = false;
-                if let Some(why) = self.tick_tasks(t) {
-                    break why;
-                }
-                self.state_epoch += 1;
-                self.tasks.settle(self.state_epoch);
-                next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
-                self.tick_projects(t);
-                self.tick_acct_mgr(t);
-                self.tick_info(t);
-                self.refresh_metrics(t);
-                self.xfer_history.poll(&self.dir, t, false);
-                let _ = self.notifier.status(&self.status_line());
-            }
-            if self.throttle.wants_poll() {
-                let groups = throttle::groups(&self.tasks, &self.state);
-                self.throttle.poll(&groups, now());
-            }
-            self.save_if_due(t, false);
-            let r = reclaim.due(t);
-            if r.heap {
-                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
-                self.state_reply = None;
-            }
-            memory::release(r);
+            Woke::Event(None) => return Some("event channel closed"),
+            Woke::Event(Some(ev)) => ev,
         };
+        match ev {
+            Event::Shutdown(why) => return Some(why),
+            Event::Reload => {
+                self.state_epoch += 1;
+                self.reload();
+            }
+            Event::BenchmarksDone(r) => {
+                self.state_epoch += 1;
+                self.benchmarks_done(r, now());
+            }
+            Event::GuiRpc(call) => {
+                let query = is_query(&call.request);
+                self.handle_gui_rpc(call);
+                reclaim.gui_call(now());
+                if !query {
+                    // It may have changed something: decide again now.
+                    self.tick_soon = true;
+                    self.state_epoch += 1;
+                }
+            }
+            Event::Project(done) => {
+                self.state_epoch += 1;
+                self.project_op_done(done, now());
+            }
+            Event::WebRpc(kind, result) => self.projects.web_rpc_done(kind, result),
+            Event::Info(done) => self.info_fetched(done, now()),
+            Event::ChildExited => self.tick_soon = true,
+            Event::AcctMgr(result) => {
+                self.state_epoch += 1;
+                self.acct_mgr_done(result, now());
+            }
+            Event::Transfer(done) => {
+                self.state_epoch += 1;
+                self.transfer_done(done, now());
+                self.tick_soon = true;
+            }
+        }
+        None
+    }
+
+    /// A pass: the tasks' turn (which may end the daemon: `exit_when_idle` and its kin), then
+    /// the transfers', the project loop's, the account manager's and the news feeds', and the
+    /// figures reported after it. Returns when the next pass is due at the latest.
+    fn pass(&mut self, t: f64) -> Result<f64, &'static str> {
+        self.tick_soon = false;
+        if let Some(why) = self.tick_tasks(t) {
+            return Err(why);
+        }
+        self.state_epoch += 1;
+        self.tasks.settle(self.state_epoch);
+        let next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
+        if let Some(http) = self.project_http(t) {
+            self.tick_transfers(&http, t);
+            self.tick_projects(&http, t);
+        }
+        self.tick_acct_mgr(t);
+        self.tick_info(t);
+        self.refresh_metrics(t);
+        self.xfer_history.poll(&self.dir, t, false);
+        let _ = self.notifier.status(&self.status_line());
+        Ok(next_tick)
+    }
+
+    /// Stops: transfers, throttling and apps end, the last save is made, the servers stop.
+    async fn shut_down(mut self, reason: &str, servers: Servers) -> anyhow::Result<()> {
         info!("shutting down ({reason})");
         let _ = self.notifier.stopping();
         let abort_code = (self.opts.abort_jobs_on_exit
@@ -900,19 +459,11 @@ impl Daemon {
             self.abort_unfinished(code, now());
         }
         // The last save happens here, after the writer's: wait for it and hear how it went.
-        if let Some(mut w) = self.writer.take() {
-            w.stop();
-        }
-        while let Ok(d) = self.saved_rx.try_recv() {
-            self.save_done(d.generation, d.result);
-        }
-        self.save.abandon();
-        self.save.mark_dirty(now());
-        self.save_if_due(now(), true);
-        if let Some(server) = gui_rpc {
+        self.save.save_at_exit(&self.state);
+        if let Some(server) = servers.gui_rpc {
             server.stop().await;
         }
-        if let Some(server) = metrics_server {
+        if let Some(server) = servers.web {
             server.stop().await;
         }
         if self.save.is_dirty() {
@@ -923,236 +474,56 @@ impl Daemon {
     }
 }
 
-impl Daemon {
-    /// Puts the disk figures of now into the state, at most once a minute: each project's
-    /// `disk_usage` (its present files) and the host's `d_total`/`d_free`, so GUIs never
-    /// show the figures a previous session saved.
-    fn refresh_usage(&mut self, t: f64) {
-        if t < self.next_usage_refresh {
-            return;
-        }
-        self.next_usage_refresh = t + 60.0;
-        let d = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
-        for ps in &mut self.state.projects {
-            ps.project.disk_usage = d.used.get(&ps.project.master_url).copied().unwrap_or(0.0);
-        }
-        if let Some((total, free)) = projects::volume_space(&self.dir) {
-            self.state.host_info.d_total = total;
-            self.state.host_info.d_free = free;
+/// What woke the main loop.
+enum Woke {
+    /// The earliest timer came (or a second passed).
+    Timer,
+    /// The writer thread finished a save (`None`: it has stopped).
+    Saved(Option<writer::SaveDone>),
+    /// An event (`None`: every sender is gone).
+    Event(Option<Event>),
+}
+
+/// The servers the loop runs, stopped at shutdown.
+struct Servers {
+    gui_rpc: Option<rpc::RpcServerHandle>,
+    web: Option<web::WebServer>,
+}
+
+/// The main loop's own clocks.
+struct LoopClock {
+    /// When the next pass is due at the latest.
+    next_tick: f64,
+    /// How often systemd's watchdog wants a ping, if it does.
+    ping_every: Option<Duration>,
+    last_ping: std::time::Instant,
+    /// When to hand freed memory back.
+    reclaim: memory::Reclaimer,
+}
+
+impl LoopClock {
+    fn new(ping_every: Option<Duration>) -> Self {
+        LoopClock {
+            next_tick: now(),
+            ping_every,
+            last_ping: std::time::Instant::now(),
+            reclaim: memory::Reclaimer::new(now()),
         }
     }
 
-    /// One supervision tick; returns a reason to exit when `--exit_after_finish` or
-    /// `--exit_when_idle` says so.
-    fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
-        self.refresh_usage(t);
-        // Right before tasks may start: an app file changed since it was verified must not run.
-        if self.transfers.check_app_files(&mut self.state) {
-            self.save.mark_dirty(t);
-            self.state_epoch += 1;
-        }
-        let (reason, gpu_reason, user_active) = self.decide_suspension(t);
-        let activity = ferrite_project::stats::Activity {
-            computing: reason
-                .is_none_or(|r| r == ferrite_sched::suspend::SuspendReason::CpuThrottle),
-            gpu_computing: gpu_reason.is_none(),
-            network: self.network_allowed(t),
-        };
-        self.time_session
-            .update(&mut self.state.time_stats, t, activity);
-        let limit = self
-            .config
-            .prefs
-            .prefs
-            .effective_cpu_usage_limit(user_active);
-        self.throttle.set_limit(limit, t);
-        let o = &self.config.cc.options;
-        // cc_config rec_half_life_days: how fast recent credit fades (the share balance).
-        let policy = &mut self.tasks.scheduler_mut().policy;
-        policy.rec_half_life = rec_half_life_secs(o.rec_half_life_days);
-        policy.fetch_minimal_work = self.opts.fetch_minimal_work || o.fetch_minimal_work;
-        self.tasks.priority = ferrite_supervise::PriorityConfig {
-            no_priority_change: self.opts.no_priority_change || o.no_priority_change,
-            process_priority: o.process_priority,
-            process_priority_special: o.process_priority_special,
-        };
-        let proxy = config::working_proxy(&self.state, &self.config.cc.options);
-        let mut inputs = tasks::TickInputs {
-            prefs: &self.config.prefs.prefs,
-            cc_ncpus: self.config.cc.options.ncpus,
-            suspend: reason,
-            gpu_suspended: gpu_reason.is_some(),
-            user_active,
-            app_configs: &self.config.app_configs,
-            exclude_gpus: &self.config.cc.options.exclude_gpus,
-            no_rsc_prefs: &self.config.no_rsc_prefs,
-            stderr_head: self.config.cc.options.stderr_head,
-            proxy: proxy.as_ref(),
-            gpu_instances: &self.gpu_instances,
-            gpu_control: self.gpu_control.resolved(),
-            exit_before_start: self.config.cc.options.exit_before_start,
-            epoch: self.state_epoch,
-        };
-        if t >= self.next_overdue_check {
-            self.next_overdue_check = t + 86400.0;
-            let max_days = self.config.cc.options.max_overdue_days;
-            if self.tasks.check_overdue(&mut self.state, t, max_days) {
-                self.save.mark_dirty(t);
-                self.state_epoch += 1;
+    /// Pings systemd's watchdog when its interval has passed.
+    fn ping_watchdog(&mut self, notifier: &sdnotify::Notifier) {
+        if let Some(every) = self.ping_every {
+            if self.last_ping.elapsed() >= every {
+                self.last_ping = std::time::Instant::now();
+                let _ = notifier.watchdog();
             }
         }
-        inputs.epoch = self.state_epoch;
-        let report = self.tasks.tick(&mut self.state, &inputs, t);
-        if report.changed {
-            self.save.mark_dirty(t);
-        }
-        let multiple = self.config.cc.options.allow_multiple_clients;
-        self.docker.after_tick(&self.state, multiple);
-        if report.exit_before_start {
-            return Some("an app was about to start (exit_before_start)");
-        }
-        if report.started > 0 && self.app_started_at.is_none() {
-            self.app_started_at = Some(t);
-        }
-        if let (Some(n), Some(at)) = (self.opts.exit_after_app_start, self.app_started_at) {
-            if t >= at + n as f64 {
-                return Some("an app started (--exit_after_app_start)");
-            }
-        }
-        let check_sizes = !self.config.cc.options.dont_check_file_sizes;
-        for url in &report.files_missing {
-            if filecheck::check_all(&self.dir, &mut self.state, check_sizes, Some(url), t) {
-                self.save.mark_dirty(t);
-            }
-        }
-        let o = &self.config.cc.options;
-        if (self.opts.exit_after_finish || o.exit_after_finish) && report.finished > 0 {
-            return Some("a task finished (exit_after_finish)");
-        }
-        // As the official client: only once there was work, not before the first jobs came.
-        if (self.opts.exit_when_idle || o.exit_when_idle)
-            && self.tasks.had_or_requested_work()
-            && self.tasks.is_empty()
-            && self.idle()
-        {
-            return Some("no task left to run or report (exit_when_idle)");
-        }
-        None
-    }
-
-    /// Whether computing (and GPU computing) is suspended now and why, from the run modes,
-    /// the preferences and what the host shows; logs each change as the official client does.
-    /// Also returns whether the user counts as active.
-    fn decide_suspension(
-        &mut self,
-        t: f64,
-    ) -> (Option<SuspendReason>, Option<SuspendReason>, bool) {
-        use ferrite_proto::client_state::RunMode;
-        use ferrite_sched::suspend::{self, Mode, Observed, SuspendPrefs};
-        let mode = |kind| match rpc::current_mode(&self.state, &self.rpc, kind, t) {
-            RunMode::Always => Mode::Always,
-            RunMode::Never => Mode::Never,
-            RunMode::Auto => Mode::Auto,
-        };
-        let (cpu_mode, gpu_mode) = (mode(rpc::ModeKind::Cpu), mode(rpc::ModeKind::Gpu));
-        let prefs = &self.config.prefs.prefs;
-        let cc = &self.config.cc.options;
-        self.activity.set_ignore_tty(&cc.ignore_tty);
-        let seen = self.activity.observe(
-            t,
-            self.tasks.apps_cpu_time(),
-            &cc.exclusive_apps,
-            &cc.exclusive_gpu_apps,
-        );
-        let user_active = suspend::user_active(seen.idle_secs, prefs.idle_time_to_run);
-        let sp = SuspendPrefs {
-            run_on_batteries: prefs.run_on_batteries,
-            run_if_user_active: prefs.run_if_user_active,
-            run_gpu_if_user_active: prefs.run_gpu_if_user_active,
-            suspend_if_no_recent_input_min: prefs.suspend_if_no_recent_input,
-            suspend_cpu_usage_pct: prefs.effective_suspend_cpu_usage(user_active),
-            start_delay_secs: cc.start_delay,
-        };
-        let (hour, weekday) = ferrite_proto::prefs::local_hour_and_weekday(
-            t,
-            i64::from(self.state.host_info.timezone),
-        );
-        if sp.suspend_cpu_usage_pct > 0.0 && seen.non_client_cpu_pct > sp.suspend_cpu_usage_pct {
-            self.cpu_busy_at = Some(t);
-        }
-        let obs = Observed {
-            cpu_mode,
-            gpu_mode,
-            benchmarks_running: self.benchmarks_running,
-            since_start_secs: t - self.started_at,
-            on_battery: seen.on_battery,
-            user_active,
-            idle_secs: seen.idle_secs,
-            outside_time_of_day: prefs.cpu_suspended_at(hour, weekday),
-            exclusive_app_seen_ago: seen.exclusive_app_at.map(|a| t - a),
-            exclusive_gpu_app_seen_ago: seen.exclusive_gpu_app_at.map(|a| t - a),
-            non_client_cpu_pct: seen.non_client_cpu_pct,
-            cpu_usage_suspended_ago: self.cpu_busy_at.map(|a| t - a),
-            has_gpu: {
-                let c = &self.state.host_info.coprocs;
-                c.nvidia.as_ref().is_some_and(|n| n.count > 0)
-                    || c.other.iter().any(|o| o.count > 0)
-            },
-        };
-        let reason = suspend::cpu_suspend_reason(&sp, &obs);
-        let gpu_reason = reason
-            .is_none()
-            .then(|| suspend::gpu_suspend_reason(&sp, &obs))
-            .flatten();
-        let (old, old_gpu) = self.suspended;
-        if reason != old {
-            match reason {
-                Some(r) => info!("Suspending computation - {}", r.describe()),
-                None => info!("Resuming computation"),
-            }
-        }
-        if gpu_reason != old_gpu && reason.is_none() {
-            match gpu_reason {
-                Some(r) => info!("Suspending GPU computation - {}", r.describe()),
-                None => info!("Resuming GPU computation"),
-            }
-        }
-        self.suspended = (reason, gpu_reason);
-        (reason, gpu_reason, user_active)
-    }
-
-    /// No result is left to compute or to report (reported results are acknowledged).
-    fn idle(&self) -> bool {
-        self.state
-            .results()
-            .all(|(_, r)| r.computing_done() && r.got_server_ack)
-    }
-
-    /// `abort_jobs_on_exit`: every result not yet computed ends as aborted with `code`.
-    fn abort_unfinished(&mut self, code: i32, t: f64) {
-        for ps in &mut self.state.projects {
-            for r in &mut ps.results {
-                if r.state < ResultState::ComputeError {
-                    r.state = ResultState::Aborted;
-                    r.exit_status = code;
-                    r.ready_to_report = true;
-                    r.completed_time = t;
-                }
-            }
-        }
-        self.state.active_tasks.clear();
-        self.save.mark_dirty(t);
     }
 }
 
 /// GUI RPC requests that only read: they change nothing, so no scheduling pass follows them
 /// and cached replies stay valid.
-/// Whether a configuration report is about `cc_config.xml` or an `app_config.xml` (the
-/// official client's notices name those files).
-fn is_config_file(what: &str) -> bool {
-    what.contains("cc_config.xml") || what.contains("app_config.xml")
-}
-
 fn is_query(r: &ferrite_gui_rpc::Request) -> bool {
     use ferrite_gui_rpc::Request as R;
     matches!(
@@ -1193,101 +564,6 @@ impl Daemon {
         self.state_reply = Some((self.state_epoch, body.clone()));
         body
     }
-
-    /// What the daemon is doing, for systemd's `STATUS=`.
-    fn status_line(&self) -> String {
-        let tasks: usize = self.state.projects.iter().map(|p| p.results.len()).sum();
-        format!(
-            "{} projects, {} tasks, {} running",
-            self.state.projects.len(),
-            tasks,
-            self.tasks.live.len()
-        )
-    }
-
-    /// Renders the metrics text from the state and the core's last pass.
-    fn refresh_metrics(&mut self, t: f64) {
-        let Some(tx) = &self.metrics else {
-            return;
-        };
-        let (mut busy_cpus, mut busy_gpus) = (0.0, 0.0);
-        for ((url, name), l) in &self.tasks.live {
-            if l.task.state() != ferrite_supervise::TaskState::Running {
-                continue;
-            }
-            let usage = self
-                .state
-                .project(url)
-                .and_then(|p| p.result(name).and_then(|r| p.app_version_of(r)))
-                .map(|v| v.usage.clone());
-            match usage {
-                Some(u) if u.coprocs.iter().any(|c| c.count > 0.0) => {
-                    busy_gpus += u.coprocs.iter().map(|c| c.count).sum::<f64>();
-                    busy_cpus += u.avg_ncpus;
-                }
-                Some(u) => busy_cpus += u.avg_ncpus.max(0.0),
-                None => busy_cpus += 1.0,
-            }
-        }
-        let work_buffer_secs = self
-            .tasks
-            .last_pass()
-            .map(|(out, world)| {
-                out.sim
-                    .resources
-                    .iter()
-                    .enumerate()
-                    .map(|(r, x)| {
-                        (
-                            projects::resource_name(world, ferrite_sched::ResourceId(r as u8)),
-                            x.saturated_time,
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let disk = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
-        let rpc = self.projects.rpc_counters();
-        let text = metrics::render(
-            &metrics::MetricsInput {
-                state: &self.state,
-                busy_cpus,
-                busy_gpus,
-                work_buffer_secs,
-                rpc: &rpc,
-                transfer_bytes_down: self.xfer_bytes.0,
-                transfer_bytes_up: self.xfer_bytes.1,
-                disk_used: disk.used_total,
-                disk_allowed: disk.allowed,
-            },
-            t,
-        );
-        tx.send_replace(text);
-        self.sample_usage(t);
-    }
-}
-
-/// The REC half-life in seconds for cc_config `rec_half_life_days` (the default 10 days
-/// for a value that is not a positive number).
-/// Records the BOINC version Ferrite reports ([`ferrite_proto::version::PROTOCOL_VERSION`]) in
-/// the state, so every request, upload and app sees it; a data directory last used by
-/// another version is said in the log, as the official client does.
-fn adopt_protocol_version(state: &mut ClientState) {
-    let ours = ferrite_proto::version::PROTOCOL_VERSION;
-    let old = state.core_client_version;
-    if old != ours && old != ferrite_proto::client_state::ClientVersion::default() {
-        info!("Version change ({old} -> {ours})");
-    }
-    state.core_client_version = ours;
-}
-
-fn rec_half_life_secs(days: f64) -> f64 {
-    let days = if days.is_finite() && days > 0.0 {
-        days
-    } else {
-        10.0
-    };
-    days * 86_400.0
 }
 
 /// Puts every thread of this process in the idle I/O scheduling class (as `ionice -c 3`, what
@@ -1389,32 +665,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cc_config_rec_half_life_days_sets_the_cores_half_life() {
-        assert_eq!(rec_half_life_secs(10.0), 864_000.0);
-        assert_eq!(rec_half_life_secs(0.0), 864_000.0);
-        assert_eq!(rec_half_life_secs(f64::NAN), 864_000.0);
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(
-            dir.path().join("cc_config.xml"),
-            "<cc_config><options><rec_half_life_days>2.5</rec_half_life_days>\
-             </options></cc_config>\n",
-        )
-        .expect("cc_config");
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..cli::Options::default()
-        };
-        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
-        assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 864_000.0);
-        // This session's start time, not a saved one.
-        assert!((d.state.time_stats.client_start_time - now()).abs() < 60.0);
-        let _ = d.tick_tasks(now());
-        assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
-    }
-
-    #[test]
     fn saved_start_time_and_disk_usage_are_replaced_by_this_sessions() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(
@@ -1480,6 +730,123 @@ mod tests {
 }
 
 #[cfg(test)]
+mod loop_tests {
+    use super::*;
+    use ferrite_gui_rpc::{PeerInfo, PeerTransport, Request};
+
+    fn daemon(dir: &std::path::Path) -> Daemon {
+        let opts = cli::Options {
+            dir: Some(dir.to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        d.tick_soon = false;
+        d
+    }
+
+    /// A GUI RPC call as the server makes it, and where its reply goes.
+    fn gui_call(request: Request) -> (Woke, tokio::sync::oneshot::Receiver<String>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let call = ferrite_gui_rpc::Call {
+            request,
+            peer: PeerInfo {
+                connection_id: 1,
+                transport: PeerTransport::Tcp(([127, 0, 0, 1], 31416).into()),
+                is_local: true,
+                authorized: true,
+                client_name: None,
+                closed: tokio_util::sync::CancellationToken::new(),
+            },
+            reply: tx,
+        };
+        (Woke::Event(Some(Event::GuiRpc(call))), rx)
+    }
+
+    #[test]
+    fn a_gui_query_is_answered_and_leaves_the_epoch_and_the_pass_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        let mut reclaim = memory::Reclaimer::new(now());
+        let epoch = d.state_epoch;
+        let (woke, mut rx) = gui_call(Request::GetCcStatus);
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        let reply = rx.try_recv().expect("answered at once");
+        assert!(reply.contains("<cc_status>"), "{reply}");
+        assert_eq!(d.state_epoch, epoch, "a cached reply stays valid");
+        assert!(!d.tick_soon);
+
+        // A request that acts may change something: a new epoch, a pass at once.
+        let (woke, mut rx) = gui_call(Request::NetworkAvailable);
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        assert!(rx.try_recv().is_ok());
+        assert_eq!(d.state_epoch, epoch + 1);
+        assert!(d.tick_soon);
+    }
+
+    #[test]
+    fn a_transfer_end_is_counted_and_asks_for_a_pass() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        let mut reclaim = memory::Reclaimer::new(now());
+        let epoch = d.state_epoch;
+        let done = transfers::TransferDone {
+            project: "http://p.example/".into(),
+            file: "f".into(),
+            upload: false,
+            result: Ok(1000),
+            download: None,
+            code: 0,
+            permanent: false,
+            resumed_from: 0,
+            sent: None,
+        };
+        let woke = Woke::Event(Some(Event::Transfer(done)));
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        assert_eq!(d.xfer_bytes, (1000, 0));
+        assert_eq!(d.state_epoch, epoch + 1);
+        assert!(d.tick_soon);
+    }
+
+    #[test]
+    fn shutdown_and_a_closed_inbox_end_the_loop_and_a_timer_does_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        let mut reclaim = memory::Reclaimer::new(now());
+        let stop = Woke::Event(Some(Event::Shutdown("SIGTERM")));
+        assert_eq!(d.dispatch(stop, &mut reclaim), Some("SIGTERM"));
+        let closed = Woke::Event(None);
+        assert_eq!(
+            d.dispatch(closed, &mut reclaim),
+            Some("event channel closed")
+        );
+        let epoch = d.state_epoch;
+        assert_eq!(d.dispatch(Woke::Timer, &mut reclaim), None);
+        assert_eq!(d.state_epoch, epoch);
+        assert!(!d.tick_soon);
+    }
+
+    #[test]
+    fn a_pass_clears_the_request_for_one_and_is_due_again_within_a_second() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _in_rt = rt.enter();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon(dir.path());
+        d.tick_soon = true;
+        let epoch = d.state_epoch;
+        let t = now();
+        let next = d.pass(t).expect("no exit option is set");
+        assert!(!d.tick_soon);
+        assert!(d.state_epoch > epoch);
+        assert!(next > t && next <= t + 1.0, "next pass at t + {}", next - t);
+    }
+}
+
+#[cfg(test)]
 mod version_tests {
     #[test]
     fn gui_rpc_reports_the_same_version_as_scheduler_requests() {
@@ -1496,7 +863,7 @@ mod version_tests {
         let mut state = ferrite_proto::client_state::ClientState::default();
         state.core_client_version.major = 7;
         state.core_client_version.minor = 20;
-        super::adopt_protocol_version(&mut state);
+        super::setup::adopt_protocol_version(&mut state);
         assert_eq!(
             state.core_client_version,
             ferrite_proto::version::PROTOCOL_VERSION

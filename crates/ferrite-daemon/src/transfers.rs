@@ -24,13 +24,20 @@ use ferrite_project::files::{record_verification, verify_download};
 use ferrite_project::stats::{record_transfer, Direction};
 use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::cc_config::CcOptions;
-use ferrite_proto::client_state::{ClientState, FileInfo, ProjectState, ResultState};
+use ferrite_proto::client_state::{ClientState, FileInfo, ResultState};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_sched::{Jitter, SplitMix64};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::{config, Event};
+
+mod results;
+mod retry;
+
+pub use results::update_results;
+use results::wanted;
+use retry::Retry;
 
 /// What a download that stopped because the local disk is full says (and is recognised by).
 const DISK_FULL: &str = "the disk is full";
@@ -47,6 +54,8 @@ fn local_disk_full(e: &ferrite_net::download::DownloadError) -> bool {
     }
 }
 
+/// `ERR_BAD_FILENAME`: a server-sent name that could escape the project directory.
+pub const ERR_BAD_FILENAME: i32 = -225;
 /// `ERR_RESULT_DOWNLOAD`: a task's input or app file could not be downloaded.
 pub const ERR_RESULT_DOWNLOAD: i32 = -186;
 /// `ERR_RESULT_UPLOAD`: a task's output could not be uploaded.
@@ -123,54 +132,6 @@ pub struct TransferProgress {
     pub url: String,
 }
 
-/// The persistent part of a transfer (`<persistent_file_xfer>`).
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Retry {
-    num_retries: u32,
-    first_request_time: f64,
-    next_request_time: f64,
-    time_so_far: f64,
-    last_bytes_xferred: f64,
-    is_upload: bool,
-}
-
-impl Retry {
-    fn parse(text: &str) -> Retry {
-        let num = |tag: &str| -> f64 {
-            let open = format!("<{tag}>");
-            let close = format!("</{tag}>");
-            text.find(&open)
-                .and_then(|i| {
-                    let rest = &text[i + open.len()..];
-                    rest.find(&close).map(|j| rest[..j].trim())
-                })
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| v.is_finite())
-                .unwrap_or(0.0)
-        };
-        Retry {
-            num_retries: num("num_retries").clamp(0.0, 1e6) as u32,
-            first_request_time: num("first_request_time"),
-            next_request_time: num("next_request_time"),
-            time_so_far: num("time_so_far"),
-            last_bytes_xferred: num("last_bytes_xferred"),
-            is_upload: num("is_upload") != 0.0,
-        }
-    }
-
-    fn to_xml(&self) -> String {
-        format!(
-            "<persistent_file_xfer>\n        <num_retries>{}</num_retries>\n        <first_request_time>{:.6}</first_request_time>\n        <next_request_time>{:.6}</next_request_time>\n        <time_so_far>{:.6}</time_so_far>\n        <last_bytes_xferred>{:.6}</last_bytes_xferred>\n        <is_upload>{}</is_upload>\n    </persistent_file_xfer>",
-            self.num_retries,
-            self.first_request_time,
-            self.next_request_time,
-            self.time_so_far,
-            self.last_bytes_xferred,
-            u8::from(self.is_upload)
-        )
-    }
-}
-
 /// The daemon's transfers.
 #[derive(Debug)]
 pub struct Transfers {
@@ -199,43 +160,6 @@ fn partial_path(dest: &Path) -> PathBuf {
     let mut s = dest.as_os_str().to_owned();
     s.push(".part");
     PathBuf::from(s)
-}
-
-/// Files of `ps` that need a transfer now: inputs and app files of tasks not yet runnable,
-/// outputs of tasks whose computation finished.
-fn wanted(ps: &ProjectState) -> Vec<(String, bool)> {
-    let mut out: Vec<(String, bool)> = Vec::new();
-    let mut push = |name: &str, upload: bool| {
-        if !out.iter().any(|(n, _)| n == name) {
-            out.push((name.to_owned(), upload));
-        }
-    };
-    for r in &ps.results {
-        match r.state {
-            ResultState::New | ResultState::FilesDownloading => {
-                let wu = ps.workunit(&r.wu_name).map(|w| w.input_files.iter());
-                let av = ps.app_version_of(r).map(|v| v.file_refs.iter());
-                for fr in wu.into_iter().flatten().chain(av.into_iter().flatten()) {
-                    if let Some(f) = ps.file(&fr.file_name) {
-                        if f.status == 0 && !f.download_urls.is_empty() {
-                            push(&f.name, false);
-                        }
-                    }
-                }
-            }
-            ResultState::FilesUploading => {
-                for fr in &r.output_files {
-                    if let Some(f) = ps.file(&fr.file_name) {
-                        if f.status == 1 && !f.uploaded && !f.upload_urls.is_empty() {
-                            push(&f.name, true);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 impl Transfers {
@@ -377,7 +301,7 @@ impl Transfers {
                 let path = pdir.join(&f.name);
                 if !ferrite_project::names::stays_inside(&pdir, &path) {
                     warn!(project = %url, "file {} would leave the project directory; not transferred", f.name);
-                    f.status = crate::projects::ERR_BAD_FILENAME;
+                    f.status = ERR_BAD_FILENAME;
                     changed = true;
                     continue;
                 }
@@ -898,92 +822,6 @@ fn set_executable(path: &Path) {
     }
 }
 
-/// Moves results along after file changes: all inputs present → runnable; a needed file in
-/// error → the task fails and is reported; all outputs uploaded → ready to report; an
-/// output that failed for good → upload failed, reported.
-pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
-    // (result index, new state, error code and message)
-    type Update = (usize, ResultState, Option<(i32, String)>);
-    let mut updates: Vec<Update> = Vec::new();
-    for (i, r) in ps.results.iter().enumerate() {
-        match r.state {
-            ResultState::New | ResultState::FilesDownloading => {
-                let wu = ps.workunit(&r.wu_name).map(|w| w.input_files.iter());
-                let av = ps.app_version_of(r).map(|v| v.file_refs.iter());
-                let files: Vec<&FileInfo> = wu
-                    .into_iter()
-                    .flatten()
-                    .chain(av.into_iter().flatten())
-                    .filter_map(|fr| ps.file(&fr.file_name))
-                    .collect();
-                if let Some(bad) = files.iter().find(|f| f.status < 0) {
-                    let why = format!(
-                        "file {} failed: {}",
-                        bad.name,
-                        bad.error_msg.as_deref().unwrap_or("transfer error")
-                    );
-                    updates.push((
-                        i,
-                        ResultState::ComputeError,
-                        Some((ERR_RESULT_DOWNLOAD, why)),
-                    ));
-                } else if files.iter().all(|f| f.status == 1) && ps.app_version_of(r).is_some() {
-                    updates.push((i, ResultState::FilesDownloaded, None));
-                }
-            }
-            ResultState::FilesUploading => {
-                let outs: Vec<&FileInfo> = r
-                    .output_files
-                    .iter()
-                    .filter_map(|fr| ps.file(&fr.file_name))
-                    .collect();
-                if let Some(bad) = outs.iter().find(|f| f.status < 0 && !f.uploaded) {
-                    let why = format!(
-                        "<upload_error>\n    <file_name>{}</file_name>\n    <error_code>{}</error_code>\n</upload_error>",
-                        bad.name, bad.status
-                    );
-                    updates.push((i, ResultState::UploadFailed, Some((ERR_RESULT_UPLOAD, why))));
-                } else if outs.iter().all(|f| f.uploaded || f.upload_urls.is_empty()) {
-                    updates.push((i, ResultState::FilesUploaded, None));
-                }
-            }
-            _ => {}
-        }
-    }
-    let changed = !updates.is_empty();
-    for (i, st, err) in updates {
-        let Some(r) = ps.results.get_mut(i) else {
-            continue;
-        };
-        match err {
-            Some((code, why)) => {
-                warn!(project = %ps.project.master_url, "task {}: {why}", r.name);
-                if r.exit_status == 0 {
-                    r.exit_status = code;
-                }
-                if st == ResultState::ComputeError {
-                    r.stderr_out
-                        .push_str(&format!("<message>\n{why}\n</message>\n"));
-                } else {
-                    r.stderr_out.push_str(&why);
-                    r.stderr_out.push('\n');
-                }
-                r.state = st;
-                r.ready_to_report = true;
-                r.completed_time = now;
-            }
-            None => {
-                r.state = st;
-                if st == ResultState::FilesUploaded {
-                    r.ready_to_report = true;
-                    info!(project = %ps.project.master_url, "task {} uploaded; ready to report", r.name);
-                }
-            }
-        }
-    }
-    changed
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1038,24 +876,5 @@ mod tests {
         assert!(t.check_app_files(&mut state));
         assert_eq!(state.projects[0].files[0].status, 0);
         assert!(!app.exists());
-    }
-
-    #[test]
-    fn retry_state_round_trips_in_the_official_layout() {
-        let r = Retry {
-            num_retries: 3,
-            first_request_time: 1000.5,
-            next_request_time: 2000.0,
-            time_so_far: 12.25,
-            last_bytes_xferred: 4096.0,
-            is_upload: true,
-        };
-        let x = r.to_xml();
-        assert!(x.starts_with("<persistent_file_xfer>\n        <num_retries>3</num_retries>"));
-        assert_eq!(Retry::parse(&x), r);
-        assert_eq!(
-            Retry::parse("<persistent_file_xfer><num_retries>x</num_retries>"),
-            Retry::default()
-        );
     }
 }

@@ -1,0 +1,279 @@
+//! A pass of the loop: the tasks' turn (suspension decided, the scheduling core's pass, apps
+//! started and stopped), the transfers' turn, and what is reported after it (metrics,
+//! systemd's status line).
+
+use ferrite_proto::client_state::ResultState;
+
+use crate::{config, filecheck, metrics, projects, tasks, transfers, Daemon};
+
+impl Daemon {
+    /// A transfer attempt ended ([`Event::Transfer`](crate::Event::Transfer)): the byte
+    /// counts and the daily history learn it, then the transfers apply it to the state.
+    pub(crate) fn transfer_done(&mut self, done: transfers::TransferDone, t: f64) {
+        if let Ok(n) = &done.result {
+            let tz = self.state.host_info.timezone;
+            self.xfer_history.add(t, tz, *n, done.upload);
+            if done.upload {
+                self.xfer_bytes.1 += n;
+            } else {
+                self.xfer_bytes.0 += n;
+            }
+        }
+        if self.transfers.finished(done, &mut self.state, t) {
+            self.save.mark_dirty(t);
+        }
+    }
+
+    /// The transfers' turn of a pass: due downloads and uploads start, on the HTTP client the
+    /// project loop shares.
+    pub(crate) fn tick_transfers(&mut self, http: &ferrite_net::HttpClient, t: f64) {
+        let ctx = transfers::TransferContext {
+            http,
+            prefs: &self.config.prefs.prefs,
+            cc: &self.config.cc.options,
+            network_allowed: self.network_allowed(t),
+        };
+        if self
+            .transfers
+            .tick(&mut self.state, &ctx, t, &self.events.clone())
+        {
+            self.save.mark_dirty(t);
+        }
+    }
+
+    /// One supervision tick; returns a reason to exit when `--exit_after_finish` or
+    /// `--exit_when_idle` says so.
+    pub(crate) fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
+        self.refresh_usage(t);
+        // Right before tasks may start: an app file changed since it was verified must not run.
+        if self.transfers.check_app_files(&mut self.state) {
+            self.save.mark_dirty(t);
+            self.state_epoch += 1;
+        }
+        let (reason, gpu_reason, user_active) = self.decide_suspension(t);
+        let activity = ferrite_project::stats::Activity {
+            computing: reason
+                .is_none_or(|r| r == ferrite_sched::suspend::SuspendReason::CpuThrottle),
+            gpu_computing: gpu_reason.is_none(),
+            network: self.network_allowed(t),
+        };
+        self.time_session
+            .update(&mut self.state.time_stats, t, activity);
+        let limit = self
+            .config
+            .prefs
+            .prefs
+            .effective_cpu_usage_limit(user_active);
+        self.throttle.set_limit(limit, t);
+        let o = &self.config.cc.options;
+        // cc_config rec_half_life_days: how fast recent credit fades (the share balance).
+        let policy = &mut self.tasks.scheduler_mut().policy;
+        policy.rec_half_life = rec_half_life_secs(o.rec_half_life_days);
+        policy.fetch_minimal_work = self.opts.fetch_minimal_work || o.fetch_minimal_work;
+        self.tasks.priority = ferrite_supervise::PriorityConfig {
+            no_priority_change: self.opts.no_priority_change || o.no_priority_change,
+            process_priority: o.process_priority,
+            process_priority_special: o.process_priority_special,
+        };
+        let proxy = config::working_proxy(&self.state, &self.config.cc.options);
+        let mut inputs = tasks::TickInputs {
+            prefs: &self.config.prefs.prefs,
+            cc_ncpus: self.config.cc.options.ncpus,
+            suspend: reason,
+            gpu_suspended: gpu_reason.is_some(),
+            user_active,
+            app_configs: &self.config.app_configs,
+            exclude_gpus: &self.config.cc.options.exclude_gpus,
+            no_rsc_prefs: &self.config.no_rsc_prefs,
+            stderr_head: self.config.cc.options.stderr_head,
+            proxy: proxy.as_ref(),
+            gpu_instances: &self.host.gpu_instances,
+            gpu_control: self.gpu_control.resolved(),
+            exit_before_start: self.config.cc.options.exit_before_start,
+            epoch: self.state_epoch,
+        };
+        if t >= self.next_overdue_check {
+            self.next_overdue_check = t + 86400.0;
+            let max_days = self.config.cc.options.max_overdue_days;
+            if self.tasks.check_overdue(&mut self.state, t, max_days) {
+                self.save.mark_dirty(t);
+                self.state_epoch += 1;
+            }
+        }
+        inputs.epoch = self.state_epoch;
+        let report = self.tasks.tick(&mut self.state, &inputs, t);
+        if report.changed {
+            self.save.mark_dirty(t);
+        }
+        let multiple = self.config.cc.options.allow_multiple_clients;
+        self.docker.after_tick(&self.state, multiple);
+        if report.exit_before_start {
+            return Some("an app was about to start (exit_before_start)");
+        }
+        if report.started > 0 && self.app_started_at.is_none() {
+            self.app_started_at = Some(t);
+        }
+        if let (Some(n), Some(at)) = (self.opts.exit_after_app_start, self.app_started_at) {
+            if t >= at + n as f64 {
+                return Some("an app started (--exit_after_app_start)");
+            }
+        }
+        let check_sizes = !self.config.cc.options.dont_check_file_sizes;
+        for url in &report.files_missing {
+            if filecheck::check_all(&self.dir, &mut self.state, check_sizes, Some(url), t) {
+                self.save.mark_dirty(t);
+            }
+        }
+        let o = &self.config.cc.options;
+        if (self.opts.exit_after_finish || o.exit_after_finish) && report.finished > 0 {
+            return Some("a task finished (exit_after_finish)");
+        }
+        // As the official client: only once there was work, not before the first jobs came.
+        if (self.opts.exit_when_idle || o.exit_when_idle)
+            && self.tasks.had_or_requested_work()
+            && self.tasks.is_empty()
+            && self.idle()
+        {
+            return Some("no task left to run or report (exit_when_idle)");
+        }
+        None
+    }
+
+    /// No result is left to compute or to report (reported results are acknowledged).
+    pub(crate) fn idle(&self) -> bool {
+        self.state
+            .results()
+            .all(|(_, r)| r.computing_done() && r.got_server_ack)
+    }
+
+    /// `abort_jobs_on_exit`: every result not yet computed ends as aborted with `code`.
+    pub(crate) fn abort_unfinished(&mut self, code: i32, t: f64) {
+        for ps in &mut self.state.projects {
+            for r in &mut ps.results {
+                if r.state < ResultState::ComputeError {
+                    r.state = ResultState::Aborted;
+                    r.exit_status = code;
+                    r.ready_to_report = true;
+                    r.completed_time = t;
+                }
+            }
+        }
+        self.state.active_tasks.clear();
+        self.save.mark_dirty(t);
+    }
+
+    /// What the daemon is doing, for systemd's `STATUS=`.
+    pub(crate) fn status_line(&self) -> String {
+        let tasks: usize = self.state.projects.iter().map(|p| p.results.len()).sum();
+        format!(
+            "{} projects, {} tasks, {} running",
+            self.state.projects.len(),
+            tasks,
+            self.tasks.live.len()
+        )
+    }
+
+    /// Renders the metrics text from the state and the core's last pass.
+    pub(crate) fn refresh_metrics(&mut self, t: f64) {
+        let Some(tx) = &self.metrics else {
+            return;
+        };
+        let (mut busy_cpus, mut busy_gpus) = (0.0, 0.0);
+        for ((url, name), l) in &self.tasks.live {
+            if l.task.state() != ferrite_supervise::TaskState::Running {
+                continue;
+            }
+            let usage = self
+                .state
+                .project(url)
+                .and_then(|p| p.result(name).and_then(|r| p.app_version_of(r)))
+                .map(|v| v.usage.clone());
+            match usage {
+                Some(u) if u.coprocs.iter().any(|c| c.count > 0.0) => {
+                    busy_gpus += u.coprocs.iter().map(|c| c.count).sum::<f64>();
+                    busy_cpus += u.avg_ncpus;
+                }
+                Some(u) => busy_cpus += u.avg_ncpus.max(0.0),
+                None => busy_cpus += 1.0,
+            }
+        }
+        let work_buffer_secs = self
+            .tasks
+            .last_pass()
+            .map(|(out, world)| {
+                out.sim
+                    .resources
+                    .iter()
+                    .enumerate()
+                    .map(|(r, x)| {
+                        (
+                            projects::resource_name(world, ferrite_sched::ResourceId(r as u8)),
+                            x.saturated_time,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let disk = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
+        let rpc = self.projects.rpc_counters();
+        let text = metrics::render(
+            &metrics::MetricsInput {
+                state: &self.state,
+                busy_cpus,
+                busy_gpus,
+                work_buffer_secs,
+                rpc: &rpc,
+                transfer_bytes_down: self.xfer_bytes.0,
+                transfer_bytes_up: self.xfer_bytes.1,
+                disk_used: disk.used_total,
+                disk_allowed: disk.allowed,
+            },
+            t,
+        );
+        tx.send_replace(text);
+        self.sample_usage(t);
+    }
+}
+
+/// The REC half-life in seconds for cc_config `rec_half_life_days` (the default 10 days
+/// for a value that is not a positive number).
+pub(crate) fn rec_half_life_secs(days: f64) -> f64 {
+    let days = if days.is_finite() && days > 0.0 {
+        days
+    } else {
+        10.0
+    };
+    days * 86_400.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{cli, logging, now};
+
+    #[test]
+    fn cc_config_rec_half_life_days_sets_the_cores_half_life() {
+        assert_eq!(rec_half_life_secs(10.0), 864_000.0);
+        assert_eq!(rec_half_life_secs(0.0), 864_000.0);
+        assert_eq!(rec_half_life_secs(f64::NAN), 864_000.0);
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("cc_config.xml"),
+            "<cc_config><options><rec_half_life_days>2.5</rec_half_life_days>\
+             </options></cc_config>\n",
+        )
+        .expect("cc_config");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 864_000.0);
+        // This session's start time, not a saved one.
+        assert!((d.state.time_stats.client_start_time - now()).abs() < 60.0);
+        let _ = d.tick_tasks(now());
+        assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
+    }
+}
