@@ -53,6 +53,9 @@ use tracing::{info, warn};
 use crate::cli::Options;
 use crate::config::Config;
 use crate::host::BENCHMARK_CHECK_SECS;
+
+/// How long start-up waits for the GUI RPC listeners before entering the main loop.
+const GUI_RPC_START_WAIT: Duration = Duration::from_secs(5);
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
 use crate::setup::adopt_protocol_version;
@@ -321,12 +324,20 @@ impl Daemon {
     /// first save, the benchmarks if due, the writer thread, and the word to systemd.
     async fn start_loop(&mut self) -> anyhow::Result<Servers> {
         spawn_signal_listeners(self.events.clone())?;
-        let gui_rpc = if self.opts.no_gui_rpc {
+        let mut gui_rpc = if self.opts.no_gui_rpc {
             info!("GUI RPC off (--no_gui_rpc): no TCP port, no Unix socket");
             None
         } else {
             self.start_gui_rpc()
         };
+        if let Some(server) = gui_rpc.as_mut() {
+            if !server.wait_started(GUI_RPC_START_WAIT).await {
+                warn!(
+                    "GUI RPC not listening yet after {} s; still trying",
+                    GUI_RPC_START_WAIT.as_secs()
+                );
+            }
+        }
         let web = self.start_web().await;
         self.save.save_if_due(&self.state, now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {

@@ -166,9 +166,21 @@ pub struct RpcServerHandle {
     token: CancellationToken,
     /// The task that owns the server.
     task: JoinHandle<()>,
+    /// Fires (or closes) once the first attempt to start the listeners has ended.
+    started: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl RpcServerHandle {
+    /// Waits until the listeners are bound (or failed to bind), at most `limit`: a port
+    /// still held by a previous client keeps being retried in the background. Start-up
+    /// waits here, so that a tool started on "entering main loop" finds the port open.
+    pub async fn wait_started(&mut self, limit: Duration) -> bool {
+        match self.started.take() {
+            Some(rx) => tokio::time::timeout(limit, rx).await.is_ok(),
+            None => true,
+        }
+    }
+
     /// Stops accepting, closes the connections and waits until the server is gone.
     pub async fn stop(self) {
         self.token.cancel();
@@ -214,12 +226,14 @@ impl Daemon {
         let (tx, mut rx) = mpsc::channel::<Call>(64);
         let events = self.events.clone();
         let stop = token.clone();
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             // Binding may be retried for a while: give up at once when the daemon stops.
             let started = tokio::select! {
                 r = GuiRpcServer::start(cfg.clone(), tx.clone(), stop.clone()) => r,
                 () = stop.cancelled() => return,
             };
+            let _ = started_tx.send(());
             let server = match started {
                 Ok(s) => Some(s),
                 Err(e) => {
@@ -267,7 +281,11 @@ impl Daemon {
                 server.wait().await;
             }
         });
-        Some(RpcServerHandle { token, task })
+        Some(RpcServerHandle {
+            token,
+            task,
+            started: Some(started_rx),
+        })
     }
 
     /// Answers one GUI RPC call from the daemon's state.
