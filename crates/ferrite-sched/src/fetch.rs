@@ -31,6 +31,14 @@ pub const SCHED_RETRY_DELAY_MAX: f64 = 14400.0;
 /// backoff spares a server that is down, but hours of it leave the host without work long
 /// after a short outage ended.
 pub const IDLE_RETRY_INTERVAL: f64 = 120.0;
+/// Without deadline promotion (`--cpu_sched_rr_only`), a starved project's request waits for
+/// its next report only while its deadlines leave room for fewer than this many new jobs. A
+/// project whose queue sits at its deadline limit gains room one job at a time as its jobs
+/// finish; asking each time makes a one-job RPC between every two reports, while waiting
+/// lets the report ask for the jobs that fit then. A project with more room (its queue ran
+/// low) is asked at once: in round-robin the larger batch a later request brings would wait
+/// behind other projects' work and miss its deadlines.
+pub const RR_WAIT_ROOM_JOBS: f64 = 3.0;
 /// Report when a project has this many finished jobs (`RESULT_REPORT_IF_AT_LEAST_N`).
 pub const RESULT_REPORT_IF_AT_LEAST_N: usize = 64;
 /// Report at most this long after completion (`MAX_REPORT_DELAY`).
@@ -596,11 +604,13 @@ impl<'a> Ctx<'a> {
     /// When a starved-only request of `p` for `r` can wait for the report of a job of `p`
     /// finishing soon (within [`MAX_REPORT_DELAY`]) and before its queue stops filling its
     /// share: that report RPC carries the request, so the project is contacted once, not
-    /// twice. `None` when it cannot wait: the resource is low for everyone, no such job, or
-    /// no deadline promotion (without it the larger batch a later request brings waits behind
-    /// other projects' work and misses its deadlines).
+    /// twice. `None` when it cannot wait: the resource is low for everyone, or no such job.
+    /// Without deadline promotion it waits only while `p`'s deadlines leave room for fewer
+    /// than [`RR_WAIT_ROOM_JOBS`] jobs (see there).
     fn waits_for_report(&self, now: Time, p: usize, r: usize) -> Option<Time> {
-        if self.low[r] || !self.edf {
+        if self.low[r]
+            || (!self.edf && !self.room[p][r].is_some_and(|d| d.jobs < RR_WAIT_ROOM_JOBS))
+        {
             return None;
         }
         let horizon = self.sim.projects[p][r].start_delay.min(MAX_REPORT_DELAY);

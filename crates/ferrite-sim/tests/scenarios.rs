@@ -371,6 +371,24 @@ fn b_three_projects_rpcs_per_job_no_worse_than_official() {
     assert!(r.rpcs_per_job <= 0.294221, "{}", r.rpcs_per_job);
 }
 
+/// Without deadline promotion the 1-hour-deadline project's queue sits at what its deadlines
+/// allow; its request waits for its next report while fewer than three jobs fit, so a report
+/// RPC brings the jobs that fit then, not a one-job RPC between every two reports (official:
+/// 0.284221 RPCs per job, 129 missed).
+#[test]
+fn b_three_projects_rr_only_rpcs_per_job_no_worse_than_official() {
+    let opts = SimOptions {
+        duration: 10.0 * DAY,
+        rr_only: true,
+        ..SimOptions::default()
+    };
+    let r = run(&load("b_three_projects"), &opts).unwrap();
+    assert_sane(&r);
+    assert!(r.rpcs_per_job <= 0.284221, "{}", r.rpcs_per_job);
+    assert!(r.deadlines_missed <= 129, "{}", r.deadlines_missed);
+    assert!(r.share_violation <= 0.3, "{}", r.share_violation);
+}
+
 #[test]
 fn b_three_projects_no_worse_than_official() {
     check_against_official("b_three_projects", 10.0 * DAY, &B_OFFICIAL, ALL);

@@ -524,6 +524,62 @@ fn a_starved_project_request_waits_for_its_next_report() {
     assert_eq!(out.fetch.request.map(|r| r.project), Some(p));
 }
 
+/// Without deadline promotion, a project with 1-hour deadlines whose queue is at what its
+/// deadlines allow (room for fewer than `RR_WAIT_ROOM_JOBS` jobs) lets its request wait for
+/// the report of its job finishing in a few minutes; with its queue empty (room for many) it
+/// is asked at once.
+#[test]
+fn without_edf_a_request_waits_for_the_report_only_at_the_deadline_limit() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    // Q keeps both CPUs busy for 10 hours: above the minimum buffer, below the maximum.
+    busy_project(&mut w, "Q", 20, 0);
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    // A 6-minute job running for 5 minutes, due an hour after it arrived.
+    let mut j = Job::new(JobId(100), p, v, 360.0 * 1e9, T0 - 600.0, T0 + 3000.0);
+    j.state = JobState::Running;
+    j.run_started_at = Some(T0 - 300.0);
+    j.elapsed = 300.0;
+    j.fraction_done = 300.0 / 360.0;
+    j.elapsed_at_fraction = 300.0;
+    w.add_job(j);
+    let waits = |w: &World| {
+        let out = Scheduler::new(Policy::rr_only()).pass(w, T0);
+        let waited =
+            out.fetch.blocks.iter().any(|b| {
+                b.project == Some(p) && matches!(b.rule, FetchRule::WaitsForReport { .. })
+            });
+        (waited, out.fetch.request.map(|r| r.project))
+    };
+    // Nothing queued: room for many jobs, asked now.
+    assert_eq!(waits(&w), (false, Some(p)));
+    // Queue P's 6-minute jobs (due an hour after arriving now) until its deadlines leave
+    // room for fewer than RR_WAIT_ROOM_JOBS more: then the request waits for the report.
+    let mut waited_at = None;
+    for k in 0..12u32 {
+        w.add_job(Job::new(JobId(200 + k), p, v, 360.0 * 1e9, T0, T0 + H));
+        let (waited, req) = waits(&w);
+        if waited {
+            assert_ne!(req, Some(p));
+            waited_at = Some(k + 1);
+            break;
+        }
+        assert_eq!(req, Some(p), "{k} queued");
+    }
+    let queued = waited_at.expect("the request waits once the queue is near its limit");
+    // The wait leaves the report RPC less than RR_WAIT_ROOM_JOBS jobs to ask for.
+    let mut s = Scheduler::new(Policy::rr_only());
+    let out = s.pass(&w, T0);
+    let report_req = s
+        .piggyback(&w, T0, &out.sim, p)
+        .expect("the report asks for work");
+    assert!(
+        report_req.work_req_seconds < RR_WAIT_ROOM_JOBS * 360.0,
+        "{queued} queued: {report_req:?}"
+    );
+}
+
 #[test]
 fn failed_project_is_retried_early_only_while_an_instance_idles() {
     // A's scheduler failed four times in a row: its backoff has grown to 16 min × U(0.5, 1).
