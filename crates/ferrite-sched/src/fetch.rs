@@ -43,6 +43,11 @@ pub const RR_WAIT_ROOM_JOBS: f64 = 3.0;
 pub const RESULT_REPORT_IF_AT_LEAST_N: usize = 64;
 /// Report at most this long after completion (`MAX_REPORT_DELAY`).
 pub const MAX_REPORT_DELAY: f64 = 3600.0;
+/// A finished job whose report deadline is more than [`REPORT_DEADLINE_CUSHION`] away is
+/// reported [`MAX_REPORT_DELAY`] after its completion unless a running job of the same project
+/// is estimated to finish within this long of that completion: then both go in one RPC (a
+/// project's scheduler pays per RPC; the deadline leaves a day or more).
+pub const MAX_REPORT_HOLD: f64 = 4.0 * MAX_REPORT_DELAY;
 /// Report this long before the deadline (`REPORT_DEADLINE_CUSHION`).
 pub const REPORT_DEADLINE_CUSHION: f64 = 86400.0;
 
@@ -961,11 +966,38 @@ fn joins_next_finish(world: &World, now: Time, p: usize, ready: &[usize]) -> boo
         latest_report = latest_report.min(j.report_deadline - margin);
     }
     let wait_until = (oldest + MAX_REPORT_DELAY).min(latest_report);
+    running_job_finishes_by(world, now, p, wait_until)
+}
+
+/// Whether the finished jobs `ready` of project `p`, due only because one completed over
+/// [`MAX_REPORT_DELAY`] ago (no report deadline within `cushion`), can wait for a running job
+/// of the same project estimated to finish within [`MAX_REPORT_HOLD`] of the oldest one's
+/// completion and before any of their deadlines comes within `cushion`.
+fn holds_for_next_finish(
+    world: &World,
+    now: Time,
+    p: usize,
+    ready: &[usize],
+    cushion: f64,
+) -> bool {
+    let mut wait_until = f64::INFINITY;
+    for &i in ready {
+        let j = &world.jobs[i];
+        if let JobState::Finished { completed_time, .. } = j.state {
+            wait_until = wait_until.min(completed_time + MAX_REPORT_HOLD);
+        }
+        wait_until = wait_until.min(j.report_deadline - cushion);
+    }
+    running_job_finishes_by(world, now, p, wait_until)
+}
+
+/// Whether a running job of project `p` is estimated to finish by `until`.
+fn running_job_finishes_by(world: &World, now: Time, p: usize, until: Time) -> bool {
     world
         .jobs
         .iter()
         .filter(|j| j.project.index() == p && matches!(j.state, JobState::Running))
-        .any(|j| now + remaining_secs(world, j) <= wait_until)
+        .any(|j| now + remaining_secs(world, j) <= until)
 }
 
 /// Projects with finished jobs that should be reported at `now` (reference §4.7).
@@ -1018,6 +1050,9 @@ pub fn reports_due(world: &World, now: Time, state: &[ProjectFetchState]) -> Vec
             None
         } else if deadline_near {
             Some(ReportRule::DeadlineNear)
+        } else if old && holds_for_next_finish(world, now, p, jobs, cushion) {
+            // Its deadlines are days away: one RPC for it and the next job, a few hours later.
+            None
         } else if old {
             Some(ReportRule::CompletedLongAgo)
         } else if jobs.len() >= RESULT_REPORT_IF_AT_LEAST_N {

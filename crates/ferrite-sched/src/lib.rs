@@ -82,7 +82,7 @@ pub mod wake;
 pub use error::SchedError;
 pub use fetch::{
     FetchBlock, FetchDecision, FetchRule, ReportDue, ReportRule, ResourceRequest, RpcReason,
-    WorkRequest, IDLE_RETRY_INTERVAL, RR_WAIT_ROOM_JOBS,
+    WorkRequest, IDLE_RETRY_INTERVAL, MAX_REPORT_HOLD, RR_WAIT_ROOM_JOBS,
 };
 pub use gpu_control::GpuControl;
 pub use model::*;

@@ -461,6 +461,32 @@ fn gpu_shared_between_a_gpu_only_and_a_mixed_project() {
     assert!((g - 0.5).abs() < 0.01, "{g}");
 }
 
+/// Most of gpu_shared's RPCs are reports of jobs due in days: one finished over an hour ago
+/// waits for the project's next job finishing within four hours of it, so one RPC reports
+/// both (official: 0.257062 RPCs per job, 0.255650 with `--server_uses_workload`).
+#[test]
+fn gpu_shared_rpcs_per_job_no_worse_than_official() {
+    for (rr_only, server_uses_workload, official) in [
+        (false, false, 0.257062),
+        (true, false, 0.257062),
+        (false, true, 0.255650),
+    ] {
+        let opts = SimOptions {
+            duration: 10.0 * DAY,
+            rr_only,
+            server_uses_workload,
+            ..SimOptions::default()
+        };
+        let r = run(&load("gpu_shared"), &opts).unwrap();
+        assert_eq!(r.deadlines_missed, 0);
+        assert!(
+            r.rpcs_per_job <= official,
+            "rr_only {rr_only} server_uses_workload {server_uses_workload}: {}",
+            r.rpcs_per_job
+        );
+    }
+}
+
 #[test]
 fn command_line_contract_json() {
     let out = Command::new(env!("CARGO_BIN_EXE_ferrite-sim"))

@@ -235,6 +235,47 @@ fn finished_jobs_are_reported_after_an_hour_or_when_no_new_work() {
     );
 }
 
+/// A job finished over an hour ago, due in days, waits for the project's running job if that
+/// one is estimated to finish within `MAX_REPORT_HOLD` of the first one's completion; no
+/// longer, and not at all when the running job ends later.
+#[test]
+fn an_old_report_with_a_far_deadline_waits_for_the_next_job_within_the_hold() {
+    let mut w = World::new(Host::cpu_only(1, 1e9, 16e9));
+    let (p, v) = busy_project(&mut w, "P", 0, 0);
+    let mut done = Job::new(JobId(5), p, v, 1e9, T0, T0 + 10.0 * DAY);
+    done.state = JobState::Finished {
+        completed_time: T0,
+        ready_to_report: true,
+    };
+    w.add_job(done);
+    // A 3-hour job started at T0: estimated to end at T0 + 3 h.
+    let mut running = Job::new(JobId(6), p, v, 3.0 * H * 1e9, T0, T0 + 10.0 * DAY);
+    running.state = JobState::Running;
+    running.run_started_at = Some(T0);
+    w.add_job(running);
+    let s = Scheduler::new(Policy::default());
+    let at = |w: &mut World, t: f64| {
+        let j = w.jobs.last_mut().expect("running job");
+        j.elapsed = t - T0;
+        j.fraction_done = (t - T0) / (3.0 * H);
+        j.elapsed_at_fraction = t - T0;
+        s.decide_reports(w, t)
+    };
+    assert!(MAX_REPORT_HOLD >= 3.0 * H);
+    // Completed an hour ago, the next one ends within the hold: held.
+    assert!(at(&mut w, T0 + H + 60.0).is_empty());
+    // A running job ending after the hold does not hold it.
+    w.jobs.last_mut().expect("running job").fpops_est = (MAX_REPORT_HOLD + H) * 1e9;
+    let due = at(&mut w, T0 + H + 60.0);
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].rule, ReportRule::CompletedLongAgo);
+    // Nor does one whose end would bring the deadline within a day.
+    w.jobs.last_mut().expect("running job").fpops_est = 3.0 * H * 1e9;
+    w.jobs[0].report_deadline = T0 + DAY + 2.0 * H;
+    let due = at(&mut w, T0 + H + 60.0);
+    assert_eq!(due.len(), 1, "{due:?}");
+}
+
 #[test]
 fn a_report_due_by_its_deadline_waits_for_the_next_job_finishing_soon() {
     // Jobs of 30 min due 10 h after arrival: a finished one is due at once (deadline within a
