@@ -674,14 +674,20 @@ impl<'a> Ctx<'a> {
                 ninst = ninst.min(d.jobs);
             }
             // Its deadlines are not known yet: only its share of the idle instances (the other
-            // projects are asked for theirs), until its first jobs tell how long they are.
+            // projects are asked for theirs), until its first jobs tell how long they are. On a
+            // coprocessor also only its share of the buffer's idle seconds: a mixed project
+            // asked first would otherwise fill a shared GPU for all, and the other projects'
+            // jobs would then miss their deadlines behind its batch.
             None if pr.resource_share > 0.0 => {
-                let entitled = (inst * self.fetchable_share(p, r)).min(non_ex);
+                let share = self.fetchable_share(p, r);
+                let entitled = (inst * share).min(non_ex);
                 let by_share = (entitled - self.sim.projects[p][r].nused_total).max(0.0);
-                let idle_part = (rs.nidle_now.min(non_ex) * self.fetchable_share(p, r) - 1e-9)
-                    .ceil()
-                    .max(0.0);
+                let idle_part = (rs.nidle_now.min(non_ex) * share - 1e-9).ceil().max(0.0);
                 ninst = ninst.min(by_share.max(idle_part));
+                if !rid.is_cpu() {
+                    let own = self.sim.projects[p][r].shortfall;
+                    secs = secs.min((rs.shortfall * non_ex / inst * share).max(own));
+                }
             }
             None => {}
         }

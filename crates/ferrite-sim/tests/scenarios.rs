@@ -487,6 +487,25 @@ fn gpu_shared_rpcs_per_job_no_worse_than_official() {
     }
 }
 
+/// Three projects' GPU jobs due within a day on one GPU (official, default variant: nothing
+/// missed, share violation 0.048710, monotony 0.498765, 0.434240 RPCs per job). The mixed
+/// project asked first takes only its share of the GPU's buffer while its deadlines are
+/// unknown, so no project's 2-hour GPU job is pushed past its deadline.
+#[test]
+fn gpu_deadlines_no_worse_than_official() {
+    let opts = SimOptions {
+        duration: 10.0 * DAY,
+        ..SimOptions::default()
+    };
+    let r = run(&load("gpu_deadlines"), &opts).unwrap();
+    assert_sane(&r);
+    assert_eq!(r.deadlines_missed, 0);
+    assert_eq!(r.wasted_fraction, 0.0);
+    assert!(r.share_violation <= 0.048710, "{}", r.share_violation);
+    assert!(r.monotony <= 0.498765, "{}", r.monotony);
+    assert!(r.rpcs_per_job <= 0.434240, "{}", r.rpcs_per_job);
+}
+
 #[test]
 fn command_line_contract_json() {
     let out = Command::new(env!("CARGO_BIN_EXE_ferrite-sim"))

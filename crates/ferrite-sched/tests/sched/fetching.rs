@@ -621,6 +621,35 @@ fn without_edf_a_request_waits_for_the_report_only_at_the_deadline_limit() {
     );
 }
 
+/// Three projects with GPU apps and no jobs yet (deadlines unknown) on an idle host: the one
+/// asked first gets a third of the GPUs' buffer seconds, not all of them, while its CPU
+/// request still covers the CPUs' idle buffer.
+#[test]
+fn a_project_with_unknown_deadlines_asks_only_its_share_of_the_gpu_buffer() {
+    let mut w = World::new(host_with_gpu());
+    for name in ["A", "B", "C"] {
+        let p = w.add_project(Project::new(name, 100.0));
+        let a = w.add_app(App::new(p, name));
+        w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+        w.add_app_version(AppVersion::coproc(a, p, ResourceId(1), 1.0, 0.1, 1e11));
+    }
+    let out = Scheduler::new(Policy::default()).pass(&w, T0);
+    let req = out.fetch.request.expect("an idle host asks");
+    let secs = |r: ResourceId| {
+        req.resources
+            .iter()
+            .find(|x| x.resource == r)
+            .map_or(0.0, |x| x.req_secs)
+    };
+    let buffer = w.prefs.work_buf_total();
+    let gpu = secs(ResourceId(1));
+    assert!(
+        (gpu - 2.0 * buffer / 3.0).abs() < 1e-6 * buffer,
+        "{gpu} of {buffer} s on 2 GPUs"
+    );
+    assert!(secs(ResourceId::CPU) >= 4.0 * buffer * 0.99, "{req:?}");
+}
+
 #[test]
 fn failed_project_is_retried_early_only_while_an_instance_idles() {
     // A's scheduler failed four times in a row: its backoff has grown to 16 min × U(0.5, 1).
