@@ -261,7 +261,7 @@ fn an_old_report_with_a_far_deadline_waits_for_the_next_job_within_the_hold() {
         j.elapsed_at_fraction = t - T0;
         s.decide_reports(w, t)
     };
-    assert!(MAX_REPORT_HOLD >= 3.0 * H);
+    const { assert!(MAX_REPORT_HOLD >= 3.0 * H) };
     // Completed an hour ago, the next one ends within the hold: held.
     assert!(at(&mut w, T0 + H + 60.0).is_empty());
     // A running job ending after the hold does not hold it.
