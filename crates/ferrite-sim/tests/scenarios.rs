@@ -465,7 +465,7 @@ fn gpu_shared_between_a_gpu_only_and_a_mixed_project() {
 /// waits for the project's next job finishing within four hours of it, so one RPC reports
 /// both (official: 0.257062 RPCs per job, 0.255650 with `--server_uses_workload`).
 #[test]
-fn gpu_shared_rpcs_per_job_no_worse_than_official() {
+fn gpu_shared_share_and_rpcs_per_job_no_worse_than_official() {
     for (rr_only, server_uses_workload, official) in [
         (false, false, 0.257062),
         (true, false, 0.257062),
@@ -479,6 +479,10 @@ fn gpu_shared_rpcs_per_job_no_worse_than_official() {
         };
         let r = run(&load("gpu_shared"), &opts).unwrap();
         assert_eq!(r.deadlines_missed, 0);
+        // Official 0.002073; the goal compares at the third decimal. CPU jobs sharing the
+        // CPUs with the GPU job's CPU part are credited with what they get, so the mixed
+        // project is not charged for CPU time it did not have (it was 0.003919 before).
+        assert!(r.share_violation < 0.0025, "{}", r.share_violation);
         assert!(
             r.rpcs_per_job <= official,
             "rr_only {rr_only} server_uses_workload {server_uses_workload}: {}",
