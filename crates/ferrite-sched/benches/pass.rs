@@ -126,7 +126,14 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("rr_simulation_only", |b| {
         let prio = s.priorities(&w);
-        b.iter(|| black_box(rrsim::simulate(black_box(&w), T0, &prio[0].value)))
+        b.iter(|| {
+            black_box(rrsim::simulate(
+                black_box(&w),
+                T0,
+                &prio[0].value,
+                &s.policy,
+            ))
+        })
     });
     // Feasible: the same work with deadlines within 14..28 days.
     let w2 = world(14.0, 14.0);

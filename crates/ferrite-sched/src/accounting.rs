@@ -4,7 +4,9 @@
 //! (project, resource); in [`RecMode::Global`] the priority uses the sum over resources, which
 //! is exactly BOINC's single FLOP-weighted REC (the update is linear and all entries decay
 //! together). Unlike the official client, a GPU type's speed is per instance (no `count`
-//! factor, §7 W6), and GPU time is not scaled by the CPU throttle.
+//! factor, §7 W6), and GPU time is not scaled by the CPU throttle. When the running jobs use
+//! more CPUs than the host has (a GPU job's CPU part on top of a CPU job per core), the CPU
+//! jobs are credited with the CPU time they share, not their nominal CPUs.
 
 use crate::model::{AppVersion, ProjectId, ResourceId, Time, World};
 use crate::policy::{Policy, RecMode};
@@ -42,6 +44,26 @@ pub fn job_peak_frac(world: &World, v: &AppVersion, policy: &Policy) -> f64 {
             }
             job / total.max(1e-9)
         }
+    }
+}
+
+/// The fraction of its nominal CPUs a running CPU job gets: 1, or less when the running jobs
+/// use more CPUs than the host has (GPU jobs' CPU parts are served first).
+pub fn cpu_job_scale(world: &World) -> f64 {
+    let (mut of_gpu_jobs, mut of_cpu_jobs) = (0.0, 0.0);
+    for j in world.jobs.iter().filter(|j| j.is_running()) {
+        let v = world.version_of(j);
+        if v.resource.is_cpu() {
+            of_cpu_jobs += v.avg_ncpus;
+        } else {
+            of_gpu_jobs += v.avg_ncpus;
+        }
+    }
+    let ncpus = world.instances(ResourceId::CPU);
+    if of_cpu_jobs > 0.0 && of_gpu_jobs + of_cpu_jobs > ncpus {
+        ((ncpus - of_gpu_jobs) / of_cpu_jobs).clamp(0.0, 1.0)
+    } else {
+        1.0
     }
 }
 
@@ -99,10 +121,13 @@ impl RecBook {
         let nr = world.n_resources();
         let mut secs = vec![vec![0.0; nr]; world.projects.len()];
         if dt <= policy.max_accounting_gap {
+            // CPU jobs share what the GPU jobs' CPU parts leave when the run list overcommits
+            // the CPUs: a project is credited with the CPU time its jobs get.
+            let scale = cpu_job_scale(world);
             for j in world.jobs.iter().filter(|j| j.is_running()) {
                 let v = world.version_of(j);
                 let row = &mut secs[j.project.index()];
-                row[0] += dt * v.avg_ncpus;
+                row[0] += dt * v.avg_ncpus * if v.resource.is_cpu() { scale } else { 1.0 };
                 if !v.resource.is_cpu() {
                     row[v.resource.index()] += dt * v.coproc_usage;
                 }
@@ -191,6 +216,50 @@ impl Priorities {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::{App, AppVersion, Coproc, CoprocKind, Host, Job, JobId, JobState, Project};
+
+    /// 4 CPUs and a GPU: M runs four 1-CPU jobs, G one GPU job with 0.5 CPU, for an hour.
+    #[test]
+    fn overcommitted_cpu_jobs_are_credited_with_the_cpu_they_share() {
+        let mut host = Host::cpu_only(4, 1e9, 8e9);
+        host.coprocs.push(Coproc {
+            kind: CoprocKind::Nvidia,
+            count: 1,
+            peak_flops: 5e10,
+        });
+        let mut w = World::new(host);
+        let m = w.add_project(Project::new("M", 100.0));
+        let g = w.add_project(Project::new("G", 100.0));
+        let ma = w.add_app(App::new(m, "m"));
+        let ga = w.add_app(App::new(g, "g"));
+        let mv = w.add_app_version(AppVersion::cpu(ma, m, 1.0, 1e9));
+        let gv = w.add_app_version(AppVersion::coproc(ga, g, ResourceId(1), 1.0, 0.5, 1e10));
+        for k in 0..5u32 {
+            let (p, v) = if k < 4 { (m, mv) } else { (g, gv) };
+            let mut j = Job::new(JobId(k), p, v, 1e13, 0.0, 1e6);
+            j.state = JobState::Running;
+            w.add_job(j);
+        }
+        assert!((cpu_job_scale(&w) - 3.5 / 4.0).abs() < 1e-12);
+        let policy = Policy {
+            max_accounting_gap: 7200.0,
+            ..Policy::default()
+        };
+        let mut book = RecBook::default();
+        book.account(&w, 0.0, &policy);
+        book.account(&w, 3600.0, &policy);
+        let cpu_rec = |p: ProjectId| book.rec[p.index()][0];
+        // M's four jobs got 3.5 CPUs, G's job its 0.5.
+        assert!(
+            (cpu_rec(m) / cpu_rec(g) - 7.0).abs() < 1e-9,
+            "{:?}",
+            book.rec
+        );
+        // Without the GPU job, no overcommit.
+        w.jobs.pop();
+        assert_eq!(cpu_job_scale(&w), 1.0);
+    }
 
     #[test]
     fn rec_halves_after_one_half_life_without_work() {

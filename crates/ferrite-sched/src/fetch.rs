@@ -31,10 +31,23 @@ pub const SCHED_RETRY_DELAY_MAX: f64 = 14400.0;
 /// backoff spares a server that is down, but hours of it leave the host without work long
 /// after a short outage ended.
 pub const IDLE_RETRY_INTERVAL: f64 = 120.0;
+/// Without deadline promotion (`--cpu_sched_rr_only`), a starved project's request waits for
+/// its next report only while its deadlines leave room for fewer than this many new jobs. A
+/// project whose queue sits at its deadline limit gains room one job at a time as its jobs
+/// finish; asking each time makes a one-job RPC between every two reports, while waiting
+/// lets the report ask for the jobs that fit then. A project with more room (its queue ran
+/// low) is asked at once: in round-robin the larger batch a later request brings would wait
+/// behind other projects' work and miss its deadlines.
+pub const RR_WAIT_ROOM_JOBS: f64 = 3.0;
 /// Report when a project has this many finished jobs (`RESULT_REPORT_IF_AT_LEAST_N`).
 pub const RESULT_REPORT_IF_AT_LEAST_N: usize = 64;
 /// Report at most this long after completion (`MAX_REPORT_DELAY`).
 pub const MAX_REPORT_DELAY: f64 = 3600.0;
+/// A finished job whose report deadline is more than [`REPORT_DEADLINE_CUSHION`] away is
+/// reported [`MAX_REPORT_DELAY`] after its completion unless a running job of the same project
+/// is estimated to finish within this long of that completion: then both go in one RPC (a
+/// project's scheduler pays per RPC; the deadline leaves a day or more).
+pub const MAX_REPORT_HOLD: f64 = 4.0 * MAX_REPORT_DELAY;
 /// Report this long before the deadline (`REPORT_DEADLINE_CUSHION`).
 pub const REPORT_DEADLINE_CUSHION: f64 = 86400.0;
 
@@ -596,11 +609,13 @@ impl<'a> Ctx<'a> {
     /// When a starved-only request of `p` for `r` can wait for the report of a job of `p`
     /// finishing soon (within [`MAX_REPORT_DELAY`]) and before its queue stops filling its
     /// share: that report RPC carries the request, so the project is contacted once, not
-    /// twice. `None` when it cannot wait: the resource is low for everyone, no such job, or
-    /// no deadline promotion (without it the larger batch a later request brings waits behind
-    /// other projects' work and misses its deadlines).
+    /// twice. `None` when it cannot wait: the resource is low for everyone, or no such job.
+    /// Without deadline promotion it waits only while `p`'s deadlines leave room for fewer
+    /// than [`RR_WAIT_ROOM_JOBS`] jobs (see there).
     fn waits_for_report(&self, now: Time, p: usize, r: usize) -> Option<Time> {
-        if self.low[r] || !self.edf {
+        if self.low[r]
+            || (!self.edf && !self.room[p][r].is_some_and(|d| d.jobs < RR_WAIT_ROOM_JOBS))
+        {
             return None;
         }
         let horizon = self.sim.projects[p][r].start_delay.min(MAX_REPORT_DELAY);
@@ -659,14 +674,20 @@ impl<'a> Ctx<'a> {
                 ninst = ninst.min(d.jobs);
             }
             // Its deadlines are not known yet: only its share of the idle instances (the other
-            // projects are asked for theirs), until its first jobs tell how long they are.
+            // projects are asked for theirs), until its first jobs tell how long they are. On a
+            // coprocessor also only its share of the buffer's idle seconds: a mixed project
+            // asked first would otherwise fill a shared GPU for all, and the other projects'
+            // jobs would then miss their deadlines behind its batch.
             None if pr.resource_share > 0.0 => {
-                let entitled = (inst * self.fetchable_share(p, r)).min(non_ex);
+                let share = self.fetchable_share(p, r);
+                let entitled = (inst * share).min(non_ex);
                 let by_share = (entitled - self.sim.projects[p][r].nused_total).max(0.0);
-                let idle_part = (rs.nidle_now.min(non_ex) * self.fetchable_share(p, r) - 1e-9)
-                    .ceil()
-                    .max(0.0);
+                let idle_part = (rs.nidle_now.min(non_ex) * share - 1e-9).ceil().max(0.0);
                 ninst = ninst.min(by_share.max(idle_part));
+                if !rid.is_cpu() {
+                    let own = self.sim.projects[p][r].shortfall;
+                    secs = secs.min((rs.shortfall * non_ex / inst * share).max(own));
+                }
             }
             None => {}
         }
@@ -951,11 +972,38 @@ fn joins_next_finish(world: &World, now: Time, p: usize, ready: &[usize]) -> boo
         latest_report = latest_report.min(j.report_deadline - margin);
     }
     let wait_until = (oldest + MAX_REPORT_DELAY).min(latest_report);
+    running_job_finishes_by(world, now, p, wait_until)
+}
+
+/// Whether the finished jobs `ready` of project `p`, due only because one completed over
+/// [`MAX_REPORT_DELAY`] ago (no report deadline within `cushion`), can wait for a running job
+/// of the same project estimated to finish within [`MAX_REPORT_HOLD`] of the oldest one's
+/// completion and before any of their deadlines comes within `cushion`.
+fn holds_for_next_finish(
+    world: &World,
+    now: Time,
+    p: usize,
+    ready: &[usize],
+    cushion: f64,
+) -> bool {
+    let mut wait_until = f64::INFINITY;
+    for &i in ready {
+        let j = &world.jobs[i];
+        if let JobState::Finished { completed_time, .. } = j.state {
+            wait_until = wait_until.min(completed_time + MAX_REPORT_HOLD);
+        }
+        wait_until = wait_until.min(j.report_deadline - cushion);
+    }
+    running_job_finishes_by(world, now, p, wait_until)
+}
+
+/// Whether a running job of project `p` is estimated to finish by `until`.
+fn running_job_finishes_by(world: &World, now: Time, p: usize, until: Time) -> bool {
     world
         .jobs
         .iter()
         .filter(|j| j.project.index() == p && matches!(j.state, JobState::Running))
-        .any(|j| now + remaining_secs(world, j) <= wait_until)
+        .any(|j| now + remaining_secs(world, j) <= until)
 }
 
 /// Projects with finished jobs that should be reported at `now` (reference §4.7).
@@ -1008,6 +1056,9 @@ pub fn reports_due(world: &World, now: Time, state: &[ProjectFetchState]) -> Vec
             None
         } else if deadline_near {
             Some(ReportRule::DeadlineNear)
+        } else if old && holds_for_next_finish(world, now, p, jobs, cushion) {
+            // Its deadlines are days away: one RPC for it and the next job, a few hours later.
+            None
         } else if old {
             Some(ReportRule::CompletedLongAgo)
         } else if jobs.len() >= RESULT_REPORT_IF_AT_LEAST_N {

@@ -60,8 +60,8 @@
 //! Modules: [`model`] (snapshot types), [`estimate`] (runtime estimates), [`rrsim`] (the
 //! round-robin simulation), [`accounting`] (REC and priorities), [`runlist`] (run list and
 //! enforcement), [`fetch`] (work fetch, backoffs, reporting), [`disk`] (disk shares),
-//! [`scheduler`] (the stateful wrapper), [`suspend`] (whether computing may go on at all),
-//! [`wake`] (when the next pass is due).
+//! [`scheduler`] (the stateful wrapper), [`shares`] (each project's part of each resource),
+//! [`suspend`] (whether computing may go on at all), [`wake`] (when the next pass is due).
 
 pub mod accounting;
 pub mod describe;
@@ -76,13 +76,14 @@ pub mod rng;
 pub mod rrsim;
 pub mod runlist;
 pub mod scheduler;
+pub mod shares;
 pub mod suspend;
 pub mod wake;
 
 pub use error::SchedError;
 pub use fetch::{
     FetchBlock, FetchDecision, FetchRule, ReportDue, ReportRule, ResourceRequest, RpcReason,
-    WorkRequest, IDLE_RETRY_INTERVAL,
+    WorkRequest, IDLE_RETRY_INTERVAL, MAX_REPORT_HOLD, RR_WAIT_ROOM_JOBS,
 };
 pub use gpu_control::GpuControl;
 pub use model::*;

@@ -7,7 +7,7 @@
 //! Model (the seed design's, not the official client's address-ordered fill, reference §7 W1):
 //! a fluid weighted round-robin. At every event (a job finishing), each coprocessor type and
 //! then the CPU is divided among the projects that have pending jobs for it, in proportion to
-//! their resource shares (water-filling: a project that cannot use its whole share — too few
+//! their shares of it ([`crate::shares`]) (water-filling: a project that cannot use its whole share — too few
 //! jobs, `max_concurrent` — gives the rest to the others). Projects are visited in real
 //! priority order, and capacity left over by positive-share projects goes to zero-share
 //! (backup) projects in that order. Inside a project, its allocation goes to its jobs in FIFO
@@ -21,6 +21,7 @@
 
 use crate::estimate::remaining_secs;
 use crate::model::{JobId, ResourceId, Time, World};
+use crate::policy::Policy;
 
 /// Per-resource outputs of the simulation.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -200,18 +201,30 @@ fn walk_raw_cap(q: &mut Queue, sjobs: &[SimJob], limit: f64) -> f64 {
 }
 
 /// Run the simulation at `now`. `priority[p]` orders projects (higher first) for leftover
-/// capacity and tie-breaks; it must have one entry per project.
-pub fn simulate(world: &World, now: Time, priority: &[f64]) -> SimResult {
-    simulate_impl(world, now, priority, true)
+/// capacity and tie-breaks; it must have one entry per project. `policy` says how shares are
+/// split across resources (see [`crate::shares::share_fractions`]).
+pub fn simulate(world: &World, now: Time, priority: &[f64], policy: &Policy) -> SimResult {
+    simulate_impl(world, now, priority, policy, true)
 }
 
 /// The same simulation recomputing every allocation at every event (no incremental fast
 /// path): slower, kept as the reference the fast path is tested against.
-pub fn simulate_exhaustive(world: &World, now: Time, priority: &[f64]) -> SimResult {
-    simulate_impl(world, now, priority, false)
+pub fn simulate_exhaustive(
+    world: &World,
+    now: Time,
+    priority: &[f64],
+    policy: &Policy,
+) -> SimResult {
+    simulate_impl(world, now, priority, policy, false)
 }
 
-fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) -> SimResult {
+fn simulate_impl(
+    world: &World,
+    now: Time,
+    priority: &[f64],
+    policy: &Policy,
+    incremental: bool,
+) -> SimResult {
     let nr = world.n_resources();
     let np = world.projects.len();
     let buf_min = world.prefs.work_buf_min();
@@ -227,24 +240,7 @@ fn simulate_impl(world: &World, now: Time, priority: &[f64], incremental: bool) 
     for v in &world.app_versions {
         can_use[v.project.index()][v.resource.index()] = true;
     }
-    let mut share_frac = vec![vec![0.0; nr]; np];
-    for r in 0..nr {
-        let eligible = |p: usize| {
-            let pr = &world.projects[p];
-            !pr.suspended && pr.resource_share > 0.0 && can_use[p][r]
-        };
-        let total: f64 = (0..np)
-            .filter(|&p| eligible(p))
-            .map(|p| world.projects[p].resource_share)
-            .sum();
-        if total > 0.0 {
-            for (p, sf) in share_frac.iter_mut().enumerate() {
-                if eligible(p) {
-                    sf[r] = world.projects[p].resource_share / total;
-                }
-            }
-        }
-    }
+    let share_frac = crate::shares::share_fractions(world, &can_use, policy);
 
     let mut out = SimResult {
         now,
@@ -782,7 +778,7 @@ mod tests {
         w.add_job(Job::new(JobId(1), a, av, 3.0 * H * 1e9, 0.0, far));
         w.add_job(Job::new(JobId(2), a, av, 5.0 * H * 1e9, 1.0, far));
         w.add_job(Job::new(JobId(3), b, bv, 20.0 * H * 1e9, 0.0, far));
-        let s = simulate(&w, 0.0, &[0.0, 0.0]);
+        let s = simulate(&w, 0.0, &[0.0, 0.0], &Policy::default());
         let cpu = &s.resources[0];
         assert!(
             (cpu.shortfall - 2.0 * H).abs() < 1e-6,
@@ -822,7 +818,7 @@ mod tests {
             0.0,
             1.0 * H + 180.0,
         ));
-        let s = simulate(&w, 0.0, &[0.0]);
+        let s = simulate(&w, 0.0, &[0.0], &Policy::default());
         assert_eq!(s.missed_ids(&w), vec![JobId(7)]);
         assert_eq!(s.projects[0][0].deadlines_missed, 1);
         assert!((s.resources[0].nidle_now - 3.0).abs() < 1e-9);
@@ -844,7 +840,7 @@ mod tests {
             w.add_job(Job::new(JobId(i), p, pv, H * 1e9, f64::from(i), 1e9));
             w.add_job(Job::new(JobId(10 + i), q, qv, H * 1e9, f64::from(i), 1e9));
         }
-        let s = simulate(&w, 0.0, &[0.0, 0.0]);
+        let s = simulate(&w, 0.0, &[0.0, 0.0], &Policy::default());
         // P can run one job at a time: 4 h serially; Q fills the other 3 CPUs.
         assert_eq!(s.job_finish[6], Some(4.0 * H));
         assert_eq!(s.resources[0].nidle_now, 0.0);
@@ -870,7 +866,7 @@ mod tests {
             w.add_job(Job::new(JobId(i), a, av, H * 1e9, f64::from(i), 1e9));
         }
         w.add_job(Job::new(JobId(9), b, bv, 10.0 * H * 1e9, 0.0, 1e9));
-        let s = simulate(&w, 0.0, &[0.0; 3]);
+        let s = simulate(&w, 0.0, &[0.0; 3], &Policy::default());
         let d = |p: ProjectId| s.projects[p.index()][0].start_delay;
         assert!((d(a) - 3.0 * H).abs() < 1e-6, "A {}", d(a) / H);
         assert!((d(b) - 3.0 * H).abs() < 1e-6, "B {}", d(b) / H);
@@ -891,7 +887,7 @@ mod tests {
         // inside it (endangered, though before the computation deadline), 8 h does not.
         w.add_job(Job::new(JobId(1), p, v, 9.5 * H * 1e9, 0.0, 10.0 * H));
         w.add_job(Job::new(JobId(2), p, v, 8.0 * H * 1e9, 0.0, 10.0 * H));
-        let s = simulate(&w, 0.0, &[0.0]);
+        let s = simulate(&w, 0.0, &[0.0], &Policy::default());
         assert_eq!(deadline_cushion(&w.prefs, 10.0 * H), 3780.0);
         assert!(s.endangered(0) && !s.misses(0));
         assert!(!s.endangered(1));
@@ -904,7 +900,7 @@ mod tests {
             Job::new(JobId(3), p, v, 0.5 * H * 1e9, 0.0, H),
             Job::new(JobId(4), p, v, 0.8 * H * 1e9, 0.0, H),
         ];
-        let s = simulate(&w2, 0.0, &[0.0]);
+        let s = simulate(&w2, 0.0, &[0.0], &Policy::default());
         assert_eq!(deadline_cushion(&w2.prefs, H), 900.0);
         assert!(s.misses(0) && !s.endangered(0));
         assert!(s.misses(1) && s.endangered(1));
@@ -924,7 +920,7 @@ mod tests {
         late.run_started_at = Some(0.0);
         w.add_job(late);
         w.add_job(Job::new(JobId(2), p, v, 2.0 * H * 1e9, 1.0, 10.0 * H));
-        let s = simulate(&w, 0.0, &[0.0]);
+        let s = simulate(&w, 0.0, &[0.0], &Policy::default());
         assert_eq!(s.job_finish[1], Some(2.0 * H));
         assert_eq!(s.job_finish[0], Some(4.0 * H));
     }

@@ -163,7 +163,7 @@ impl Scheduler {
         self.account(world, now);
         let _ = self.had_or_requested_work(world);
         let prio = self.priorities(world);
-        let sim = rrsim::simulate(world, now, &prio[0].value);
+        let sim = rrsim::simulate(world, now, &prio[0].value, &self.policy);
         let run = self.run_list(world, now, &sim, &prio);
         (sim, run)
     }
@@ -248,7 +248,7 @@ impl Scheduler {
     pub fn pass(&mut self, world: &World, now: Time) -> PassOutput {
         self.account(world, now);
         let prio = self.priorities(world);
-        let sim = rrsim::simulate(world, now, &prio[0].value);
+        let sim = rrsim::simulate(world, now, &prio[0].value, &self.policy);
         let run = self.run_list(world, now, &sim, &prio);
         self.observe(world);
         let fetch = fetch::decide(world, now, &sim, &prio, &self.fetch_state, &self.policy);

@@ -278,7 +278,7 @@ impl ClientPolicy for CorePolicy {
             Some((f, sim)) if f == fp => sim,
             _ => {
                 let prio = self.sched.priorities(&self.world);
-                fs::rrsim::simulate(&self.world, now, &prio[0].value)
+                fs::rrsim::simulate(&self.world, now, &prio[0].value, &self.sched.policy)
             }
         };
         let free = |p: usize| !contacted.get(p).copied().unwrap_or(true);

@@ -371,6 +371,24 @@ fn b_three_projects_rpcs_per_job_no_worse_than_official() {
     assert!(r.rpcs_per_job <= 0.294221, "{}", r.rpcs_per_job);
 }
 
+/// Without deadline promotion the 1-hour-deadline project's queue sits at what its deadlines
+/// allow; its request waits for its next report while fewer than three jobs fit, so a report
+/// RPC brings the jobs that fit then, not a one-job RPC between every two reports (official:
+/// 0.284221 RPCs per job, 129 missed).
+#[test]
+fn b_three_projects_rr_only_rpcs_per_job_no_worse_than_official() {
+    let opts = SimOptions {
+        duration: 10.0 * DAY,
+        rr_only: true,
+        ..SimOptions::default()
+    };
+    let r = run(&load("b_three_projects"), &opts).unwrap();
+    assert_sane(&r);
+    assert!(r.rpcs_per_job <= 0.284221, "{}", r.rpcs_per_job);
+    assert!(r.deadlines_missed <= 129, "{}", r.deadlines_missed);
+    assert!(r.share_violation <= 0.3, "{}", r.share_violation);
+}
+
 #[test]
 fn b_three_projects_no_worse_than_official() {
     check_against_official("b_three_projects", 10.0 * DAY, &B_OFFICIAL, ALL);
@@ -441,6 +459,73 @@ fn gpu_shared_between_a_gpu_only_and_a_mixed_project() {
     assert!(r.idle_fraction <= 0.000198, "{}", r.idle_fraction);
     let g = r.projects[0].used_share;
     assert!((g - 0.5).abs() < 0.01, "{g}");
+}
+
+/// Most of gpu_shared's RPCs are reports of jobs due in days: one finished over an hour ago
+/// waits for the project's next job finishing within four hours of it, so one RPC reports
+/// both (official: 0.257062 RPCs per job, 0.255650 with `--server_uses_workload`).
+#[test]
+fn gpu_shared_share_and_rpcs_per_job_no_worse_than_official() {
+    for (rr_only, server_uses_workload, official) in [
+        (false, false, 0.257062),
+        (true, false, 0.257062),
+        (false, true, 0.255650),
+    ] {
+        let opts = SimOptions {
+            duration: 10.0 * DAY,
+            rr_only,
+            server_uses_workload,
+            ..SimOptions::default()
+        };
+        let r = run(&load("gpu_shared"), &opts).unwrap();
+        assert_eq!(r.deadlines_missed, 0);
+        // Official 0.002073; the goal compares at the third decimal. CPU jobs sharing the
+        // CPUs with the GPU job's CPU part are credited with what they get, so the mixed
+        // project is not charged for CPU time it did not have (it was 0.003919 before).
+        assert!(r.share_violation < 0.0025, "{}", r.share_violation);
+        assert!(
+            r.rpcs_per_job <= official,
+            "rr_only {rr_only} server_uses_workload {server_uses_workload}: {}",
+            r.rpcs_per_job
+        );
+    }
+}
+
+/// Three projects' GPU jobs due within a day on one GPU, against the official figures of each
+/// variant (missed, share violation, monotony, RPCs per job). The mixed project asked first
+/// takes only its share of the GPU's buffer while its deadlines are unknown, and the
+/// simulation plans it for the part of the GPU its CPU work leaves it, so its batches fit
+/// what it will really get.
+#[test]
+fn gpu_deadlines_no_worse_than_official() {
+    for (rr_only, server_uses_workload, missed, share, monotony, rpcs) in [
+        (false, false, 0, 0.048710, 0.498765, 0.434240),
+        (true, false, 2, 0.013759, 0.358312, 0.426339),
+        (false, true, 0, 0.013642, 0.570599, 0.513333),
+    ] {
+        let opts = SimOptions {
+            duration: 10.0 * DAY,
+            rr_only,
+            server_uses_workload,
+            ..SimOptions::default()
+        };
+        let r = run(&load("gpu_deadlines"), &opts).unwrap();
+        assert_sane(&r);
+        let variant = format!("rr_only {rr_only} server_uses_workload {server_uses_workload}");
+        assert!(
+            r.deadlines_missed <= missed,
+            "{variant}: {}",
+            r.deadlines_missed
+        );
+        assert_eq!(r.wasted_fraction, 0.0, "{variant}");
+        assert!(
+            r.share_violation <= share,
+            "{variant}: {}",
+            r.share_violation
+        );
+        assert!(r.monotony <= monotony, "{variant}: {}", r.monotony);
+        assert!(r.rpcs_per_job <= rpcs, "{variant}: {}", r.rpcs_per_job);
+    }
 }
 
 #[test]

@@ -235,6 +235,47 @@ fn finished_jobs_are_reported_after_an_hour_or_when_no_new_work() {
     );
 }
 
+/// A job finished over an hour ago, due in days, waits for the project's running job if that
+/// one is estimated to finish within `MAX_REPORT_HOLD` of the first one's completion; no
+/// longer, and not at all when the running job ends later.
+#[test]
+fn an_old_report_with_a_far_deadline_waits_for_the_next_job_within_the_hold() {
+    let mut w = World::new(Host::cpu_only(1, 1e9, 16e9));
+    let (p, v) = busy_project(&mut w, "P", 0, 0);
+    let mut done = Job::new(JobId(5), p, v, 1e9, T0, T0 + 10.0 * DAY);
+    done.state = JobState::Finished {
+        completed_time: T0,
+        ready_to_report: true,
+    };
+    w.add_job(done);
+    // A 3-hour job started at T0: estimated to end at T0 + 3 h.
+    let mut running = Job::new(JobId(6), p, v, 3.0 * H * 1e9, T0, T0 + 10.0 * DAY);
+    running.state = JobState::Running;
+    running.run_started_at = Some(T0);
+    w.add_job(running);
+    let s = Scheduler::new(Policy::default());
+    let at = |w: &mut World, t: f64| {
+        let j = w.jobs.last_mut().expect("running job");
+        j.elapsed = t - T0;
+        j.fraction_done = (t - T0) / (3.0 * H);
+        j.elapsed_at_fraction = t - T0;
+        s.decide_reports(w, t)
+    };
+    const { assert!(MAX_REPORT_HOLD >= 3.0 * H) };
+    // Completed an hour ago, the next one ends within the hold: held.
+    assert!(at(&mut w, T0 + H + 60.0).is_empty());
+    // A running job ending after the hold does not hold it.
+    w.jobs.last_mut().expect("running job").fpops_est = (MAX_REPORT_HOLD + H) * 1e9;
+    let due = at(&mut w, T0 + H + 60.0);
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].rule, ReportRule::CompletedLongAgo);
+    // Nor does one whose end would bring the deadline within a day.
+    w.jobs.last_mut().expect("running job").fpops_est = 3.0 * H * 1e9;
+    w.jobs[0].report_deadline = T0 + DAY + 2.0 * H;
+    let due = at(&mut w, T0 + H + 60.0);
+    assert_eq!(due.len(), 1, "{due:?}");
+}
+
 #[test]
 fn a_report_due_by_its_deadline_waits_for_the_next_job_finishing_soon() {
     // Jobs of 30 min due 10 h after arrival: a finished one is due at once (deadline within a
@@ -522,6 +563,91 @@ fn a_starved_project_request_waits_for_its_next_report() {
     let mut rr = Scheduler::new(Policy::rr_only());
     let out = rr.pass(&w, T0);
     assert_eq!(out.fetch.request.map(|r| r.project), Some(p));
+}
+
+/// Without deadline promotion, a project with 1-hour deadlines whose queue is at what its
+/// deadlines allow (room for fewer than `RR_WAIT_ROOM_JOBS` jobs) lets its request wait for
+/// the report of its job finishing in a few minutes; with its queue empty (room for many) it
+/// is asked at once.
+#[test]
+fn without_edf_a_request_waits_for_the_report_only_at_the_deadline_limit() {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    // Q keeps both CPUs busy for 10 hours: above the minimum buffer, below the maximum.
+    busy_project(&mut w, "Q", 20, 0);
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    // A 6-minute job running for 5 minutes, due an hour after it arrived.
+    let mut j = Job::new(JobId(100), p, v, 360.0 * 1e9, T0 - 600.0, T0 + 3000.0);
+    j.state = JobState::Running;
+    j.run_started_at = Some(T0 - 300.0);
+    j.elapsed = 300.0;
+    j.fraction_done = 300.0 / 360.0;
+    j.elapsed_at_fraction = 300.0;
+    w.add_job(j);
+    let waits = |w: &World| {
+        let out = Scheduler::new(Policy::rr_only()).pass(w, T0);
+        let waited =
+            out.fetch.blocks.iter().any(|b| {
+                b.project == Some(p) && matches!(b.rule, FetchRule::WaitsForReport { .. })
+            });
+        (waited, out.fetch.request.map(|r| r.project))
+    };
+    // Nothing queued: room for many jobs, asked now.
+    assert_eq!(waits(&w), (false, Some(p)));
+    // Queue P's 6-minute jobs (due an hour after arriving now) until its deadlines leave
+    // room for fewer than RR_WAIT_ROOM_JOBS more: then the request waits for the report.
+    let mut waited_at = None;
+    for k in 0..12u32 {
+        w.add_job(Job::new(JobId(200 + k), p, v, 360.0 * 1e9, T0, T0 + H));
+        let (waited, req) = waits(&w);
+        if waited {
+            assert_ne!(req, Some(p));
+            waited_at = Some(k + 1);
+            break;
+        }
+        assert_eq!(req, Some(p), "{k} queued");
+    }
+    let queued = waited_at.expect("the request waits once the queue is near its limit");
+    // The wait leaves the report RPC less than RR_WAIT_ROOM_JOBS jobs to ask for.
+    let mut s = Scheduler::new(Policy::rr_only());
+    let out = s.pass(&w, T0);
+    let report_req = s
+        .piggyback(&w, T0, &out.sim, p)
+        .expect("the report asks for work");
+    assert!(
+        report_req.work_req_seconds < RR_WAIT_ROOM_JOBS * 360.0,
+        "{queued} queued: {report_req:?}"
+    );
+}
+
+/// Three projects with GPU apps and no jobs yet (deadlines unknown) on an idle host: the one
+/// asked first gets a third of the GPUs' buffer seconds, not all of them, while its CPU
+/// request still covers the CPUs' idle buffer.
+#[test]
+fn a_project_with_unknown_deadlines_asks_only_its_share_of_the_gpu_buffer() {
+    let mut w = World::new(host_with_gpu());
+    for name in ["A", "B", "C"] {
+        let p = w.add_project(Project::new(name, 100.0));
+        let a = w.add_app(App::new(p, name));
+        w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+        w.add_app_version(AppVersion::coproc(a, p, ResourceId(1), 1.0, 0.1, 1e11));
+    }
+    let out = Scheduler::new(Policy::default()).pass(&w, T0);
+    let req = out.fetch.request.expect("an idle host asks");
+    let secs = |r: ResourceId| {
+        req.resources
+            .iter()
+            .find(|x| x.resource == r)
+            .map_or(0.0, |x| x.req_secs)
+    };
+    let buffer = w.prefs.work_buf_total();
+    let gpu = secs(ResourceId(1));
+    assert!(
+        (gpu - 2.0 * buffer / 3.0).abs() < 1e-6 * buffer,
+        "{gpu} of {buffer} s on 2 GPUs"
+    );
+    assert!(secs(ResourceId::CPU) >= 4.0 * buffer * 0.99, "{req:?}");
 }
 
 #[test]

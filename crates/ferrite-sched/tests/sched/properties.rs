@@ -219,8 +219,8 @@ proptest! {
     fn incremental_simulation_matches_exhaustive(seed in any::<u64>()) {
         let w = random_world(seed);
         let prio: Vec<f64> = (0..w.projects.len()).map(|p| -(p as f64)).collect();
-        let a = rrsim::simulate(&w, T0, &prio);
-        let b = rrsim::simulate_exhaustive(&w, T0, &prio);
+        let a = rrsim::simulate(&w, T0, &prio, &Policy::default());
+        let b = rrsim::simulate_exhaustive(&w, T0, &prio, &Policy::default());
         prop_assert_eq!(&a.missed, &b.missed);
         for (x, y) in a.job_finish.iter().zip(&b.job_finish) {
             match (x, y) {

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Prints docs/scheduling.md's figures table: ferrite-sim beside the official emulator.
+
+Run from the repository root after `cargo build --release -p ferrite-sim`:
+`python3 crates/ferrite-sim/scripts/figures_table.py [SEED [SCENARIO...]]` (seed 1 by default).
+Official figures come from each scenario folder's `emulator_output_<variant>.txt` ("missed"
+is the sum of the projects' missed deadlines); bold marks a Ferrite figure worse at the third
+decimal.
+"""
+import json, re, subprocess, sys, os
+BIN = os.environ.get("SIM", "target/release/ferrite-sim")
+FIX = "crates/ferrite-sim/tests/fixtures"
+SC = [("a_long_vs_short", 8640000, []), ("b_three_projects", 864000, []), ("sample_legacy", 86400, []),
+      ("gpu_shared", 864000, []), ("gpu_deadlines", 864000, []), ("edf_short_behind_long", 86400, ["--existing_jobs_only"])]
+VAR = [("default", []), ("rr_only", ["--cpu_sched_rr_only"]), ("server_uses_workload", ["--server_uses_workload"])]
+seed = sys.argv[1] if len(sys.argv) > 1 else "1"
+only = sys.argv[2:]
+def official(path):
+    t = open(path).read()
+    g = lambda k: float(re.search(k + r" ([0-9.eE+-]+)", t).group(1))
+    missed = sum(int(m) for m in re.findall(r"missed (\d+)", t))
+    return dict(w=g("wasted fraction"), i=g("Idle fraction"), s=g("Share violation"), m=missed, mo=g("Monotony"), r=g("RPCs per job"))
+worse = 0
+for name, dur, extra in SC:
+    if only and name not in only: continue
+    for vname, vargs in VAR:
+        o = official(f"{FIX}/{name}/emulator_output_{vname}.txt")
+        out = subprocess.run([BIN, "--json", "--seed", seed, "--duration", str(dur), *extra, *vargs, f"{FIX}/{name}"], capture_output=True, text=True, check=True).stdout
+        j = json.loads(out)
+        f = dict(w=j["wasted_fraction"], i=j["idle_fraction"], s=j["share_violation"], m=j["deadlines_missed"], mo=j["monotony"], r=j["rpcs_per_job"])
+        cells = []
+        for k in ["w", "i", "s", "m", "mo", "r"]:
+            if k == "m":
+                a, b = str(o[k]), str(f[k]); bad = f[k] > o[k]
+            else:
+                a, b = f"{o[k]:.3f}", f"{f[k]:.3f}"; bad = float(b) > float(a)
+            worse += bad
+            c = f"{a} / {b}"
+            cells.append(f"**{c}**" if bad else c)
+        v = "default" if vname == "default" else f"`--{'cpu_sched_rr_only' if vname == 'rr_only' else vname}`"
+        print(f"| {name} | {v} | " + " | ".join(cells) + " |")
+print(f"worse cells: {worse}", file=sys.stderr)
