@@ -1,6 +1,7 @@
 //! `ferrite-sim`: runs a BOINC emulator scenario folder through Ferrite's client policy and
 //! prints the figures of merit (human summary, or JSON with `--json`).
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -64,10 +65,15 @@ fn emulate(args: &Args) -> anyhow::Result<()> {
         server_uses_workload: args.server_uses_workload,
     };
     let report = run(&scenario, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else {
-        print!("{}", report.human());
+        report.human()
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        // A reader that went away (`ferrite-sim ... | head`) ends the output quietly.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing the figures"),
     }
-    Ok(())
 }
