@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod docker;
 pub mod filecheck;
+pub mod finishing;
 pub mod gpu_control;
 pub mod history;
 pub mod lock;

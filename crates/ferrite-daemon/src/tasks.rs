@@ -81,6 +81,8 @@ pub struct Live {
     pub run_started_at: f64,
     /// The task's elapsed time already added to its project's `elapsed_time`.
     pub counted_elapsed: f64,
+    /// Whether it is in its finishing wait (`boinc_finish`), its CPU free for the next task.
+    pub finish: crate::finishing::FinishWatch,
 }
 
 /// What the main loop decided for a supervision tick, besides the state.
@@ -164,6 +166,8 @@ pub struct TaskTable {
     last_pass: Option<(PassOutput, World)>,
     /// Whether the next tick needs a pass.
     gate: PassGate,
+    /// The core's own next wakeup (`next_wakeup` is sooner while a task nears its end).
+    core_wakeup: f64,
 }
 
 impl TaskTable {
@@ -185,6 +189,7 @@ impl TaskTable {
             priority: PriorityConfig::default(),
             last_pass: None,
             gate: PassGate::default(),
+            core_wakeup: 0.0,
         }
     }
 
@@ -325,6 +330,18 @@ impl TaskTable {
         let live_before = self.live.len();
         self.poll_all(state, inst, now, &mut report);
         let exited = self.live.len() != live_before;
+        let (finish_changed, fast_poll) = crate::finishing::watch(&mut self.live, inst);
+        if finish_changed {
+            self.gate.wake_by(now);
+        }
+        // Near a task's end the daemon looks often, so its CPU goes on as soon as it is free.
+        let fast = |core: f64| {
+            if fast_poll {
+                core.min(now + crate::finishing::FAST_POLL_SECS)
+            } else {
+                core
+            }
+        };
         let running_wss: f64 = self
             .live
             .values()
@@ -339,6 +356,7 @@ impl TaskTable {
             over_ram_limit: running_wss > max_wss,
         };
         if !exited && !self.gate.is_due(&gate_inputs, now) {
+            self.next_wakeup = fast(self.core_wakeup);
             return report;
         }
 
@@ -347,7 +365,8 @@ impl TaskTable {
             self.sched.account(prev, now);
         }
         let out = self.sched.pass(&world, now);
-        self.next_wakeup = out.next_wakeup;
+        self.core_wakeup = out.next_wakeup;
+        self.next_wakeup = fast(out.next_wakeup);
         let run: HashSet<JobId> = if run_allowed {
             out.run.run.iter().map(|e| e.job).collect()
         } else {
@@ -510,6 +529,7 @@ impl TaskTable {
                     elapsed: u.elapsed_time,
                     fraction_done: u.fraction_done,
                     working_set: u.working_set as f64,
+                    finishing: l.finish.is_finishing(),
                 }
             })
         };
@@ -977,6 +997,7 @@ impl TaskTable {
         self.live.insert(
             key.clone(),
             Live {
+                finish: crate::finishing::FinishWatch::new(slot.dir()),
                 task,
                 slot,
                 run_started_at: now,
