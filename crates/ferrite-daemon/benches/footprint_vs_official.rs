@@ -778,12 +778,10 @@ fn main() {
         rows.short_tasks_official
             .push(o.wall.as_secs_f64(), official.wall.as_secs_f64());
         rows.phases = format!(
-            "short tasks, medians from the logs: a task's start to its end {:.2} s / {:.2} s, \
-             an end to the next start {:.0} ms / {:.0} ms (Ferrite / official)",
-            o.phases.run.as_secs_f64(),
-            official.phases.run.as_secs_f64(),
-            o.phases.gap.as_secs_f64() * 1e3,
-            official.phases.gap.as_secs_f64() * 1e3
+            "short tasks, medians from the logs: Ferrite: {}\nshort tasks, medians from the \
+             logs: official: {}",
+            o.phases.describe(),
+            official.phases.describe()
         );
     }
     let version = Command::new("boinc")

@@ -12,7 +12,7 @@
 //! progress rate); meanwhile the daemon polls every [`FAST_POLL_SECS`], for at most
 //! [`ENDGAME_FAST_SECS`] per task.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
@@ -30,7 +30,7 @@ pub const FINISH_LINE: &str = "called boinc_finish(";
 /// A task with less than this left (by its fraction done and elapsed time) is near its end.
 pub const ENDGAME_SECS: f64 = 3.0;
 /// How often the daemon polls while a task is near its end.
-pub const FAST_POLL_SECS: f64 = 0.1;
+pub const FAST_POLL_SECS: f64 = 0.025;
 /// The fast polling of one task lasts at most this long (an app that reports it is done but
 /// goes on computing is then looked at with the normal tick).
 pub const ENDGAME_FAST_SECS: f64 = 10.0;
@@ -74,12 +74,17 @@ pub struct FinishWatch {
     stderr_seen: u64,
     /// The finish line was seen.
     called_finish: bool,
-    /// The CPU sample the next one is compared with.
-    baseline: Option<(Instant, f64)>,
+    /// Recent CPU samples (time, CPU seconds), oldest first: a new one is compared with the
+    /// newest that is at least [`MIN_WINDOW`] old.
+    samples: VecDeque<(Instant, f64)>,
     /// When the task was first seen near its end (this run).
     endgame_since: Option<Instant>,
     /// The task is finishing.
     finishing: bool,
+    /// When the watch began (the process had just started) and when the finish line was
+    /// first seen: the log says how long the app took and how long the look took.
+    started: Option<Instant>,
+    line_seen: Option<Instant>,
 }
 
 impl FinishWatch {
@@ -88,10 +93,20 @@ impl FinishWatch {
         FinishWatch {
             stderr_seen: fs::metadata(slot_dir.join(STDERR_FILE)).map_or(0, |m| m.len()),
             called_finish: false,
-            baseline: None,
+            samples: VecDeque::new(),
             endgame_since: None,
             finishing: false,
+            started: Some(Instant::now()),
+            line_seen: None,
         }
+    }
+
+    /// Milliseconds from the process's start to the finish line being seen, and from then to
+    /// now.
+    fn timings(&self, now: Instant) -> (u128, u128) {
+        let ms = |a: Option<Instant>, b: Instant| a.map_or(0, |a| b.duration_since(a).as_millis());
+        let seen = self.line_seen.unwrap_or(now);
+        (ms(self.started, seen), ms(self.line_seen, now))
     }
 
     /// Whether the task is finishing (its CPU counts as free).
@@ -119,25 +134,30 @@ impl FinishWatch {
         cpu: Option<f64>,
     ) -> Change {
         if !running || !(endgame || self.finishing) {
-            self.baseline = None;
+            self.samples.clear();
             self.endgame_since = None;
             return self.set(false);
         }
         self.endgame_since.get_or_insert(now);
-        self.called_finish |= called_finish;
+        if called_finish && !self.called_finish {
+            self.called_finish = true;
+            self.line_seen = Some(now);
+        }
         let Some(cpu) = cpu else {
             return Change::None;
         };
-        let Some((at, base)) = self.baseline else {
-            self.baseline = Some((now, cpu));
+        let old_enough = self
+            .samples
+            .iter()
+            .rposition(|(at, _)| now.saturating_duration_since(*at) >= MIN_WINDOW);
+        self.samples.push_back((now, cpu));
+        let Some(k) = old_enough else {
             return Change::None;
         };
-        let window = now.saturating_duration_since(at);
-        if window < MIN_WINDOW {
-            return Change::None;
-        }
-        self.baseline = Some((now, cpu));
-        let quiet = idle(cpu - base, window);
+        // Samples older than the one compared with are of no further use.
+        self.samples.drain(..k);
+        let (at, base) = self.samples[0];
+        let quiet = idle(cpu - base, now.saturating_duration_since(at));
         self.set(self.called_finish && quiet)
     }
 
@@ -209,9 +229,11 @@ pub fn watch(live: &mut HashMap<Key, Live>, now: Instant) -> (bool, bool) {
         match w.look(now, l) {
             Change::Began => {
                 changed = true;
+                let (seen, since) = w.timings(now);
                 info!(
                     "task {} is finishing (its app called boinc_finish and uses no CPU): its \
-                     CPU goes to the next task while it exits",
+                     CPU goes to the next task while it exits (line seen {seen} ms after the \
+                     start, CPU idle {since} ms later)",
                     key.1
                 );
             }
@@ -236,9 +258,11 @@ impl FinishWatch {
         FinishWatch {
             stderr_seen: 0,
             called_finish: false,
-            baseline: None,
+            samples: VecDeque::new(),
             endgame_since: None,
             finishing: false,
+            started: None,
+            line_seen: None,
         }
     }
 }
@@ -274,23 +298,19 @@ mod tests {
         let mut w = FinishWatch::inert();
         // Done by its progress, no line yet, quiet: not finishing.
         assert_eq!(w.judge(t, true, true, false, Some(1.0)), Change::None);
+        assert!(w.wants_fast_poll(t));
+        // The line appears, but no sample is old enough for a full window yet.
+        assert_eq!(
+            w.judge(t + ms(50), true, true, true, Some(1.0)),
+            Change::None
+        );
+        // A full quiet window (from the first sample) with the line: finishing.
         assert_eq!(
             w.judge(t + ms(100), true, true, false, Some(1.0)),
-            Change::None
-        );
-        assert!(w.wants_fast_poll(t + ms(100)));
-        // The line appears, but the window since the last sample is too short.
-        assert_eq!(
-            w.judge(t + ms(150), true, true, true, Some(1.0)),
-            Change::None
-        );
-        // A full quiet window with the line: finishing.
-        assert_eq!(
-            w.judge(t + ms(200), true, true, false, Some(1.0)),
             Change::Began
         );
         assert!(w.is_finishing());
-        assert!(!w.wants_fast_poll(t + ms(200)));
+        assert!(!w.wants_fast_poll(t + ms(100)));
         // Quiet on: no change.
         assert_eq!(
             w.judge(t + ms(1200), true, true, false, Some(1.005)),

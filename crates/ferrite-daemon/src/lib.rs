@@ -867,7 +867,9 @@ impl Daemon {
                 }
                 self.state_epoch += 1;
                 self.tasks.settle(self.state_epoch);
-                next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
+                next_tick = (t + 1.0)
+                    .min(self.tasks.next_wakeup.max(t + 0.1))
+                    .min(self.tasks.fast_poll_at);
                 self.tick_projects(t);
                 self.tick_acct_mgr(t);
                 self.tick_info(t);

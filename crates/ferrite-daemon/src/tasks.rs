@@ -166,8 +166,9 @@ pub struct TaskTable {
     last_pass: Option<(PassOutput, World)>,
     /// Whether the next tick needs a pass.
     gate: PassGate,
-    /// The core's own next wakeup (`next_wakeup` is sooner while a task nears its end).
-    core_wakeup: f64,
+    /// When the next tick should poll the tasks at the latest, though the core does not need
+    /// a pass: soon while a task nears its end (see `finishing`), else never.
+    pub fast_poll_at: f64,
 }
 
 impl TaskTable {
@@ -189,7 +190,7 @@ impl TaskTable {
             priority: PriorityConfig::default(),
             last_pass: None,
             gate: PassGate::default(),
-            core_wakeup: 0.0,
+            fast_poll_at: f64::INFINITY,
         }
     }
 
@@ -335,12 +336,10 @@ impl TaskTable {
             self.gate.wake_by(now);
         }
         // Near a task's end the daemon looks often, so its CPU goes on as soon as it is free.
-        let fast = |core: f64| {
-            if fast_poll {
-                core.min(now + crate::finishing::FAST_POLL_SECS)
-            } else {
-                core
-            }
+        self.fast_poll_at = if fast_poll {
+            now + crate::finishing::FAST_POLL_SECS
+        } else {
+            f64::INFINITY
         };
         let running_wss: f64 = self
             .live
@@ -356,7 +355,6 @@ impl TaskTable {
             over_ram_limit: running_wss > max_wss,
         };
         if !exited && !self.gate.is_due(&gate_inputs, now) {
-            self.next_wakeup = fast(self.core_wakeup);
             return report;
         }
 
@@ -365,8 +363,7 @@ impl TaskTable {
             self.sched.account(prev, now);
         }
         let out = self.sched.pass(&world, now);
-        self.core_wakeup = out.next_wakeup;
-        self.next_wakeup = fast(out.next_wakeup);
+        self.next_wakeup = out.next_wakeup;
         let run: HashSet<JobId> = if run_allowed {
             out.run.run.iter().map(|e| e.job).collect()
         } else {
