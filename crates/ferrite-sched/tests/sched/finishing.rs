@@ -128,11 +128,10 @@ fn back_to_back(ncpus: u32, n: u32, secs: f64, finish_wait: f64, mark: bool) -> 
     let mut ends: Vec<Option<(f64, f64)>> = vec![None; n as usize];
     let mut most_computing = 0;
     while now < T0 + 1000.0 {
-        for i in 0..n as usize {
-            let Some((computed, exits)) = ends[i] else {
+        for (j, end) in w.jobs.iter_mut().zip(&ends) {
+            let Some((computed, exits)) = *end else {
                 continue;
             };
-            let j = &mut w.jobs[i];
             if !j.state.is_unfinished() {
                 continue;
             }
