@@ -828,6 +828,7 @@ fn main() {
     println!(
         "reference: the official client, except curl -o for the download and the ideal wall \
          time for the short tasks (8 waves of 2 s of app work; the BOINC API's boinc_finish \
-         adds a 2 s wait of its own to every task, which no client can shorten)"
+         adds a 2 s wait of its own to every task, which no client can shorten; Ferrite starts \
+         the next task during it, so only the last wave's wait adds to the wall time)"
     );
 }
