@@ -451,8 +451,13 @@ pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
         "only {done} of {TASKS} tasks done after {TIMEOUT:?}; log:\n{text}"
     );
     let finished = text.matches(succeeded).count();
-    // FERRITE_BENCH_LOG=PATH keeps the client's log of the run (the last one) at PATH.
+    // FERRITE_BENCH_LOG=PATH keeps the client's log of the run at PATH (`ferrited`'s), or at
+    // PATH.official (the official client's); the last run of each.
     if let Some(keep) = std::env::var_os("FERRITE_BENCH_LOG") {
+        let mut keep = PathBuf::from(keep).into_os_string();
+        if runner == Runner::Official {
+            keep.push(".official");
+        }
         let _ = fs::write(keep, &text);
     }
     let errors = result_states(dir)[3];
