@@ -778,12 +778,10 @@ fn main() {
         rows.short_tasks_official
             .push(o.wall.as_secs_f64(), official.wall.as_secs_f64());
         rows.phases = format!(
-            "short tasks, medians from the logs: a task's start to its end {:.2} s / {:.2} s, \
-             an end to the next start {:.0} ms / {:.0} ms (Ferrite / official)",
-            o.phases.run.as_secs_f64(),
-            official.phases.run.as_secs_f64(),
-            o.phases.gap.as_secs_f64() * 1e3,
-            official.phases.gap.as_secs_f64() * 1e3
+            "short tasks, medians from the logs: Ferrite: {}\nshort tasks, medians from the \
+             logs: official: {}",
+            o.phases.describe(),
+            official.phases.describe()
         );
     }
     let version = Command::new("boinc")
@@ -830,6 +828,7 @@ fn main() {
     println!(
         "reference: the official client, except curl -o for the download and the ideal wall \
          time for the short tasks (8 waves of 2 s of app work; the BOINC API's boinc_finish \
-         adds a 2 s wait of its own to every task, which no client can shorten)"
+         adds a 2 s wait of its own to every task, which no client can shorten; Ferrite starts \
+         the next task during it, so only the last wave's wait adds to the wall time)"
     );
 }

@@ -35,11 +35,7 @@ fn main() {
         o.wall.as_secs_f64(),
         short_tasks::ideal().as_secs_f64()
     );
-    println!(
-        "medians from the log: a task's start to its end {:.2} s, an end to the next start {:.0} ms",
-        o.phases.run.as_secs_f64(),
-        o.phases.gap.as_secs_f64() * 1e3
-    );
+    println!("medians from the log: {}", o.phases.describe());
     println!(
         "ferrited CPU total:            {:>8.1} ms  (start-up {:.1} ms)",
         o.cpu * 1e3,

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod docker;
 pub mod filecheck;
+pub mod finishing;
 pub mod gpu_control;
 pub mod history;
 mod host;
@@ -441,7 +442,9 @@ impl Daemon {
         }
         self.state_epoch += 1;
         self.tasks.settle(self.state_epoch);
-        let next_tick = (t + 1.0).min(self.tasks.next_wakeup.max(t + 0.1));
+        let next_tick = (t + 1.0)
+            .min(self.tasks.next_wakeup.max(t + 0.1))
+            .min(self.tasks.fast_poll_at);
         if let Some(http) = self.project_http(t) {
             self.tick_transfers(&http, t);
             self.tick_projects(&http, t);

@@ -91,6 +91,8 @@ pub struct LiveTask {
     pub fraction_done: f64,
     /// Working set, bytes.
     pub working_set: f64,
+    /// In its finishing wait (`boinc_finish` called, no CPU used): its CPU counts as free.
+    pub finishing: bool,
 }
 
 /// Everything besides the state the snapshot needs.
@@ -333,6 +335,7 @@ pub fn build_world(
                 if l.running {
                     job.state = JobState::Running;
                     job.run_started_at = Some(l.run_started_at);
+                    job.finishing = l.finishing;
                 } else if l.suspended {
                     job.state = JobState::Preempted { in_memory: true };
                 }
@@ -764,6 +767,7 @@ mod tests {
                 elapsed: 12.0,
                 fraction_done: 0.25,
                 working_set: 1e6,
+                finishing: false,
             })
         };
         let w = build_world(&s, &mut ids, &inputs(&prefs, &nb), &live);

@@ -81,6 +81,8 @@ pub struct Live {
     pub run_started_at: f64,
     /// The task's elapsed time already added to its project's `elapsed_time`.
     pub counted_elapsed: f64,
+    /// Whether it is in its finishing wait (`boinc_finish`), its CPU free for the next task.
+    pub finish: crate::finishing::FinishWatch,
 }
 
 /// What the main loop decided for a supervision tick, besides the state.
@@ -164,6 +166,9 @@ pub struct TaskTable {
     last_pass: Option<(PassOutput, World)>,
     /// Whether the next tick needs a pass.
     gate: PassGate,
+    /// When the next tick should poll the tasks at the latest, though the core does not need
+    /// a pass: soon while a task nears its end (see `finishing`), else never.
+    pub fast_poll_at: f64,
 }
 
 impl TaskTable {
@@ -185,6 +190,7 @@ impl TaskTable {
             priority: PriorityConfig::default(),
             last_pass: None,
             gate: PassGate::default(),
+            fast_poll_at: f64::INFINITY,
         }
     }
 
@@ -325,6 +331,16 @@ impl TaskTable {
         let live_before = self.live.len();
         self.poll_all(state, inst, now, &mut report);
         let exited = self.live.len() != live_before;
+        let (finish_changed, fast_poll) = crate::finishing::watch(&mut self.live, inst);
+        if finish_changed {
+            self.gate.wake_by(now);
+        }
+        // Near a task's end the daemon looks often, so its CPU goes on as soon as it is free.
+        self.fast_poll_at = if fast_poll {
+            now + crate::finishing::FAST_POLL_SECS
+        } else {
+            f64::INFINITY
+        };
         let running_wss: f64 = self
             .live
             .values()
@@ -510,6 +526,7 @@ impl TaskTable {
                     elapsed: u.elapsed_time,
                     fraction_done: u.fraction_done,
                     working_set: u.working_set as f64,
+                    finishing: l.finish.is_finishing(),
                 }
             })
         };
@@ -977,6 +994,7 @@ impl TaskTable {
         self.live.insert(
             key.clone(),
             Live {
+                finish: crate::finishing::FinishWatch::new(slot.dir()),
                 task,
                 slot,
                 run_started_at: now,

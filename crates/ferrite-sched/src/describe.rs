@@ -31,6 +31,11 @@ impl RunReason {
             RunReason::Priority => {
                 "Priority: its project's turn by resource share and recent credit"
             }
+            RunReason::Finishing => {
+                "Finishing: its app called boinc_finish and only waits to exit, using no CPU; \
+                 its CPUs are counted free so the next task starts now (its slot and memory \
+                 stay taken until it exits)"
+            }
         }
         .to_owned()
     }

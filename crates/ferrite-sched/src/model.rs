@@ -591,6 +591,11 @@ pub struct Job {
     /// Coprocessor instances (bit mask of device numbers) the job last ran on; a running GPU
     /// job keeps them when possible.
     pub assigned_instances: u64,
+    /// Its app has finished computing and only waits to exit (the BOINC API's `boinc_finish`
+    /// sleeps two seconds before the process ends) without using CPU: the run list keeps it
+    /// (its slot, RAM and coprocessors stay taken) but counts its CPUs as free, so the next
+    /// job starts at once. Meaningful only while [`JobState::Running`].
+    pub finishing: bool,
 }
 
 impl Job {
@@ -622,6 +627,7 @@ impl Job {
             suspended: false,
             report_immediately: false,
             assigned_instances: 0,
+            finishing: false,
         }
     }
 
@@ -633,6 +639,12 @@ impl Job {
     /// Whether the job is executing now.
     pub fn is_running(&self) -> bool {
         matches!(self.state, JobState::Running)
+    }
+
+    /// Whether the job runs but only waits for its process to exit (see [`Job::finishing`]):
+    /// its CPUs are not counted against the CPU budget.
+    pub fn is_finishing(&self) -> bool {
+        self.finishing && self.is_running()
     }
 }
 

@@ -3,6 +3,9 @@
 //! whether they stay in memory, each with its reason.
 //!
 //! Order of admission, per resource, coprocessor types first and the CPU last:
+//! 0. finishing jobs (their app called `boinc_finish` and waits to exit, using no CPU): they
+//!    keep their place, slot, RAM and coprocessor instances, but their CPUs count as free,
+//!    so the jobs admitted after them start while they exit;
 //! 1. deadline-endangered jobs, earliest deadline first — exactly the jobs the simulation
 //!    flagged as finishing within a safety margin of their deadline (or after it), plus jobs that already ran for a deadline and are not finished (hysteresis),
 //!    plus every job of a project whose duration correction factor is ≥ 90;
@@ -49,6 +52,8 @@ pub enum RunReason {
     TimeSlice,
     /// Weighted round-robin by project priority.
     Priority,
+    /// Its app finished computing and waits to exit: it keeps its place but not its CPUs.
+    Finishing,
 }
 
 /// A job to run.
@@ -166,7 +171,13 @@ impl Admit {
         if !world.gpu_control.may_run(v.resource, j) {
             return Err(SkipReason::FinishThenStop);
         }
-        if v.avg_ncpus > 0.0 && self.cpu_used >= self.ncpus - 1e-9 {
+        // A finishing job uses no CPU: it neither needs a free one nor takes one.
+        let cpus = if j.is_finishing() {
+            0.0
+        } else {
+            v.avg_ncpus.max(0.0)
+        };
+        if cpus > 0.0 && self.cpu_used >= self.ncpus - 1e-9 {
             return Err(SkipReason::CpusCommitted);
         }
         if j.working_set_bytes > self.ram_left {
@@ -212,7 +223,7 @@ impl Admit {
                 }
             }
         }
-        self.cpu_used += v.avg_ncpus.max(0.0);
+        self.cpu_used += cpus;
         self.ram_left -= j.working_set_bytes.max(0.0);
         self.proj_running[p] += 1;
         self.app_running[app] += 1;
@@ -389,6 +400,21 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
                 }
             }
         };
+
+        // 0. Finishing jobs keep their place (their CPUs are counted free in `try_admit`).
+        for &i in jobs {
+            if world.jobs[i].is_finishing() {
+                push(
+                    i,
+                    RunReason::Finishing,
+                    &mut adm,
+                    &mut prio,
+                    &mut admitted,
+                    &mut tried,
+                    &mut out,
+                );
+            }
+        }
 
         // 1. EDF.
         if inp.policy.edf {

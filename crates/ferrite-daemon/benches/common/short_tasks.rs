@@ -248,30 +248,75 @@ pub struct Outcome {
 
 /// Medians of a task's phases as seen in the client's log (20 ms resolution): from its
 /// start to its end (the app's start-up, its work, the BOINC API's `boinc_finish` wait, the
-/// client's exit handling), and from a task's end to the start of the next one.
+/// client's exit handling), and from a task's end to the start of the next one. For Ferrite,
+/// which logs when a task is finishing (its app called `boinc_finish` and uses no CPU), also
+/// from a task's start to that line (start-up, work, detection), from that line to its end
+/// (the API's wait and the exit handling) and from that line to the start of the task that
+/// takes its CPU.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Phases {
     pub run: Duration,
     pub gap: Duration,
+    pub to_finishing: Option<Duration>,
+    pub finish_wait: Option<Duration>,
+    pub reuse: Option<Duration>,
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// Task `i`'s successor on its CPU starts `starts[i + NCPUS]`: the median of those starts
+/// after `marks[i]` (0 when it started before).
+fn after(starts: &[Duration], marks: &[Duration]) -> Duration {
+    median(
+        (NCPUS..starts.len())
+            .filter_map(|i| Some(starts[i].saturating_sub(*marks.get(i - NCPUS)?)))
+            .collect(),
+    )
+}
+
+/// The median of `to[i] - from[i]`.
+fn between(from: &[Duration], to: &[Duration]) -> Duration {
+    median(
+        (0..from.len().min(to.len()))
+            .map(|i| to[i].saturating_sub(from[i]))
+            .collect(),
+    )
 }
 
 impl Phases {
-    fn of(starts: &[Duration], ends: &[Duration]) -> Phases {
-        let median = |mut v: Vec<Duration>| {
-            v.sort();
-            v.get(v.len() / 2).copied().unwrap_or_default()
-        };
+    fn of(starts: &[Duration], ends: &[Duration], finishing: &[Duration]) -> Phases {
         // Tasks start in waves of NCPUS: task i ends before task i + NCPUS starts.
-        let run = (0..starts.len().min(ends.len()))
-            .map(|i| ends[i].saturating_sub(starts[i]))
-            .collect();
-        let gap = (NCPUS..starts.len())
-            .filter_map(|i| Some(starts[i].saturating_sub(*ends.get(i - NCPUS)?)))
-            .collect();
+        let seen = !finishing.is_empty();
         Phases {
-            run: median(run),
-            gap: median(gap),
+            run: between(starts, ends),
+            gap: after(starts, ends),
+            to_finishing: seen.then(|| between(starts, finishing)),
+            finish_wait: seen.then(|| between(finishing, ends)),
+            reuse: seen.then(|| after(starts, finishing)),
         }
+    }
+
+    /// One line for the benches' output.
+    pub fn describe(&self) -> String {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let mut s = format!(
+            "start to end {:.0} ms, an end to the next start {:.0} ms",
+            ms(self.run),
+            ms(self.gap)
+        );
+        if let (Some(a), Some(b), Some(c)) = (self.to_finishing, self.finish_wait, self.reuse) {
+            s.push_str(&format!(
+                "; start to 'finishing' {:.0} ms, 'finishing' to end {:.0} ms, 'finishing' to \
+                 the next start {:.0} ms",
+                ms(a),
+                ms(b),
+                ms(c)
+            ));
+        }
+        s
     }
 }
 
@@ -290,18 +335,28 @@ pub enum Runner<'a> {
 }
 
 impl Runner<'_> {
-    /// Log lines that mark the main loop's start, a task's start and a task's success.
-    fn markers(self) -> (&'static str, &'static str, &'static str) {
+    /// Log lines that mark the main loop's start, a task's start, a task's success and a
+    /// task whose CPU is free because it only waits to exit.
+    fn markers(
+        self,
+    ) -> (
+        &'static str,
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+    ) {
         match self {
             Runner::Ferrite(_) => (
                 "entering main loop",
                 "starting task",
                 "finished; outputs ready for upload",
+                Some("is finishing ("),
             ),
             Runner::Official => (
                 "Initialization completed",
                 "Starting task",
                 "Computation for task",
+                None,
             ),
         }
     }
@@ -314,7 +369,7 @@ pub fn run(ferrited: &str, app: &Path) -> Outcome {
 
 /// Runs the tasks through `runner` with the test app built by `build_test_app`.
 pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
-    let (main_loop, started, succeeded) = runner.markers();
+    let (main_loop, started, succeeded, finishing) = runner.markers();
     let d = data_dir(app);
     let dir = d.path();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -353,6 +408,7 @@ pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
     // Each task's start and end as first seen in the log (read every 20 ms).
     let mut starts: Vec<Duration> = Vec::new();
     let mut ends: Vec<Duration> = Vec::new();
+    let mut finishes: Vec<Duration> = Vec::new();
     while wall.elapsed() < TIMEOUT {
         if let Ok(Some(status)) = daemon.child.try_wait() {
             panic!("the client exited ({status}):\n{}", daemon.log_text());
@@ -365,6 +421,8 @@ pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
         );
         starts.resize(s.max(starts.len()), seen);
         ends.resize(e.max(ends.len()), seen);
+        let f = finishing.map_or(0, |m| text.matches(m).count());
+        finishes.resize(f.max(finishes.len()), seen);
         if startup_cpu.is_none() && text.contains(main_loop) {
             startup_cpu = Some(cpu_seconds(pid));
         }
@@ -393,6 +451,15 @@ pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
         "only {done} of {TASKS} tasks done after {TIMEOUT:?}; log:\n{text}"
     );
     let finished = text.matches(succeeded).count();
+    // FERRITE_BENCH_LOG=PATH keeps the client's log of the run at PATH (`ferrited`'s), or at
+    // PATH.official (the official client's); the last run of each.
+    if let Some(keep) = std::env::var_os("FERRITE_BENCH_LOG") {
+        let mut keep = PathBuf::from(keep).into_os_string();
+        if runner == Runner::Official {
+            keep.push(".official");
+        }
+        let _ = fs::write(keep, &text);
+    }
     let errors = result_states(dir)[3];
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
@@ -404,7 +471,7 @@ pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
         thread::sleep(Duration::from_millis(50));
     }
     Outcome {
-        phases: Phases::of(&starts, &ends),
+        phases: Phases::of(&starts, &ends, &finishes),
         finished,
         errors,
         first_start: first_start.unwrap_or_default(),

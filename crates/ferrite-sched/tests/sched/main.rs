@@ -3,6 +3,7 @@
 
 mod driver;
 mod fetching;
+mod finishing;
 mod gpu_control;
 mod properties;
 mod running;

@@ -15,6 +15,8 @@
 //   --trickle          send one trickle-up message after the first step
 //   --step-ms N        length of a step (default 100)
 //   --no-checkpoint    never checkpoint (a restart begins again at step 0)
+//   --busy-finish      start a thread that spins until the process exits, then call
+//                      boinc_finish (the process keeps using CPU through the API's final wait)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +25,7 @@
 #include <vector>
 #include <unistd.h>
 #include <signal.h>
+#include <pthread.h>
 
 #include "boinc_api.h"
 
@@ -43,6 +46,11 @@ static void sleep_for(double secs) {
     while (nanosleep(&ts, &ts) != 0) {}
 }
 
+static void* spin_forever(void*) {
+    for (;;) spin_for(1.0);
+    return NULL;
+}
+
 static int read_int_file(const char* logical, int dflt) {
     std::string path;
     if (boinc_resolve_filename_s(logical, path)) return dflt;
@@ -56,7 +64,7 @@ static int read_int_file(const char* logical, int dflt) {
 
 int main(int argc, char** argv) {
     bool crash = false, temp_exit = false, forever = false, spin = false, do_fork = false;
-    bool trickle = false, temp_exit_once = false, no_checkpoint = false;
+    bool trickle = false, temp_exit_once = false, no_checkpoint = false, busy_finish = false;
     int alloc_mb = 0, fill_mb = 0, step_ms = 100, temp_exit_secs = 77;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -69,6 +77,7 @@ int main(int argc, char** argv) {
         else if (a == "--fork") do_fork = true;
         else if (a == "--trickle") trickle = true;
         else if (a == "--no-checkpoint") no_checkpoint = true;
+        else if (a == "--busy-finish") busy_finish = true;
         else if (a == "--alloc" && i + 1 < argc) alloc_mb = atoi(argv[++i]);
         else if (a == "--fill" && i + 1 < argc) fill_mb = atoi(argv[++i]);
         else if (a == "--step-ms" && i + 1 < argc) step_ms = atoi(argv[++i]);
@@ -161,6 +170,10 @@ int main(int argc, char** argv) {
     fprintf(f, "done %d steps\n", steps);
     fclose(f);
     fprintf(stderr, "finished\n");
+    if (busy_finish) {
+        pthread_t t;
+        pthread_create(&t, NULL, spin_forever, NULL);
+    }
     boinc_finish(0);
     return 0;
 }
