@@ -883,6 +883,7 @@ impl Daemon {
             if r.heap {
                 // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
                 self.state_reply = None;
+                self.rpc.forget_kept_replies();
             }
             memory::release(r);
         };
