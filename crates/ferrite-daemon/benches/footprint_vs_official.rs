@@ -111,13 +111,15 @@ enum Who {
 }
 
 /// The bench's client state: 20 projects, 1,000 tasks, one in ten finished and ready to
-/// report, one in ten still downloading its input files (none of them on disk yet, so each client
-/// lists the same downloads in `get_file_transfers`, whatever its network mode).
+/// report, one in ten still downloading its input files (none of them on disk yet, so each
+/// client lists the same downloads in `get_file_transfers`, whatever its network mode), the
+/// others late.
 fn bench_state() -> ClientState {
     let mut state = synthetic(20, 1000);
-    // Computing and network suspended from the start (no client starts the dummy apps or
-    // fetches anything), deadlines a month ahead (no task is late, so none is aborted).
-    state.user_run_request = StateMode::Never;
+    // The network suspended from the start (no client fetches anything). The tasks'
+    // deadlines have passed, so both clients abort the tasks not started, each with a line
+    // in the event log (a long `get_messages`), except those still downloading, due a month
+    // ahead.
     state.user_network_request = StateMode::Never;
     let deadline = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -127,9 +129,6 @@ fn bench_state() -> ClientState {
     // as a client may check them at start-up.
     let mut zeros_md5 = std::collections::HashMap::new();
     for ps in &mut state.projects {
-        for r in &mut ps.results {
-            r.report_deadline = deadline.floor();
-        }
         for f in ps.files.iter_mut().filter(|f| f.executable) {
             f.md5_cksum = zeros_md5
                 .entry(f.nbytes as usize)
@@ -143,6 +142,7 @@ fn bench_state() -> ClientState {
             .filter(|(i, _)| i % 10 == 5)
             .map(|(_, r)| {
                 r.state = ResultState::FilesDownloading;
+                r.report_deadline = deadline.floor();
                 r.wu_name.clone()
             })
             .collect();

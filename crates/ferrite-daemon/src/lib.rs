@@ -164,8 +164,6 @@ pub struct Daemon {
     /// Bumped whenever the state may have changed (any event but a read-only GUI query,
     /// every tick): replies cached for one epoch stay exact.
     pub(crate) state_epoch: u64,
-    /// The last `get_state` reply and its epoch.
-    state_reply: Option<(u64, String)>,
     /// Docker/Podman images and containers of ended jobs.
     docker: docker::Janitor,
     /// Per-GPU control for every project (Ferrite only).
@@ -226,7 +224,6 @@ impl Daemon {
                 0.0,
             ),
             state_epoch: 0,
-            state_reply: None,
             docker: docker::Janitor::default(),
             gpu_control: gpu_control::GpuControlState::default(),
             acct_mgr: acct_mgr::AcctMgr::default(),
@@ -881,8 +878,7 @@ impl Daemon {
             self.save_if_due(t, false);
             let r = reclaim.due(t);
             if r.heap {
-                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
-                self.state_reply = None;
+                // The GUIs went quiet: what replies kept goes with the burst's heap.
                 self.rpc.forget_kept_replies();
             }
             memory::release(r);
@@ -1182,19 +1178,6 @@ fn is_query(r: &ferrite_gui_rpc::Request) -> bool {
 }
 
 impl Daemon {
-    /// The `get_state` reply, built once per state epoch (GUIs poll it every second; a
-    /// reply of a 1,000-task state is over a megabyte).
-    pub(crate) fn cached_state_xml(&mut self, t: f64) -> String {
-        if let Some((epoch, body)) = &self.state_reply {
-            if *epoch == self.state_epoch {
-                return body.clone();
-            }
-        }
-        let body = self.state_xml(t);
-        self.state_reply = Some((self.state_epoch, body.clone()));
-        body
-    }
-
     /// What the daemon is doing, for systemd's `STATUS=`.
     fn status_line(&self) -> String {
         let tasks: usize = self.state.projects.iter().map(|p| p.results.len()).sum();

@@ -110,6 +110,8 @@ const TAGS: [&str; 5] = [
 #[derive(Debug, Default)]
 pub struct ResultHeads {
     heads: Vec<Option<Head>>,
+    /// Heads written anew so far (kept or not).
+    written: u64,
 }
 
 impl ResultHeads {
@@ -121,6 +123,7 @@ impl ResultHeads {
         }
         let slot = &mut self.heads[i];
         if !slot.as_ref().is_some_and(|h| h.fits(r, project_url)) {
+            self.written += 1;
             *slot = Head::build(r, project_url);
         }
         match slot {
@@ -139,6 +142,11 @@ impl ResultHeads {
     /// Forgets every head (the memory goes back while the GUIs are quiet).
     pub fn clear(&mut self) {
         self.heads = Vec::new();
+    }
+
+    /// How many heads were written anew so far.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     /// Bytes the kept heads take, roughly.

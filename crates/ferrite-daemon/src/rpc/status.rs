@@ -190,7 +190,7 @@ fn read_text(path: &Path) -> Option<String> {
 impl Daemon {
     pub(super) fn answer_status(&mut self, request: Request, conn: u64, t: f64) -> String {
         match request {
-            Request::GetState => self.cached_state_xml(t),
+            Request::GetState => self.state_xml(t),
             Request::GetResults { active_only } => {
                 let mut w = if active_only {
                     XmlWriter::new()
@@ -491,12 +491,40 @@ impl Daemon {
         256 + n * 800
     }
 
+    /// The `get_state` reply. What does not move within a state epoch (the host, the
+    /// projects with their apps, versions and workunits, the preferences) is written once
+    /// per epoch and kept; the time statistics and the results (from their kept heads) are
+    /// written for each reply.
     pub(crate) fn state_xml(&self, t: f64) -> String {
+        let mut kept = self.rpc.state_parts.borrow_mut();
+        if !kept.as_ref().is_some_and(|k| k.epoch == self.state_epoch) {
+            *kept = Some(self.state_parts());
+        }
+        let Some(parts) = kept.as_ref() else {
+            return String::new();
+        };
         let s = &self.state;
-        let tasks: usize = s.projects.iter().map(|p| p.results.len()).sum();
-        let mut w = XmlWriter::with_capacity(16 * 1024 + tasks * 2600);
+        let mut w = XmlWriter::with_capacity(parts.len() + 1024 + self.results_capacity());
         let jobs = &mut JobFinder::default();
         let mut pos = 0;
+        w.push_raw(&parts.head);
+        let mut ts = s.time_stats.clone();
+        ts.now = t;
+        ts.write(&mut w, Form::Request);
+        for (p, text) in s.projects.iter().zip(&parts.projects) {
+            w.push_raw(text);
+            self.write_project_results(jobs, p, &mut pos, &mut w);
+        }
+        w.push_raw(&parts.tail);
+        self.rpc.result_heads.borrow_mut().truncate(pos);
+        w.finish()
+    }
+
+    /// `get_state` written in one go, as it was before its parts were kept (for tests).
+    #[cfg(test)]
+    pub(crate) fn state_xml_at_once(&self, t: f64) -> String {
+        let s = &self.state;
+        let mut w = XmlWriter::new();
         w.open_flat("client_state");
         s.host_info.write(&mut w, HostInfoForm::STATE_FILE);
         w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
@@ -515,7 +543,20 @@ impl Daemon {
             for wu in &p.workunits {
                 wu.write(&mut w);
             }
-            self.write_project_results(jobs, p, &mut pos, &mut w);
+            let jobs = &mut JobFinder::default();
+            for r in &p.results {
+                let wu = p.workunit(&r.wu_name);
+                let a = self.state.active_task(&p.project.master_url, &r.name);
+                let live = a.map(|a| self.active_task_live(a));
+                let extra = self.result_extra(jobs, p, wu, r, a, live.as_ref());
+                gui::write_result(
+                    r,
+                    &p.project.master_url,
+                    &extra,
+                    a.zip(live.as_ref()),
+                    &mut w,
+                );
+            }
         }
         let v = ferrite_proto::version::PROTOCOL_VERSION;
         w.text("platform_name", &s.platform_name)
@@ -530,8 +571,56 @@ impl Daemon {
         self.config.prefs.prefs.write(&mut w);
         w.nonempty_text("host_venue", &s.host_venue);
         w.close_flat("client_state");
-        self.rpc.result_heads.borrow_mut().truncate(pos);
         w.finish()
+    }
+
+    /// The parts of `get_state` around the time statistics and the results.
+    fn state_parts(&self) -> super::StateParts {
+        let s = &self.state;
+        let mut w = XmlWriter::new();
+        w.open_flat("client_state");
+        s.host_info.write(&mut w, HostInfoForm::STATE_FILE);
+        w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
+        s.net_stats.write(&mut w);
+        let head = w.finish();
+        let projects = s
+            .projects
+            .iter()
+            .map(|p| {
+                let mut w = XmlWriter::new();
+                self.write_project(p, &mut w);
+                for a in &p.apps {
+                    a.write(&mut w);
+                }
+                for v in &p.app_versions {
+                    v.write(&mut w, Form::State);
+                }
+                for wu in &p.workunits {
+                    wu.write(&mut w);
+                }
+                w.finish()
+            })
+            .collect();
+        let mut w = XmlWriter::new();
+        let v = ferrite_proto::version::PROTOCOL_VERSION;
+        w.text("platform_name", &s.platform_name)
+            .num("core_client_major_version", v.major)
+            .num("core_client_minor_version", v.minor)
+            .num("core_client_release", v.release)
+            .bool01("executing_as_daemon", self.opts.daemon);
+        w.text("platform", &s.platform_name);
+        for p in &s.alt_platforms {
+            w.text("platform", p);
+        }
+        self.config.prefs.prefs.write(&mut w);
+        w.nonempty_text("host_venue", &s.host_venue);
+        w.close_flat("client_state");
+        super::StateParts {
+            epoch: self.state_epoch,
+            head,
+            projects,
+            tail: w.finish(),
+        }
     }
 
     /// The suspend reason the GUI shows for a kind of activity: the last decision for

@@ -194,8 +194,9 @@ impl XmlWriter {
         self
     }
 
-    /// Appends `text` as it is, without indentation or a newline.
-    pub(crate) fn push_raw(&mut self, text: &str) -> &mut Self {
+    /// Appends `text` as it is, without indentation or a newline: a piece of the document
+    /// written earlier (by a writer at the same depth) and kept.
+    pub fn push_raw(&mut self, text: &str) -> &mut Self {
         self.buf.push_str(text);
         self
     }
