@@ -186,23 +186,23 @@ mod tests {
         assert_eq!(kept(&mut heads, 0, &r, url), head(&r, url));
         assert!(heads.bytes() > 400, "kept: {}", heads.bytes());
         // Every field the head shows, changed one at a time, shows at once.
-        let changes: Vec<Box<dyn Fn(&mut TaskResult)>> = vec![
-            Box::new(|r| r.name.push('x')),
-            Box::new(|r| r.name = r.name.replace('w', "v")),
-            Box::new(|r| r.wu_name.pop().map_or((), drop)),
-            Box::new(|r| r.platform = "windows_x86_64".into()),
-            Box::new(|r| r.version_num += 1),
-            Box::new(|r| r.plan_class = "mt".into()),
-            Box::new(|r| r.final_cpu_time += 0.5),
-            Box::new(|r| r.final_elapsed_time = 1e-9),
-            Box::new(|r| r.exit_status = -197),
-            Box::new(|r| r.state = ResultState::ComputeError),
-            Box::new(|r| r.report_deadline += 1.0),
-            Box::new(|r| r.received_time -= 1.0),
-            Box::new(|r| r.plan_class = "cuda<12>&".into()),
-            Box::new(|r| r.plan_class.clear()),
+        let changes: &[fn(&mut TaskResult)] = &[
+            |r| r.name.push('x'),
+            |r| r.name = r.name.replace('w', "v"),
+            |r| r.wu_name.pop().map_or((), drop),
+            |r| r.platform = "windows_x86_64".into(),
+            |r| r.version_num += 1,
+            |r| r.plan_class = "mt".into(),
+            |r| r.final_cpu_time += 0.5,
+            |r| r.final_elapsed_time = 1e-9,
+            |r| r.exit_status = -197,
+            |r| r.state = ResultState::ComputeError,
+            |r| r.report_deadline += 1.0,
+            |r| r.received_time -= 1.0,
+            |r| r.plan_class = "cuda<12>&".into(),
+            |r| r.plan_class.clear(),
         ];
-        for change in &changes {
+        for change in changes {
             change(&mut r);
             assert_eq!(kept(&mut heads, 0, &r, url), head(&r, url));
             // And again from the kept head.

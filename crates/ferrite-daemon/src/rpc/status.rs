@@ -497,7 +497,7 @@ impl Daemon {
     /// written for each reply.
     pub(crate) fn state_xml(&self, t: f64) -> String {
         let mut kept = self.rpc.state_parts.borrow_mut();
-        if !kept.as_ref().is_some_and(|k| k.epoch == self.state_epoch) {
+        if kept.as_ref().is_none_or(|k| k.epoch != self.state_epoch) {
             *kept = Some(self.state_parts());
         }
         let Some(parts) = kept.as_ref() else {

@@ -373,7 +373,7 @@ mod tests {
                     r.plan_class = "cuda<&>\"x\"".into();
                 }
                 let extra = ResultGuiExtra {
-                    estimated_cpu_time_remaining: k * 3.1415926535 + 1e-7 * k,
+                    estimated_cpu_time_remaining: k * 2.718_281_7 + 1e-7 * k,
                     project_suspended_via_gui: n % 5 == 0,
                     edf_scheduled: n % 3 == 0,
                     resources: (n % 4 == 0).then(|| format!("0.{n} CPUs + 1 NVIDIA GPU")),
