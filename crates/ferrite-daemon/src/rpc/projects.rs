@@ -321,6 +321,8 @@ impl Daemon {
                 })
                 .collect()
         });
+        // Progress is looked up only while transfers run (most listed files wait).
+        let moving = self.transfers.active_count() > 0;
         let mut w = XmlWriter::with_capacity(64 + list.len() * 720);
         w.open_flat("file_transfers");
         for x in list.iter() {
@@ -358,7 +360,10 @@ impl Daemon {
                         .close("persistent_file_xfer");
                 }
             }
-            if let Some(x) = self.transfers.gui_progress(&p.master_url, &f.name) {
+            let progress = moving
+                .then(|| self.transfers.gui_progress(&p.master_url, &f.name))
+                .flatten();
+            if let Some(x) = progress {
                 let left = (nbytes - x.bytes_xferred).max(0.0);
                 let eta = if x.xfer_speed > 0.0 {
                     left / x.xfer_speed
