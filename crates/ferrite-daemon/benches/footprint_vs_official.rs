@@ -24,7 +24,14 @@
 //! min/median/max over the rounds (`FERRITE_BENCH_ROUNDS`, default 3), with the goal.
 //!
 //! `FERRITE_BENCH_ONLY` (a comma-separated list of `clients`, `download`, `tasks`) runs only
-//! those parts.
+//! those parts; `FERRITE_BENCH_ONLY=clients FERRITE_BENCH_ROUNDS=1 FERRITE_BENCH_IDLE_SECS=1`
+//! measures the GUI RPC figures and memory in about 20 s. `FERRITE_BENCH_WRITE_DIR=DIR` only
+//! writes the 1,000-task data directory (state, accounts, files; GUI RPC password `benchpw`)
+//! to DIR, for running a client on it by hand (`perf`, `heaptrack`).
+//!
+//! The 1,000-task state is `synthetic(20, 1000)` with one task in ten still downloading its
+//! inputs, and every file it says is present created (sparse) in the data directory, so both
+//! clients list the same downloads in `get_file_transfers`.
 //!
 //! Run: `cargo bench -p ferrite-daemon --bench footprint_vs_official` (needs `boinc`, `curl`,
 //! `g++` and `libboinc-app-dev`; `.ci/run` installs them). A quick run:
@@ -46,13 +53,15 @@ use clap::Parser as _;
 use ferrite_gui_rpc::request::RunMode;
 use ferrite_gui_rpc::{GuiRpcClient, Request};
 use ferrite_net::{CancellationToken, DownloadTarget, ExpectedFile, HttpClient, HttpConfig};
-use ferrite_proto::account::{account_file_name, AccountFile};
-use ferrite_proto::client_state::synthetic;
+use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
+use ferrite_proto::client_state::{synthetic, ClientState, ResultState, RunMode as StateMode};
 
 const PASSWORD: &str = "benchpw";
 const CALLS: usize = 50;
 const SERVE_ENV: &str = "FERRITE_FOOTPRINT_SERVE";
 const DOWNLOAD_ENV: &str = "FERRITE_FOOTPRINT_DOWNLOAD";
+/// Only write the clients' 1,000-task data directory here and exit (for profiling by hand).
+const WRITE_DIR_ENV: &str = "FERRITE_BENCH_WRITE_DIR";
 
 fn env_num(name: &str, default: u64) -> u64 {
     let Ok(v) = std::env::var(name) else {
@@ -101,22 +110,88 @@ enum Who {
     Official,
 }
 
-/// A data directory with the GUI RPC password and, when `state` is given, that state and
-/// an account file per project.
-fn data_dir(state: Option<(&str, &[String])>) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    fs::write(dir.path().join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
-    if let Some((xml, urls)) = state {
-        fs::write(dir.path().join("client_state.xml"), xml).expect("state");
-        for url in urls {
-            let acct = AccountFile {
-                master_url: url.clone(),
-                authenticator: "0123456789abcdef0123456789abcdef".into(),
-                ..AccountFile::default()
-            };
-            fs::write(dir.path().join(account_file_name(url)), acct.to_xml()).expect("account");
+/// The bench's client state: 20 projects, 1,000 tasks, one in ten finished and ready to
+/// report, one in ten still downloading its input files (none of them on disk yet, so each
+/// client lists the same downloads in `get_file_transfers`, whatever its network mode), the
+/// others late.
+fn bench_state() -> ClientState {
+    let mut state = synthetic(20, 1000);
+    // The network suspended from the start (no client fetches anything). The tasks'
+    // deadlines have passed, so both clients abort the tasks not started, each with a line
+    // in the event log (a long `get_messages`), except those still downloading, due a month
+    // ahead.
+    state.user_network_request = StateMode::Never;
+    let deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(2e9, |d| d.as_secs_f64())
+        + 30.0 * 86_400.0;
+    // The files in the data directory are sparse (zeros): the programs' checksums say so,
+    // as a client may check them at start-up.
+    let mut zeros_md5 = std::collections::HashMap::new();
+    for ps in &mut state.projects {
+        for f in ps.files.iter_mut().filter(|f| f.executable) {
+            f.md5_cksum = zeros_md5
+                .entry(f.nbytes as usize)
+                .or_insert_with_key(|n| ferrite_proto::crypt::md5_hex(&vec![0u8; *n]))
+                .clone();
+        }
+        let downloading: Vec<String> = ps
+            .results
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| i % 10 == 5)
+            .map(|(_, r)| {
+                r.state = ResultState::FilesDownloading;
+                r.report_deadline = deadline.floor();
+                r.wu_name.clone()
+            })
+            .collect();
+        for wu in &downloading {
+            let inputs: Vec<String> = ps
+                .workunit(wu)
+                .map(|w| w.input_files.iter().map(|f| f.file_name.clone()).collect())
+                .unwrap_or_default();
+            for name in inputs {
+                if let Some(f) = ps.file_mut(&name) {
+                    f.status = 0;
+                }
+            }
         }
     }
+    state
+}
+
+/// Writes a data directory for `state` into `dir`: the GUI RPC password, the state, an
+/// account file per project and every file the state says is present (sparse, of its size:
+/// the clients check that the files they were told of exist, and fetch the missing ones).
+fn write_data_dir(dir: &Path, state: Option<(&str, &ClientState)>) {
+    fs::write(dir.join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
+    let Some((xml, state)) = state else {
+        return;
+    };
+    fs::write(dir.join("client_state.xml"), xml).expect("state");
+    for ps in &state.projects {
+        let url = &ps.project.master_url;
+        let acct = AccountFile {
+            master_url: url.clone(),
+            authenticator: "0123456789abcdef0123456789abcdef".into(),
+            ..AccountFile::default()
+        };
+        fs::write(dir.join(account_file_name(url)), acct.to_xml()).expect("account");
+        let pdir = dir.join("projects").join(escape_project_url(url));
+        fs::create_dir_all(&pdir).expect("project dir");
+        for f in ps.files.iter().filter(|f| f.status == 1) {
+            let file = fs::File::create(pdir.join(&f.name)).expect("file");
+            file.set_len(f.nbytes as u64).expect("file size");
+        }
+    }
+}
+
+/// A data directory with the GUI RPC password and, when `state` is given, that state (see
+/// [`write_data_dir`]).
+fn data_dir(state: Option<(&str, &ClientState)>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_data_dir(dir.path(), state);
     dir
 }
 
@@ -370,7 +445,7 @@ struct Rows {
 }
 
 /// The clients' part of a round: start, idle, GUI RPC burst.
-fn clients_round(rows: &mut Rows, xml: &str, urls: &[String], idle: Duration) {
+fn clients_round(rows: &mut Rows, xml: &str, state: &ClientState, idle: Duration) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -379,7 +454,7 @@ fn clients_round(rows: &mut Rows, xml: &str, urls: &[String], idle: Duration) {
     let mut loaded = Vec::new();
     let mut starts = Vec::new();
     for who in [Who::Ferrite, Who::Official] {
-        let dir = data_dir(Some((xml, urls)));
+        let dir = data_dir(Some((xml, state)));
         let t = Instant::now();
         let c = launch(who, dir);
         let mut conn = rt.block_on(connect(c.port));
@@ -662,16 +737,17 @@ fn main() {
     let rounds = env_num("FERRITE_BENCH_ROUNDS", 3).max(1);
     let idle = Duration::from_secs(env_num("FERRITE_BENCH_IDLE_SECS", 60));
     let dl_size = env_num("FERRITE_BENCH_DL_SIZE", 200 << 20);
-    let state = synthetic(20, 1000);
-    let urls: Vec<String> = state
-        .projects
-        .iter()
-        .map(|p| p.project.master_url.clone())
-        .collect();
+    let state = bench_state();
     let xml = state.to_xml();
+    if let Ok(dir) = std::env::var(WRITE_DIR_ENV) {
+        fs::create_dir_all(&dir).expect("data dir");
+        write_data_dir(Path::new(&dir), Some((&xml, &state)));
+        println!("wrote the 1,000-task data directory (password {PASSWORD}) to {dir}");
+        return;
+    }
     let only = std::env::var("FERRITE_BENCH_ONLY").unwrap_or_default();
     let part = |name: &str| only.is_empty() || only.split(',').any(|p| p == name);
-    let app = short_tasks::build_test_app();
+    let app = part("tasks").then(short_tasks::build_test_app);
     let dl = part("download").then(|| {
         let dl = DownloadBench::start(dl_size);
         let _ = dl.round(); // warm-up: page cache, server, binaries
@@ -759,7 +835,7 @@ fn main() {
     for round in 1..=rounds {
         if part("clients") {
             eprintln!("round {round}/{rounds}: clients ({idle_s} s idle window)");
-            clients_round(&mut rows, &xml, &urls, idle);
+            clients_round(&mut rows, &xml, &state, idle);
         }
         if let Some(dl) = &dl {
             eprintln!("round {round}/{rounds}: download");
@@ -767,14 +843,14 @@ fn main() {
             rows.download.push(secs, curl);
             rows.download_rss.push(hwm, 0.0);
         }
-        if !part("tasks") {
+        let Some(app) = &app else {
             continue;
-        }
+        };
         eprintln!("round {round}/{rounds}: short tasks");
-        let o = short_tasks::run(env!("CARGO_BIN_EXE_ferrited"), &app);
+        let o = short_tasks::run(env!("CARGO_BIN_EXE_ferrited"), app);
         rows.short_tasks
             .push(o.wall.as_secs_f64(), short_tasks::ideal().as_secs_f64());
-        let official = short_tasks::run_with(short_tasks::Runner::Official, &app);
+        let official = short_tasks::run_with(short_tasks::Runner::Official, app);
         rows.short_tasks_official
             .push(o.wall.as_secs_f64(), official.wall.as_secs_f64());
         rows.phases = format!(

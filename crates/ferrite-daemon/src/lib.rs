@@ -158,8 +158,6 @@ pub struct Daemon {
     // GUI calls (`rpc/`, `web/`).
     /// GUI RPC state kept between calls (temporary run modes).
     rpc: rpc::RpcState,
-    /// The last `get_state` reply and its epoch.
-    state_reply: Option<(u64, String)>,
     // Reporting: systemd, metrics, the daemon's own usage.
     /// systemd's notification socket (a no-op outside a `Type=notify` unit).
     notifier: sdnotify::Notifier,
@@ -209,7 +207,6 @@ impl Daemon {
                 0.0,
             ),
             state_epoch: 0,
-            state_reply: None,
             docker: docker::Janitor::default(),
             gpu_control: gpu_control::GpuControlState::default(),
             acct_mgr: acct_mgr::AcctMgr::default(),
@@ -313,8 +310,8 @@ impl Daemon {
             self.save.save_if_due(&self.state, t, false);
             let r = clock.reclaim.due(t);
             if r.heap {
-                // The GUIs went quiet: the cached get_state reply goes with the burst's heap.
-                self.state_reply = None;
+                // The GUIs went quiet: what replies kept goes with the burst's heap.
+                self.rpc.forget_kept_replies();
             }
             memory::release(r);
         };
@@ -563,21 +560,6 @@ fn is_query(r: &ferrite_gui_rpc::Request) -> bool {
             | R::GetStatistics
             | R::FerriteExplain
     )
-}
-
-impl Daemon {
-    /// The `get_state` reply, built once per state epoch (GUIs poll it every second; a
-    /// reply of a 1,000-task state is over a megabyte).
-    pub(crate) fn cached_state_xml(&mut self, t: f64) -> String {
-        if let Some((epoch, body)) = &self.state_reply {
-            if *epoch == self.state_epoch {
-                return body.clone();
-            }
-        }
-        let body = self.state_xml(t);
-        self.state_reply = Some((self.state_epoch, body.clone()));
-        body
-    }
 }
 
 /// Puts every thread of this process in the idle I/O scheduling class (as `ionice -c 3`, what

@@ -6,6 +6,7 @@ use ferrite_daemon::cli::Options;
 use ferrite_daemon::{logging, Daemon};
 
 fn main() -> ExitCode {
+    ferrite_daemon::memory::configure_allocator();
     let opts = Options::from_env();
     if opts.detect_gpus {
         return match ferrite_daemon::detect_report(&opts) {

@@ -67,6 +67,27 @@ impl Reclaimer {
     }
 }
 
+/// Blocks of this size and more get a mapping of their own from the allocator.
+const MMAP_THRESHOLD: i32 = 128 * 1024;
+/// Heap arenas the daemon's threads share.
+const ARENAS: i32 = 2;
+
+/// Sets the allocator up for a daemon that idles most of the time and answers bursts of GUI
+/// RPCs with replies of up to megabytes (call it first thing, before threads start): a
+/// block of [`MMAP_THRESHOLD`] or more is mapped on its own and returned to the kernel as
+/// soon as it is freed, so a reply's memory does not outlive the reply (glibc would raise
+/// this threshold to the largest block freed so far, and keep the following replies in the
+/// heap, resident until trimmed); and the few threads share [`ARENAS`] heaps instead of
+/// one each.
+pub fn configure_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets the allocator's parameters; no allocation is in flight.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+        libc::mallopt(libc::M_ARENA_MAX, ARENAS);
+    }
+}
+
 /// Hands back what `r` says.
 pub fn release(r: Release) {
     if r.heap {

@@ -64,6 +64,8 @@ pub struct GuiRpcClient {
     frames: FrameBuffer,
     /// Per-reply timeout.
     timeout: Duration,
+    /// Where reads land (allocated once: replies can be megabytes, read in large pieces).
+    scratch: Vec<u8>,
 }
 
 impl GuiRpcClient {
@@ -89,6 +91,7 @@ impl GuiRpcClient {
             stream,
             frames: FrameBuffer::new(MAX_REPLY_BYTES),
             timeout: DEFAULT_TIMEOUT,
+            scratch: Vec::new(),
         }
     }
 
@@ -157,7 +160,10 @@ impl GuiRpcClient {
     }
 
     async fn read_reply(&mut self) -> Result<String, ClientError> {
-        let mut buf = vec![0u8; 256 * 1024];
+        if self.scratch.is_empty() {
+            self.scratch = vec![0u8; 256 * 1024];
+        }
+        let buf = &mut self.scratch;
         loop {
             match self.frames.next_request() {
                 Ok(Some(reply)) => {
@@ -168,8 +174,8 @@ impl GuiRpcClient {
                 Err(_) => return Err(ClientError::Malformed),
             }
             let n = match &mut self.stream {
-                Stream::Tcp(s) => s.read(&mut buf).await,
-                Stream::Unix(s) => s.read(&mut buf).await,
+                Stream::Tcp(s) => s.read(buf).await,
+                Stream::Unix(s) => s.read(buf).await,
             }
             .map_err(ClientError::Io)?;
             if n == 0 {

@@ -69,10 +69,7 @@ impl FrameBuffer {
     /// The next complete request without its terminator, `Ok(None)` if more bytes are needed,
     /// or an error if the pending request is already too big.
     pub fn next_request(&mut self) -> Result<Option<Vec<u8>>, Oversize> {
-        let found = self.buf[self.scanned..]
-            .iter()
-            .position(|&b| b == TERMINATOR)
-            .map(|i| self.scanned + i);
+        let found = memchr::memchr(TERMINATOR, &self.buf[self.scanned..]).map(|i| self.scanned + i);
         match found {
             Some(end) if end + 1 < self.limit => {
                 // Keep the request's allocation (a reply can be megabytes); copy only what

@@ -736,10 +736,9 @@ async fn serve<S>(
                     }
                 }
             };
-            let framed = reply::frame(&body);
             let written = tokio::select! {
                 biased;
-                r = stream.write_all(&framed) => r,
+                r = write_framed(&mut stream, &body) => r,
                 () = token.cancelled() => return,
             };
             if written.is_err() {
@@ -766,6 +765,39 @@ async fn serve<S>(
         };
         frames.push(&buf[..n]);
     }
+}
+
+/// Writes `body` framed as a reply, without copying it into a framed buffer first (a
+/// `get_state` body of a large state is megabytes): the opening line, the body and the
+/// closing line with its 0x03 go out in vectored writes.
+async fn write_framed<S>(stream: &mut S, body: &str) -> io::Result<()>
+where
+    S: AsyncWrite + Unpin,
+{
+    const CLOSE: &[u8] = b"</boinc_gui_rpc_reply>\n\x03";
+    debug_assert_eq!(&CLOSE[..CLOSE.len() - 1], reply::REPLY_CLOSE.as_bytes());
+    let parts: [&[u8]; 3] = [reply::REPLY_OPEN.as_bytes(), body.as_bytes(), CLOSE];
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let mut done = 0;
+    while done < total {
+        // The parts not yet written, the first one cut where the last write ended.
+        let mut skip = done;
+        let mut slices = Vec::with_capacity(3);
+        for p in parts {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            slices.push(io::IoSlice::new(&p[skip..]));
+            skip = 0;
+        }
+        let n = stream.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        done += n;
+    }
+    stream.flush().await
 }
 
 /// Sends a call to the daemon and waits for its answer; `None` when the server is stopping.

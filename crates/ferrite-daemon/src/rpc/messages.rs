@@ -94,9 +94,44 @@ impl Notice {
     }
 }
 
+/// A kept event-log line, already in its `get_messages` form: a reply is the entries after
+/// a sequence number copied one after the other.
+#[derive(Debug)]
+struct Entry {
+    seqno: u64,
+    /// `<msg>…</msg>\n` with translation markers dropped (what GUIs ask for).
+    xml: Box<str>,
+    /// The same with the markers kept, only when that differs (`translatable`).
+    marked: Option<Box<str>>,
+}
+
+impl Entry {
+    fn new(m: &Message) -> Entry {
+        let mut xml = String::with_capacity(m.body.len() + m.project.len() + 110);
+        write_msg(&mut xml, m, false);
+        let marked = has_markers(&m.body).then(|| {
+            let mut t = String::with_capacity(xml.len() + 8);
+            write_msg(&mut t, m, true);
+            t.into_boxed_str()
+        });
+        Entry {
+            seqno: m.seqno,
+            xml: xml.into_boxed_str(),
+            marked,
+        }
+    }
+
+    fn xml(&self, translatable: bool) -> &str {
+        match &self.marked {
+            Some(m) if translatable => m,
+            _ => &self.xml,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    messages: VecDeque<Message>,
+    messages: VecDeque<Entry>,
     next_seqno: u64,
     notices: VecDeque<Notice>,
     next_notice: u64,
@@ -129,13 +164,14 @@ impl MessageLog {
         let mut g = self.lock();
         g.next_seqno += 1;
         let seqno = g.next_seqno;
-        g.messages.push_back(Message {
+        let entry = Entry::new(&Message {
             seqno,
             project: project.to_owned(),
             priority,
             time: time as i64,
             body: redact(body),
         });
+        g.messages.push_back(entry);
         while g.messages.len() > MAX_MESSAGES {
             g.messages.pop_front();
         }
@@ -218,14 +254,25 @@ impl MessageLog {
         self.lock().next_seqno
     }
 
-    /// Messages with a sequence number above `after`, oldest first.
-    pub fn messages_after(&self, after: i64) -> Vec<Message> {
-        self.lock()
-            .messages
-            .iter()
-            .filter(|m| i64::try_from(m.seqno).unwrap_or(i64::MAX) > after)
-            .cloned()
-            .collect()
+    /// The `get_messages` reply: `<msgs>` with the messages whose sequence number is above
+    /// `after`, oldest first (the same text [`msgs_xml`] writes for them).
+    pub fn msgs_after(&self, after: i64, translatable: bool) -> String {
+        let g = self.lock();
+        // Sequence numbers are consecutive: the first one wanted is found by arithmetic.
+        let first = g.messages.front().map_or(0, |e| e.seqno);
+        let skip = u64::try_from(after.saturating_add(1))
+            .unwrap_or(0)
+            .saturating_sub(first);
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+        let wanted = || g.messages.iter().skip(skip).map(|e| e.xml(translatable));
+        let size: usize = wanted().map(str::len).sum();
+        let mut s = String::with_capacity(size + MSGS_OPEN.len() + MSGS_CLOSE.len());
+        s.push_str(MSGS_OPEN);
+        for x in wanted() {
+            s.push_str(x);
+        }
+        s.push_str(MSGS_CLOSE);
+        s
     }
 
     /// Whether connection `conn` has read notices before (and is therefore remembered until
@@ -260,36 +307,50 @@ impl MessageLog {
     }
 }
 
-/// Writes `<msgs>` for `get_messages`.
+const MSGS_OPEN: &str = "<msgs>\n";
+const MSGS_CLOSE: &str = "</msgs>\n";
+
+/// Whether a body holds translation markers (`_("…")`), which `get_messages` drops unless
+/// the GUI asks for translatable text.
+fn has_markers(body: &str) -> bool {
+    body.contains("_(\"") || body.contains("\")")
+}
+
+/// Appends one `<msg>` of `get_messages`.
+fn write_msg(s: &mut String, m: &Message, translatable: bool) {
+    s.push_str("<msg>\n <project>");
+    s.push_str(&ferrite_gui_rpc::escape(&m.project));
+    let _ = write!(
+        s,
+        "</project>\n <pri>{}</pri>\n <seqno>{}</seqno>\n <body><![CDATA[\n",
+        m.priority, m.seqno
+    );
+    let body = if translatable || !has_markers(&m.body) {
+        std::borrow::Cow::Borrowed(m.body.as_str())
+    } else {
+        std::borrow::Cow::Owned(m.body.replace("_(\"", "").replace("\")", ""))
+    };
+    if body.contains("]]>") {
+        s.push_str(&cdata(&body));
+    } else {
+        s.push_str(&body);
+    }
+    let _ = write!(s, "\n]]></body>\n <time>{}</time>\n</msg>\n", m.time);
+}
+
+/// Writes `<msgs>` for `get_messages` from messages given one by one (the log keeps its
+/// lines in this form already: [`MessageLog::msgs_after`]).
 pub fn msgs_xml(messages: &[Message], translatable: bool) -> String {
-    // One allocation for the reply and none per message unless a body needs rewriting.
     let size: usize = messages
         .iter()
         .map(|m| m.body.len() + m.project.len() + 110)
         .sum();
     let mut s = String::with_capacity(16 + size);
-    s.push_str("<msgs>\n");
+    s.push_str(MSGS_OPEN);
     for m in messages {
-        s.push_str("<msg>\n <project>");
-        s.push_str(&ferrite_gui_rpc::escape(&m.project));
-        let _ = write!(
-            s,
-            "</project>\n <pri>{}</pri>\n <seqno>{}</seqno>\n <body><![CDATA[\n",
-            m.priority, m.seqno
-        );
-        let body = if translatable || !(m.body.contains("_(\"") || m.body.contains("\")")) {
-            std::borrow::Cow::Borrowed(m.body.as_str())
-        } else {
-            std::borrow::Cow::Owned(m.body.replace("_(\"", "").replace("\")", ""))
-        };
-        if body.contains("]]>") {
-            s.push_str(&cdata(&body));
-        } else {
-            s.push_str(&body);
-        }
-        let _ = write!(s, "\n]]></body>\n <time>{}</time>\n</msg>\n", m.time);
+        write_msg(&mut s, m, translatable);
     }
-    s.push_str("</msgs>\n");
+    s.push_str(MSGS_CLOSE);
     s
 }
 
@@ -475,17 +536,72 @@ mod tests {
             log.push("", PRI_INFO, 1e9, &format!("line {i}"));
         }
         assert_eq!(log.last_seqno(), (MAX_MESSAGES + 5) as u64);
-        let all = log.messages_after(0);
-        assert_eq!(all.len(), MAX_MESSAGES);
-        assert_eq!(all[0].seqno, 6);
-        let tail = log.messages_after((MAX_MESSAGES + 3) as i64);
+        let all = log.msgs_after(0, false);
+        assert_eq!(all.matches("<msg>").count(), MAX_MESSAGES);
+        assert!(all.starts_with("<msgs>\n<msg>\n <project></project>\n <pri>1</pri>\n <seqno>6</seqno>\n <body><![CDATA[\nline 5\n"), "{}", &all[..200]);
+        let tail = log.msgs_after((MAX_MESSAGES + 3) as i64, false);
+        let bodies: Vec<&str> = tail
+            .split("<![CDATA[\n")
+            .skip(1)
+            .filter_map(|b| b.split('\n').next())
+            .collect();
         assert_eq!(
-            tail.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
+            bodies,
             [
                 format!("line {}", MAX_MESSAGES + 3),
                 format!("line {}", MAX_MESSAGES + 4)
             ]
         );
+        assert_eq!(log.msgs_after(i64::MAX, false), "<msgs>\n</msgs>\n");
+        assert_eq!(log.msgs_after(-5, false), all);
+        assert_eq!(
+            MessageLog::default().msgs_after(0, true),
+            "<msgs>\n</msgs>\n"
+        );
+    }
+
+    #[test]
+    fn the_log_replies_as_the_message_writer_does() {
+        let log = MessageLog::default();
+        let mut kept = Vec::new();
+        for i in 0..50 {
+            let (project, body) = match i % 5 {
+                0 => ("", format!("Starting task wu_{i}_0")),
+                1 => (
+                    "Project <1> & co",
+                    format!("Scheduler request completed: got {i} new tasks"),
+                ),
+                2 => (
+                    "P",
+                    format!("_(\"Suspending computation\") - user request {i}"),
+                ),
+                3 => ("P", format!("odd ]]> body {i}")),
+                _ => ("", String::new()),
+            };
+            let (pri, t) = (1 + i % 3, 1.7e9 + f64::from(i) * 1.5);
+            log.push(project, pri, t, &body);
+            kept.push(Message {
+                seqno: u64::from(i as u32 + 1),
+                project: project.to_owned(),
+                priority: pri,
+                time: t as i64,
+                body,
+            });
+        }
+        for translatable in [false, true] {
+            for after in [0, 1, 17, 49, 50, 51] {
+                let want: Vec<Message> = kept
+                    .iter()
+                    .filter(|m| m.seqno as i64 > after)
+                    .cloned()
+                    .collect();
+                assert_eq!(
+                    log.msgs_after(after, translatable),
+                    msgs_xml(&want, translatable),
+                    "after {after}, translatable {translatable}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -590,7 +706,7 @@ mod tests {
         );
         let log = MessageLog::default();
         log.push("", PRI_INFO, 1e9, url);
-        assert!(!log.messages_after(0)[0].body.contains("0123abcd"));
+        assert!(!log.msgs_after(0, false).contains("0123abcd"));
         log.add_notice(Notice::client("", url, 1e9));
         assert!(!log.notices_for(1, 0, false).1[0]
             .description

@@ -8,6 +8,7 @@
 
 pub mod messages;
 mod projects;
+mod result_heads;
 mod status;
 
 use std::fs;
@@ -67,6 +68,79 @@ pub struct RpcState {
     pub temp: [TempMode; 3],
     /// The network mode to go back to on `restore` (the state file has no such field).
     pub network_prev: RunMode,
+    /// The results' heads written for the last reply that listed them all.
+    result_heads: std::cell::RefCell<result_heads::ResultHeads>,
+    /// The parts of `get_state` written for a state epoch.
+    state_parts: std::cell::RefCell<Option<StateParts>>,
+    /// The files waiting for a transfer, found for a state epoch.
+    pending_transfers: std::cell::RefCell<Option<(u64, std::sync::Arc<[PendingTransfer]>)>>,
+}
+
+/// The parts of a `get_state` reply that stay the same within a state epoch, as written.
+#[derive(Debug)]
+pub struct StateParts {
+    /// The state epoch they were written in.
+    epoch: u64,
+    /// `<client_state>` to the network statistics.
+    head: String,
+    /// Each project with its apps, app versions and workunits (its results follow).
+    projects: Vec<String>,
+    /// The platforms, the preferences and `</client_state>`.
+    tail: String,
+}
+
+impl StateParts {
+    /// Bytes of text kept.
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.len() + self.projects.iter().map(String::len).sum::<usize>()
+    }
+}
+
+/// A file waiting for (or in) a transfer: its project's and its own index in the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingTransfer {
+    /// Index of the project in `ClientState::projects`.
+    pub project: usize,
+    /// Index of the file in the project's `files`.
+    pub file: usize,
+    /// Waiting to be sent (else to be fetched).
+    pub upload: bool,
+}
+
+impl RpcState {
+    /// Forgets what was kept to answer the next calls faster (the GUIs went quiet: the
+    /// memory goes back).
+    pub fn forget_kept_replies(&mut self) {
+        let heads = self.result_heads.get_mut();
+        if heads.bytes() > 0 {
+            tracing::debug!(
+                "forgetting {} kB of result heads ({} written so far)",
+                heads.bytes() >> 10,
+                heads.written()
+            );
+        }
+        heads.clear();
+        *self.pending_transfers.get_mut() = None;
+        *self.state_parts.get_mut() = None;
+    }
+
+    /// The files waiting for a transfer in the state of `epoch`: found by `find` once per
+    /// epoch (the state changes only from one epoch to the next).
+    pub fn pending_transfers(
+        &self,
+        epoch: u64,
+        find: impl FnOnce() -> Vec<PendingTransfer>,
+    ) -> std::sync::Arc<[PendingTransfer]> {
+        let mut kept = self.pending_transfers.borrow_mut();
+        match &*kept {
+            Some((e, list)) if *e == epoch => list.clone(),
+            _ => {
+                let list: std::sync::Arc<[PendingTransfer]> = find().into();
+                *kept = Some((epoch, list.clone()));
+                list
+            }
+        }
+    }
 }
 
 impl ModeKind {
@@ -593,6 +667,69 @@ mod tests {
         );
         let status = d.gui_rpc_reply(Request::GetProjectStatus);
         assert_eq!(status, "<projects>\n</projects>\n");
+    }
+
+    #[test]
+    fn kept_result_heads_give_the_reply_a_fresh_one_gives() {
+        let (_dir, mut d) = daemon_attached_to("http://p.example/");
+        d.state = ferrite_proto::client_state::synthetic(20, 1000);
+        let fresh = |d: &mut Daemon| {
+            d.rpc.forget_kept_replies();
+            d.gui_rpc_reply(Request::GetResults { active_only: false })
+        };
+        let first = fresh(&mut d);
+        assert_eq!(first.matches("<result>").count(), 1000);
+        let written = d.rpc.result_heads.borrow().written();
+        let kept = d.gui_rpc_reply(Request::GetResults { active_only: false });
+        assert_eq!(kept, first);
+        assert_eq!(
+            d.rpc.result_heads.borrow().written(),
+            written,
+            "every head was kept"
+        );
+        // Results change, go and come: what is kept follows.
+        let ps = &mut d.state.projects[3];
+        ps.results[0].state = ferrite_proto::client_state::ResultState::ComputeError;
+        ps.results[1].exit_status = -177;
+        ps.results[2].final_cpu_time = 1234.5;
+        ps.results[3].name.push_str("_renamed");
+        ps.results.remove(4);
+        ps.project.master_url.push_str("moved/");
+        d.state.projects[7].results.truncate(10);
+        d.state.projects.swap(0, 1);
+        let kept = d.gui_rpc_reply(Request::GetResults { active_only: false });
+        assert_ne!(kept, first);
+        assert_eq!(kept, fresh(&mut d));
+        // get_state lists the same results from the same heads.
+        let state = d.gui_rpc_reply(Request::GetState);
+        let blocks = |x: &str| -> Vec<String> {
+            x.split("<result>\n")
+                .skip(1)
+                .map(|b| b.split("</result>\n").next().unwrap_or_default().to_owned())
+                .collect()
+        };
+        assert_eq!(blocks(&state), blocks(&kept));
+    }
+
+    #[test]
+    fn get_state_from_kept_parts_is_the_state_written_at_once() {
+        let (_dir, mut d) = daemon_attached_to("http://p.example/");
+        d.state = ferrite_proto::client_state::synthetic(20, 1000);
+        let t = 1_795_000_000.5;
+        let whole = |d: &Daemon| d.state_xml_at_once(t);
+        d.state_epoch += 1;
+        let first = d.state_xml(t);
+        assert_eq!(first, whole(&d));
+        assert!(first.len() > 1_000_000, "{}", first.len());
+        // Kept for this epoch: the same text again.
+        assert_eq!(d.state_xml(t), first);
+        // A new epoch after a change: written again.
+        d.state.projects[2].workunits[0].rsc_fpops_est *= 2.0;
+        d.state.projects[5].results[1].exit_status = 3;
+        d.state_epoch += 1;
+        let second = d.state_xml(t);
+        assert_ne!(second, first);
+        assert_eq!(second, whole(&d));
     }
 
     #[test]

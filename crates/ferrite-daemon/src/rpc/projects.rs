@@ -301,61 +301,87 @@ impl Daemon {
     /// `get_file_transfers`: one `<file_transfer>` per file waiting for or in a transfer
     /// (official layout: `FILE_INFO::write_gui`).
     fn rpc_file_transfers(&self, t: f64) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::from("<file_transfers>\n");
-        for ps in &self.state.projects {
-            let p = &ps.project;
-            for (f, upload) in pending_transfers(ps) {
-                let nbytes = if f.download_gzipped && !upload {
-                    f.gzipped_nbytes
-                } else {
-                    f.nbytes
-                };
-                let _ = write!(
-                    out,
-                    "<file_transfer>\n    <project_url>{}</project_url>\n    <project_name>{}</project_name>\n    <name>{}</name>\n    <nbytes>{:.6}</nbytes>\n    <max_nbytes>{:.6}</max_nbytes>\n    <status>{}</status>\n",
-                    xml_escape(&p.master_url),
-                    xml_escape(&p.project_name),
-                    xml_escape(&f.name),
-                    nbytes,
-                    f.max_nbytes,
-                    f.status
-                );
-                match &f.persistent_file_xfer {
-                    Some(x) => {
-                        out.push_str("    ");
-                        out.push_str(x.trim());
-                        out.push('\n');
-                    }
-                    None => {
-                        let _ = write!(
-                            out,
-                            "    <persistent_file_xfer>\n        <num_retries>0</num_retries>\n        <first_request_time>{t:.6}</first_request_time>\n        <next_request_time>0.000000</next_request_time>\n        <time_so_far>0.000000</time_so_far>\n        <last_bytes_xferred>0.000000</last_bytes_xferred>\n        <is_upload>{}</is_upload>\n    </persistent_file_xfer>\n",
-                            u8::from(upload)
-                        );
-                    }
+        use ferrite_proto::xml::XmlWriter;
+        let list = self.rpc.pending_transfers(self.state_epoch, || {
+            self.state
+                .projects
+                .iter()
+                .enumerate()
+                .flat_map(|(i, ps)| {
+                    pending_transfers(ps)
+                        .into_iter()
+                        .filter_map(move |(f, up)| {
+                            let at = ps.files.iter().position(|x| std::ptr::eq(x, f))?;
+                            Some(super::PendingTransfer {
+                                project: i,
+                                file: at,
+                                upload: up,
+                            })
+                        })
+                })
+                .collect()
+        });
+        // Progress is looked up only while transfers run (most listed files wait).
+        let moving = self.transfers.active_count() > 0;
+        let mut w = XmlWriter::with_capacity(64 + list.len() * 720);
+        w.open_flat("file_transfers");
+        for x in list.iter() {
+            let Some(ps) = self.state.projects.get(x.project) else {
+                continue;
+            };
+            let Some(f) = ps.files.get(x.file) else {
+                continue;
+            };
+            let (p, upload) = (&ps.project, x.upload);
+            let nbytes = if f.download_gzipped && !upload {
+                f.gzipped_nbytes
+            } else {
+                f.nbytes
+            };
+            w.open("file_transfer")
+                .text("project_url", &p.master_url)
+                .text("project_name", &p.project_name)
+                .text("name", &f.name)
+                .f64("nbytes", nbytes)
+                .f64("max_nbytes", f.max_nbytes)
+                .int("status", f.status);
+            match &f.persistent_file_xfer {
+                Some(x) => {
+                    w.raw(x);
                 }
-                if let Some(x) = self.transfers.gui_progress(&p.master_url, &f.name) {
-                    let left = (nbytes - x.bytes_xferred).max(0.0);
-                    let eta = if x.xfer_speed > 0.0 {
-                        left / x.xfer_speed
-                    } else {
-                        0.0
-                    };
-                    let _ = write!(
-                        out,
-                        "    <file_xfer>\n        <estimated_xfer_time_remaining>{eta:.6}</estimated_xfer_time_remaining>\n        <bytes_xferred>{:.6}</bytes_xferred>\n        <file_offset>{:.6}</file_offset>\n        <xfer_speed>{:.6}</xfer_speed>\n        <url>{}</url>\n    </file_xfer>\n",
-                        x.bytes_xferred,
-                        x.file_offset,
-                        x.xfer_speed,
-                        xml_escape(&x.url)
-                    );
+                None => {
+                    w.open("persistent_file_xfer")
+                        .int("num_retries", 0)
+                        .f64("first_request_time", t)
+                        .f64("next_request_time", 0.0)
+                        .f64("time_so_far", 0.0)
+                        .f64("last_bytes_xferred", 0.0)
+                        .bool01("is_upload", upload)
+                        .close("persistent_file_xfer");
                 }
-                out.push_str("</file_transfer>\n");
             }
+            let progress = moving
+                .then(|| self.transfers.gui_progress(&p.master_url, &f.name))
+                .flatten();
+            if let Some(x) = progress {
+                let left = (nbytes - x.bytes_xferred).max(0.0);
+                let eta = if x.xfer_speed > 0.0 {
+                    left / x.xfer_speed
+                } else {
+                    0.0
+                };
+                w.open("file_xfer")
+                    .f64("estimated_xfer_time_remaining", eta)
+                    .f64("bytes_xferred", x.bytes_xferred)
+                    .f64("file_offset", x.file_offset)
+                    .f64("xfer_speed", x.xfer_speed)
+                    .text("url", &x.url)
+                    .close("file_xfer");
+            }
+            w.close("file_transfer");
         }
-        out.push_str("</file_transfers>\n");
-        out
+        w.close_flat("file_transfers");
+        w.finish()
     }
 
     /// `ferrite_explain`: the scheduling core's last decisions with their reasons: for each
@@ -527,6 +553,100 @@ mod tests {
         };
         let d = Daemon::start(opts, crate::logging::init()).expect("daemon");
         (dir, d)
+    }
+
+    /// `get_file_transfers` as it was written before it went through the XML writer.
+    fn reference_file_transfers(d: &Daemon, t: f64) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::from("<file_transfers>\n");
+        for ps in &d.state.projects {
+            let p = &ps.project;
+            for (f, upload) in pending_transfers(ps) {
+                let nbytes = if f.download_gzipped && !upload {
+                    f.gzipped_nbytes
+                } else {
+                    f.nbytes
+                };
+                let _ = write!(
+                    out,
+                    "<file_transfer>\n    <project_url>{}</project_url>\n    <project_name>{}</project_name>\n    <name>{}</name>\n    <nbytes>{:.6}</nbytes>\n    <max_nbytes>{:.6}</max_nbytes>\n    <status>{}</status>\n",
+                    xml_escape(&p.master_url),
+                    xml_escape(&p.project_name),
+                    xml_escape(&f.name),
+                    nbytes,
+                    f.max_nbytes,
+                    f.status
+                );
+                match &f.persistent_file_xfer {
+                    Some(x) => {
+                        out.push_str("    ");
+                        out.push_str(x.trim());
+                        out.push('\n');
+                    }
+                    None => {
+                        let _ = write!(
+                            out,
+                            "    <persistent_file_xfer>\n        <num_retries>0</num_retries>\n        <first_request_time>{t:.6}</first_request_time>\n        <next_request_time>0.000000</next_request_time>\n        <time_so_far>0.000000</time_so_far>\n        <last_bytes_xferred>0.000000</last_bytes_xferred>\n        <is_upload>{}</is_upload>\n    </persistent_file_xfer>\n",
+                            u8::from(upload)
+                        );
+                    }
+                }
+                out.push_str("</file_transfer>\n");
+            }
+        }
+        out.push_str("</file_transfers>\n");
+        out
+    }
+
+    #[test]
+    fn file_transfers_of_a_1000_task_state_are_written_as_before() {
+        let (_dir, mut d) = daemon();
+        d.state = ferrite_proto::client_state::synthetic(20, 1000);
+        let mut n = 0;
+        for ps in &mut d.state.projects {
+            ps.project.project_name = format!("{} <&> \"x\"", ps.project.project_name);
+            let wus: Vec<String> = ps.workunits.iter().map(|w| w.name.clone()).collect();
+            for (r, wu) in ps.results.iter_mut().zip(wus) {
+                n += 1;
+                match n % 4 {
+                    0 => r.state = ResultState::FilesDownloading,
+                    1 => r.state = ResultState::FilesUploading,
+                    _ => continue,
+                }
+                let names: Vec<String> = if n % 4 == 0 {
+                    ps.workunits
+                        .iter()
+                        .find(|w| w.name == wu)
+                        .map(|w| w.input_files.iter().map(|f| f.file_name.clone()).collect())
+                        .unwrap_or_default()
+                } else {
+                    r.output_files.iter().map(|f| f.file_name.clone()).collect()
+                };
+                for name in names {
+                    let f = ps.files.iter_mut().find(|f| f.name == name).expect("file");
+                    f.status = i32::from(n % 4 == 1);
+                    f.download_gzipped = n % 8 == 0;
+                    f.gzipped_nbytes = 1234.5678 + f64::from(n);
+                    f.max_nbytes = f64::from(n) * 1e3 + 0.1;
+                    if n % 3 == 0 {
+                        f.persistent_file_xfer = Some(format!(
+                            "<persistent_file_xfer>\n        <num_retries>{n}</num_retries>\n    </persistent_file_xfer>\n"
+                        ));
+                    }
+                }
+            }
+        }
+        let t = 1_795_000_000.123_456_7;
+        let want = reference_file_transfers(&d, t);
+        assert!(
+            want.matches("<file_transfer>").count() > 500,
+            "{}",
+            want.len()
+        );
+        d.state_epoch += 1;
+        assert_eq!(d.rpc_file_transfers(t), want);
+        // Again, from the list found for this epoch.
+        assert_eq!(d.rpc_file_transfers(t), want);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use ferrite_proto::host::HostInfoForm;
 use ferrite_proto::statistics::ProjectStatistics;
 use ferrite_proto::xml::XmlWriter;
 
-use super::messages::{msgs_xml, notices_xml, MessageLog};
+use super::messages::{notices_xml, MessageLog};
 use super::{current_mode, mode_delay, ModeKind};
 use crate::config::{self, CC_CONFIG, GLOBAL_PREFS, GLOBAL_PREFS_OVERRIDE};
 use crate::Daemon;
@@ -96,11 +96,89 @@ fn resources_string(u: &ResourceUsage) -> Option<String> {
     }
 }
 
-/// A project's workunits by name, built once per reply (a reply may list 10,000 tasks).
-type WorkunitIndex<'a> = HashMap<&'a str, &'a Workunit>;
+/// Finds a project's workunits while a reply lists its results (a reply may list 10,000
+/// tasks): results mostly come in their workunits' order, so the workunits after the last
+/// one found are tried first; an index by name is built on the first miss.
+struct WorkunitFinder<'a> {
+    workunits: &'a [Workunit],
+    next: usize,
+    index: Option<HashMap<&'a str, &'a Workunit>>,
+}
 
-fn workunit_index(p: &ProjectState) -> WorkunitIndex<'_> {
-    p.workunits.iter().map(|w| (w.name.as_str(), w)).collect()
+impl<'a> WorkunitFinder<'a> {
+    fn new(p: &'a ProjectState) -> Self {
+        WorkunitFinder {
+            workunits: &p.workunits,
+            next: 0,
+            index: None,
+        }
+    }
+
+    fn find(&mut self, name: &str) -> Option<&'a Workunit> {
+        let ahead = self
+            .workunits
+            .iter()
+            .enumerate()
+            .skip(self.next)
+            .take(AHEAD);
+        for (i, wu) in ahead {
+            if wu.name == name {
+                self.next = i + 1;
+                return Some(wu);
+            }
+        }
+        let workunits = self.workunits;
+        self.index
+            .get_or_insert_with(|| {
+                let mut index = HashMap::with_capacity(workunits.len());
+                for w in workunits {
+                    // The first of a name, as `ProjectState::workunit` finds it.
+                    index.entry(w.name.as_str()).or_insert(w);
+                }
+                index
+            })
+            .get(name)
+            .copied()
+    }
+}
+
+/// How many jobs after the last one found are tried before a lookup.
+const AHEAD: usize = 16;
+
+/// Finds the scheduling core's job of each result while a reply lists them. The core's
+/// world lists the jobs in the state's order, so the job after the last one found is tried
+/// first, then the few after it (no allocation, no search); any other result is looked up
+/// by its id.
+#[derive(Default)]
+struct JobFinder {
+    /// Where the next result's job is likely to be in `World::jobs`.
+    next: usize,
+}
+
+impl JobFinder {
+    fn find<'w>(
+        &mut self,
+        world: &'w ferrite_sched::World,
+        ids: &crate::snapshot::IdMap,
+        url: &str,
+        result: &str,
+    ) -> Option<&'w ferrite_sched::Job> {
+        // Results without a job lookup (finished ones) may lie in between.
+        let ahead = world.jobs.iter().enumerate().skip(self.next).take(AHEAD);
+        for (i, j) in ahead {
+            if ids
+                .job(j.id)
+                .is_some_and(|(u, n)| n.as_str() == result && u.as_str() == url)
+            {
+                self.next = i + 1;
+                return Some(j);
+            }
+        }
+        let id = ids.find_job(url, result)?;
+        let i = world.jobs.iter().position(|j| j.id == id)?;
+        self.next = i + 1;
+        world.jobs.get(i)
+    }
 }
 
 fn read_text(path: &Path) -> Option<String> {
@@ -112,9 +190,13 @@ fn read_text(path: &Path) -> Option<String> {
 impl Daemon {
     pub(super) fn answer_status(&mut self, request: Request, conn: u64, t: f64) -> String {
         match request {
-            Request::GetState => self.cached_state_xml(t),
+            Request::GetState => self.state_xml(t),
             Request::GetResults { active_only } => {
-                let mut w = XmlWriter::new();
+                let mut w = if active_only {
+                    XmlWriter::new()
+                } else {
+                    XmlWriter::with_capacity(self.results_capacity())
+                };
                 w.open_flat("results");
                 self.write_results(&mut w, active_only);
                 w.close_flat("results");
@@ -152,7 +234,7 @@ impl Daemon {
             Request::GetMessages {
                 seqno,
                 translatable,
-            } => msgs_xml(&MessageLog::global().messages_after(seqno), translatable),
+            } => MessageLog::global().msgs_after(seqno, translatable),
             Request::GetMessageCount => {
                 format!("<seqno>{}</seqno>\n", MessageLog::global().last_seqno())
             }
@@ -293,13 +375,13 @@ impl Daemon {
     /// the app's latest report when it runs. `None` before the core's first pass saw it.
     fn remaining_estimate(
         &self,
+        jobs: &mut JobFinder,
         url: &str,
         result: &str,
         live: Option<&ActiveTaskGui>,
     ) -> Option<f64> {
         let (_, world) = self.tasks.last_pass()?;
-        let id = self.tasks.ids().find_job(url, result)?;
-        let mut job = world.jobs.iter().find(|j| j.id == id)?.clone();
+        let mut job = jobs.find(world, self.tasks.ids(), url, result)?.clone();
         if let Some(l) = live.filter(|l| l.pid != 0) {
             job.elapsed = l.elapsed_time;
             job.fraction_done = l.fraction_done;
@@ -310,6 +392,7 @@ impl Daemon {
 
     fn result_extra(
         &self,
+        jobs: &mut JobFinder,
         p: &ProjectState,
         wu: Option<&Workunit>,
         r: &TaskResult,
@@ -320,7 +403,8 @@ impl Daemon {
             .and_then(|wu| p.app_version(&wu.app_name, &r.platform, r.version_num, &r.plan_class));
         let remaining = if r.computing_done() {
             0.0
-        } else if let Some(x) = self.remaining_estimate(&p.project.master_url, &r.name, live) {
+        } else if let Some(x) = self.remaining_estimate(jobs, &p.project.master_url, &r.name, live)
+        {
             x
         } else {
             let flops = av
@@ -342,50 +426,105 @@ impl Daemon {
         }
     }
 
+    /// Writes `<result>`; `pos` is the result's position in the state when the whole list
+    /// is written, in order (its head is then kept for the next reply).
     fn write_result(
         &self,
+        jobs: &mut JobFinder,
         p: &ProjectState,
-        wus: &WorkunitIndex<'_>,
+        wu: Option<&Workunit>,
         r: &TaskResult,
+        pos: Option<usize>,
         w: &mut XmlWriter,
     ) {
         let a = self.state.active_task(&p.project.master_url, &r.name);
         let live = a.map(|a| self.active_task_live(a));
-        let wu = wus.get(r.wu_name.as_str()).copied();
-        let extra = self.result_extra(p, wu, r, a, live.as_ref());
-        gui::write_result(r, &p.project.master_url, &extra, a.zip(live.as_ref()), w);
+        let extra = self.result_extra(jobs, p, wu, r, a, live.as_ref());
+        let url = &p.project.master_url;
+        match pos {
+            Some(i) => self.rpc.result_heads.borrow_mut().write(i, r, url, w),
+            None => gui::write_result_head(r, url, w),
+        }
+        gui::write_result_tail(r, &extra, a.zip(live.as_ref()), w);
+    }
+
+    /// Every result of project `p`, the first at position `pos` of the state's results.
+    fn write_project_results(
+        &self,
+        jobs: &mut JobFinder,
+        p: &ProjectState,
+        pos: &mut usize,
+        w: &mut XmlWriter,
+    ) {
+        let mut wus = WorkunitFinder::new(p);
+        for r in &p.results {
+            let wu = wus.find(&r.wu_name);
+            self.write_result(jobs, p, wu, r, Some(*pos), w);
+            *pos += 1;
+        }
     }
 
     /// Results in project order, or (active only) in active-task order.
     fn write_results(&self, w: &mut XmlWriter, active_only: bool) {
+        let jobs = &mut JobFinder::default();
         if active_only {
             for a in &self.state.active_tasks {
                 let Some(p) = self.state.project(&a.project_master_url) else {
                     continue;
                 };
                 if let Some(r) = p.result(&a.result_name) {
-                    let wus: WorkunitIndex<'_> = p
-                        .workunit(&r.wu_name)
-                        .map(|wu| (wu.name.as_str(), wu))
-                        .into_iter()
-                        .collect();
-                    self.write_result(p, &wus, r, w);
+                    self.write_result(jobs, p, p.workunit(&r.wu_name), r, None, w);
                 }
             }
         } else {
+            let mut pos = 0;
             for p in &self.state.projects {
-                let wus = workunit_index(p);
-                for r in &p.results {
-                    self.write_result(p, &wus, r, w);
-                }
+                self.write_project_results(jobs, p, &mut pos, w);
             }
+            self.rpc.result_heads.borrow_mut().truncate(pos);
         }
     }
 
+    /// Room for a reply listing every result (about 700 bytes each).
+    fn results_capacity(&self) -> usize {
+        let n: usize = self.state.projects.iter().map(|p| p.results.len()).sum();
+        256 + n * 800
+    }
+
+    /// The `get_state` reply. What does not move within a state epoch (the host, the
+    /// projects with their apps, versions and workunits, the preferences) is written once
+    /// per epoch and kept; the time statistics and the results (from their kept heads) are
+    /// written for each reply.
     pub(crate) fn state_xml(&self, t: f64) -> String {
+        let mut kept = self.rpc.state_parts.borrow_mut();
+        if kept.as_ref().is_none_or(|k| k.epoch != self.state_epoch) {
+            *kept = Some(self.state_parts());
+        }
+        let Some(parts) = kept.as_ref() else {
+            return String::new();
+        };
         let s = &self.state;
-        let tasks: usize = s.projects.iter().map(|p| p.results.len()).sum();
-        let mut w = XmlWriter::with_capacity(16 * 1024 + tasks * 2600);
+        let mut w = XmlWriter::with_capacity(parts.len() + 1024 + self.results_capacity());
+        let jobs = &mut JobFinder::default();
+        let mut pos = 0;
+        w.push_raw(&parts.head);
+        let mut ts = s.time_stats.clone();
+        ts.now = t;
+        ts.write(&mut w, Form::Request);
+        for (p, text) in s.projects.iter().zip(&parts.projects) {
+            w.push_raw(text);
+            self.write_project_results(jobs, p, &mut pos, &mut w);
+        }
+        w.push_raw(&parts.tail);
+        self.rpc.result_heads.borrow_mut().truncate(pos);
+        w.finish()
+    }
+
+    /// `get_state` written in one go, as it was before its parts were kept (for tests).
+    #[cfg(test)]
+    pub(crate) fn state_xml_at_once(&self, t: f64) -> String {
+        let s = &self.state;
+        let mut w = XmlWriter::new();
         w.open_flat("client_state");
         s.host_info.write(&mut w, HostInfoForm::STATE_FILE);
         w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
@@ -404,9 +543,19 @@ impl Daemon {
             for wu in &p.workunits {
                 wu.write(&mut w);
             }
-            let wus = workunit_index(p);
+            let jobs = &mut JobFinder::default();
             for r in &p.results {
-                self.write_result(p, &wus, r, &mut w);
+                let wu = p.workunit(&r.wu_name);
+                let a = self.state.active_task(&p.project.master_url, &r.name);
+                let live = a.map(|a| self.active_task_live(a));
+                let extra = self.result_extra(jobs, p, wu, r, a, live.as_ref());
+                gui::write_result(
+                    r,
+                    &p.project.master_url,
+                    &extra,
+                    a.zip(live.as_ref()),
+                    &mut w,
+                );
             }
         }
         let v = ferrite_proto::version::PROTOCOL_VERSION;
@@ -423,6 +572,55 @@ impl Daemon {
         w.nonempty_text("host_venue", &s.host_venue);
         w.close_flat("client_state");
         w.finish()
+    }
+
+    /// The parts of `get_state` around the time statistics and the results.
+    fn state_parts(&self) -> super::StateParts {
+        let s = &self.state;
+        let mut w = XmlWriter::new();
+        w.open_flat("client_state");
+        s.host_info.write(&mut w, HostInfoForm::STATE_FILE);
+        w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
+        s.net_stats.write(&mut w);
+        let head = w.finish();
+        let projects = s
+            .projects
+            .iter()
+            .map(|p| {
+                let mut w = XmlWriter::new();
+                self.write_project(p, &mut w);
+                for a in &p.apps {
+                    a.write(&mut w);
+                }
+                for v in &p.app_versions {
+                    v.write(&mut w, Form::State);
+                }
+                for wu in &p.workunits {
+                    wu.write(&mut w);
+                }
+                w.finish()
+            })
+            .collect();
+        let mut w = XmlWriter::new();
+        let v = ferrite_proto::version::PROTOCOL_VERSION;
+        w.text("platform_name", &s.platform_name)
+            .num("core_client_major_version", v.major)
+            .num("core_client_minor_version", v.minor)
+            .num("core_client_release", v.release)
+            .bool01("executing_as_daemon", self.opts.daemon);
+        w.text("platform", &s.platform_name);
+        for p in &s.alt_platforms {
+            w.text("platform", p);
+        }
+        self.config.prefs.prefs.write(&mut w);
+        w.nonempty_text("host_venue", &s.host_venue);
+        w.close_flat("client_state");
+        super::StateParts {
+            epoch: self.state_epoch,
+            head,
+            projects,
+            tail: w.finish(),
+        }
     }
 
     /// The suspend reason the GUI shows for a kind of activity: the last decision for

@@ -74,17 +74,18 @@ pub struct ActiveTaskGui {
 /// block starts at column 0 (as officially written inside `<result>`), so `w` should be at
 /// the top level.
 pub fn write_active_task(a: &ActiveTask, live: &ActiveTaskGui, w: &mut XmlWriter) {
-    w.raw(&active_task_text(a, live));
+    w.push_indent();
+    w.at_depth(0, |w| write_active_task_block(a, live, w));
 }
 
-fn active_task_text(a: &ActiveTask, live: &ActiveTaskGui) -> String {
-    let mut t = XmlWriter::new();
-    t.open("active_task")
-        .num("active_task_state", live.active_task_state)
-        .num("app_version_num", a.app_version_num)
-        .num("slot", a.slot)
-        .num("pid", live.pid)
-        .num("scheduler_state", live.scheduler_state)
+/// `<active_task>` at column 0, its children one level in.
+fn write_active_task_block(a: &ActiveTask, live: &ActiveTaskGui, w: &mut XmlWriter) {
+    w.open("active_task")
+        .int("active_task_state", live.active_task_state)
+        .int("app_version_num", a.app_version_num)
+        .int("slot", a.slot)
+        .int("pid", live.pid)
+        .int("scheduler_state", live.scheduler_state)
         .f64("checkpoint_cpu_time", a.checkpoint_cpu_time)
         .f64("fraction_done", live.fraction_done)
         .f64("current_cpu_time", a.current_cpu_time)
@@ -97,16 +98,6 @@ fn active_task_text(a: &ActiveTask, live: &ActiveTaskGui) -> String {
         .f64("bytes_received", a.bytes_received.unwrap_or(0.0))
         .f64("progress_rate", live.progress_rate)
         .close("active_task");
-    t.finish()
-}
-
-/// The children written by `f` at one level of indentation, without an enclosing element.
-fn indented(f: impl FnOnce(&mut XmlWriter)) -> String {
-    let mut t = XmlWriter::new();
-    t.open("x");
-    f(&mut t);
-    let s = t.finish();
-    s.strip_prefix("<x>\n").unwrap_or(&s).to_owned()
 }
 
 /// Run-time facts about a result that only the running client knows.
@@ -123,7 +114,8 @@ pub struct ResultGuiExtra {
 }
 
 /// Writes `<result>` in the GUI form, with its `<active_task>` when it has one. The result
-/// is written as one block at the writer's current level (the GUI replies are flat).
+/// is written as one block whose first line is indented at the writer's current level and
+/// whose other lines are laid out as at the top level (the GUI replies are flat).
 pub fn write_result(
     r: &TaskResult,
     project_url: &str,
@@ -131,27 +123,47 @@ pub fn write_result(
     active: Option<(&ActiveTask, &ActiveTaskGui)>,
     w: &mut XmlWriter,
 ) {
-    let mut s = String::with_capacity(2048);
-    s.push_str("<result>\n");
-    s.push_str(&indented(|w| {
+    write_result_head(r, project_url, w);
+    write_result_tail(r, extra, active, w);
+}
+
+/// The first part of [`write_result`]: `<result>` to `<received_time>`. It depends on these
+/// fields only (and so may be kept and written again while they stay the same): `name`,
+/// `wu_name`, `platform`, `version_num`, `plan_class`, the project URL, `final_cpu_time`,
+/// `final_elapsed_time`, `exit_status`, `state`, `report_deadline` and `received_time`.
+pub fn write_result_head(r: &TaskResult, project_url: &str, w: &mut XmlWriter) {
+    w.push_indent().push_raw("<result>\n");
+    w.at_depth(1, |w| {
         w.text("name", &r.name)
             .text("wu_name", &r.wu_name)
             .text("platform", &r.platform)
-            .num("version_num", r.version_num)
+            .int("version_num", r.version_num)
             .text("plan_class", &r.plan_class)
             .text("project_url", project_url)
             .f64("final_cpu_time", r.final_cpu_time)
             .f64("final_elapsed_time", r.final_elapsed_time)
-            .num("exit_status", r.exit_status)
-            .num("state", r.state.as_i32())
+            .int("exit_status", r.exit_status)
+            .int("state", r.state.as_i32())
             .f64("report_deadline", r.report_deadline)
-            .f64("received_time", r.received_time)
-            .f64(
-                "estimated_cpu_time_remaining",
-                extra.estimated_cpu_time_remaining,
-            )
-            .flag("got_server_ack", r.got_server_ack)
-            .flag("ready_to_report", r.ready_to_report);
+            .f64("received_time", r.received_time);
+    });
+}
+
+/// The rest of [`write_result`] after [`write_result_head`]: the estimate, the flags, the
+/// `<active_task>` and `</result>`.
+pub fn write_result_tail(
+    r: &TaskResult,
+    extra: &ResultGuiExtra,
+    active: Option<(&ActiveTask, &ActiveTaskGui)>,
+    w: &mut XmlWriter,
+) {
+    w.at_depth(1, |w| {
+        w.f64(
+            "estimated_cpu_time_remaining",
+            extra.estimated_cpu_time_remaining,
+        )
+        .flag("got_server_ack", r.got_server_ack)
+        .flag("ready_to_report", r.ready_to_report);
         if r.completed_time != 0.0 {
             w.f64("completed_time", r.completed_time);
         }
@@ -159,17 +171,14 @@ pub fn write_result(
             .flag("project_suspended_via_gui", extra.project_suspended_via_gui)
             .flag("report_immediately", r.report_immediately)
             .flag("edf_scheduled", extra.edf_scheduled);
-    }));
-    if let Some((a, live)) = active {
-        s.push_str(&active_task_text(a, live));
-    }
-    if let Some(res) = &extra.resources {
-        s.push_str(&indented(|w| {
+        if let Some((a, live)) = active {
+            w.at_depth(0, |w| write_active_task_block(a, live, w));
+        }
+        if let Some(res) = &extra.resources {
             w.text("resources", res);
-        }));
-    }
-    s.push_str("</result>");
-    w.raw(&s);
+        }
+    });
+    w.push_raw("</result>\n");
 }
 
 #[cfg(test)]
@@ -267,6 +276,149 @@ mod tests {
 </result>
 ";
         assert_eq!(xml, expected);
+    }
+
+    /// `<result>` as the writer wrote it before it wrote straight into the reply: each part
+    /// built in a string of its own, then copied in.
+    fn reference_result(
+        r: &TaskResult,
+        project_url: &str,
+        extra: &ResultGuiExtra,
+        active: Option<(&ActiveTask, &ActiveTaskGui)>,
+        w: &mut XmlWriter,
+    ) {
+        fn indented(f: impl FnOnce(&mut XmlWriter)) -> String {
+            let mut t = XmlWriter::new();
+            t.open("x");
+            f(&mut t);
+            let s = t.finish();
+            s.strip_prefix("<x>\n").unwrap_or(&s).to_owned()
+        }
+        let mut s = String::from("<result>\n");
+        s.push_str(&indented(|w| {
+            w.text("name", &r.name)
+                .text("wu_name", &r.wu_name)
+                .text("platform", &r.platform)
+                .num("version_num", r.version_num)
+                .text("plan_class", &r.plan_class)
+                .text("project_url", project_url)
+                .f64("final_cpu_time", r.final_cpu_time)
+                .f64("final_elapsed_time", r.final_elapsed_time)
+                .num("exit_status", r.exit_status)
+                .num("state", r.state.as_i32())
+                .f64("report_deadline", r.report_deadline)
+                .f64("received_time", r.received_time)
+                .f64(
+                    "estimated_cpu_time_remaining",
+                    extra.estimated_cpu_time_remaining,
+                )
+                .flag("got_server_ack", r.got_server_ack)
+                .flag("ready_to_report", r.ready_to_report);
+            if r.completed_time != 0.0 {
+                w.f64("completed_time", r.completed_time);
+            }
+            w.flag("suspended_via_gui", r.suspended_via_gui)
+                .flag("project_suspended_via_gui", extra.project_suspended_via_gui)
+                .flag("report_immediately", r.report_immediately)
+                .flag("edf_scheduled", extra.edf_scheduled);
+        }));
+        if let Some((a, live)) = active {
+            let mut t = XmlWriter::new();
+            t.open("active_task")
+                .num("active_task_state", live.active_task_state)
+                .num("app_version_num", a.app_version_num)
+                .num("slot", a.slot)
+                .num("pid", live.pid)
+                .num("scheduler_state", live.scheduler_state)
+                .f64("checkpoint_cpu_time", a.checkpoint_cpu_time)
+                .f64("fraction_done", live.fraction_done)
+                .f64("current_cpu_time", a.current_cpu_time)
+                .f64("elapsed_time", live.elapsed_time)
+                .f64("swap_size", a.swap_size)
+                .f64("working_set_size", a.working_set_size)
+                .f64("working_set_size_smoothed", a.working_set_size_smoothed)
+                .f64("page_fault_rate", a.page_fault_rate.unwrap_or(0.0))
+                .f64("bytes_sent", a.bytes_sent.unwrap_or(0.0))
+                .f64("bytes_received", a.bytes_received.unwrap_or(0.0))
+                .f64("progress_rate", live.progress_rate)
+                .close("active_task");
+            s.push_str(&t.finish());
+        }
+        if let Some(res) = &extra.resources {
+            s.push_str(&indented(|w| {
+                w.text("resources", res);
+            }));
+        }
+        s.push_str("</result>");
+        w.raw(&s);
+    }
+
+    #[test]
+    fn results_of_a_1000_task_state_are_written_as_by_the_reference_writer() {
+        let mut state = crate::client_state::synthetic(20, 1000);
+        let mut n = 0u32;
+        let mut new = XmlWriter::new();
+        let mut old = XmlWriter::new();
+        for ps in &mut state.projects {
+            let url = ps.project.master_url.clone();
+            for r in &mut ps.results {
+                n += 1;
+                let k = f64::from(n);
+                // Vary everything the writer looks at.
+                r.suspended_via_gui = n % 7 == 0;
+                r.got_server_ack = n % 11 == 0;
+                r.report_immediately = n % 13 == 0;
+                r.exit_status = if n % 17 == 0 { -197 } else { 0 };
+                if n % 19 == 0 {
+                    r.plan_class = "cuda<&>\"x\"".into();
+                }
+                let extra = ResultGuiExtra {
+                    estimated_cpu_time_remaining: k * 2.718_281_7 + 1e-7 * k,
+                    project_suspended_via_gui: n % 5 == 0,
+                    edf_scheduled: n % 3 == 0,
+                    resources: (n % 4 == 0).then(|| format!("0.{n} CPUs + 1 NVIDIA GPU")),
+                };
+                let a = ActiveTask {
+                    project_master_url: url.clone(),
+                    result_name: r.name.clone(),
+                    app_version_num: 102,
+                    slot: (n % 16) as i32,
+                    checkpoint_cpu_time: k * 1.25,
+                    current_cpu_time: k * 1.5 + 0.0000005,
+                    working_set_size: 1.5e8 + k,
+                    page_fault_rate: (n % 2 == 0).then_some(k / 7.0),
+                    bytes_sent: (n % 3 == 0).then_some(-k),
+                    ..ActiveTask::default()
+                };
+                let live = ActiveTaskGui {
+                    active_task_state: (n % 10) as i32,
+                    pid: 4000 + n as i32,
+                    scheduler_state: (n % 3) as i32,
+                    fraction_done: k / 1001.0,
+                    elapsed_time: k * 0.999_999_5,
+                    progress_rate: 1.0 / k,
+                };
+                let active = (n % 6 == 0).then_some((&a, &live));
+                write_result(r, &url, &extra, active, &mut new);
+                reference_result(r, &url, &extra, active, &mut old);
+            }
+        }
+        assert_eq!(n, 1000);
+        let (new, old) = (new.finish(), old.finish());
+        assert!(old.len() > 500_000, "{}", old.len());
+        if new != old {
+            let at = new
+                .bytes()
+                .zip(old.bytes())
+                .position(|(a, b)| a != b)
+                .unwrap_or(new.len().min(old.len()));
+            let from = at.saturating_sub(200);
+            panic!(
+                "differs at byte {at}:\nnew: {}\nold: {}",
+                &new[from..(at + 200).min(new.len())],
+                &old[from..(at + 200).min(old.len())]
+            );
+        }
     }
 
     #[test]

@@ -111,6 +111,19 @@ impl XmlWriter {
         self
     }
 
+    /// `<name>value</name>` for an integer (the fast path of [`num`](Self::num)).
+    pub fn int(&mut self, name: &str, value: impl itoa::Integer) -> &mut Self {
+        self.indent();
+        self.buf.push('<');
+        self.buf.push_str(name);
+        self.buf.push('>');
+        self.buf.push_str(itoa::Buffer::new().format(value));
+        self.buf.push_str("</");
+        self.buf.push_str(name);
+        self.buf.push_str(">\n");
+        self
+    }
+
     /// `<name>value</name>` for a double, in BOINC's `%f` form.
     pub fn f64(&mut self, name: &str, value: f64) -> &mut Self {
         self.indent();
@@ -126,14 +139,16 @@ impl XmlWriter {
 
     /// `<name>0|1</name>`: booleans that BOINC writes as numbers.
     pub fn bool01(&mut self, name: &str, value: bool) -> &mut Self {
-        self.num(name, u8::from(value))
+        self.int(name, u8::from(value))
     }
 
     /// `<name/>` when `value` is true; nothing otherwise.
     pub fn flag(&mut self, name: &str, value: bool) -> &mut Self {
         if value {
             self.indent();
-            let _ = writeln!(self.buf, "<{name}/>");
+            self.buf.push('<');
+            self.buf.push_str(name);
+            self.buf.push_str("/>\n");
         }
         self
     }
@@ -169,6 +184,29 @@ impl XmlWriter {
         self
     }
 
+    /// Writes what `f` writes at `depth` levels of indentation, then goes back to the
+    /// writer's own depth (for blocks whose layout does not follow the nesting, such as
+    /// `<active_task>` at column 0 inside `<result>`).
+    pub(crate) fn at_depth(&mut self, depth: usize, f: impl FnOnce(&mut Self)) -> &mut Self {
+        let own = std::mem::replace(&mut self.depth, depth);
+        f(self);
+        self.depth = own;
+        self
+    }
+
+    /// Appends `text` as it is, without indentation or a newline: a piece of the document
+    /// written earlier (by a writer at the same depth) and kept.
+    pub fn push_raw(&mut self, text: &str) -> &mut Self {
+        self.buf.push_str(text);
+        self
+    }
+
+    /// Indents the next line as the current depth wants.
+    pub(crate) fn push_indent(&mut self) -> &mut Self {
+        self.indent();
+        self
+    }
+
     /// The document so far.
     pub fn as_str(&self) -> &str {
         &self.buf
@@ -181,20 +219,21 @@ impl XmlWriter {
 }
 
 /// Appends `text` with `<`, `>` and `&` escaped (what `partial_escape` does, without its
-/// per-byte overhead: most values have nothing to escape).
+/// per-byte overhead: most values have nothing to escape, and `memchr` finds that out a
+/// vector at a time).
 pub(crate) fn push_escaped(buf: &mut String, text: &str) {
     let bytes = text.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let rep = match b {
+    while let Some(i) = memchr::memchr3(b'<', b'>', b'&', &bytes[start..]) {
+        let at = start + i;
+        let rep = match bytes[at] {
             b'<' => "&lt;",
             b'>' => "&gt;",
-            b'&' => "&amp;",
-            _ => continue,
+            _ => "&amp;",
         };
-        buf.push_str(&text[start..i]);
+        buf.push_str(&text[start..at]);
         buf.push_str(rep);
-        start = i + 1;
+        start = at + 1;
     }
     buf.push_str(&text[start..]);
 }
@@ -209,14 +248,17 @@ fn push_f6(buf: &mut String, v: f64) {
     }
     let neg = v.is_sign_negative() && v != 0.0;
     let a = v.abs();
-    let mut int = a.trunc() as u64;
-    let scaled = (a - a.trunc()) * 1e6;
-    if (scaled - scaled.trunc() - 0.5).abs() < 1e-4 {
+    // `as` truncates toward zero: the integer part and the millionths below it.
+    let mut int = a as u64;
+    let scaled = (a - int as f64) * 1e6;
+    let below = scaled as u64;
+    let rest = scaled - below as f64;
+    if (rest - 0.5).abs() < 1e-4 {
         // Too close to a rounding boundary to trust the product: let std decide exactly.
         let _ = write!(buf, "{v:.6}");
         return;
     }
-    let mut frac = scaled.round() as u64;
+    let mut frac = below + u64::from(rest > 0.5);
     if frac >= 1_000_000 {
         int += 1;
         frac -= 1_000_000;
@@ -224,7 +266,12 @@ fn push_f6(buf: &mut String, v: f64) {
     if neg {
         buf.push('-');
     }
-    let _ = write!(buf, "{int}.{frac:06}");
+    let mut digits = itoa::Buffer::new();
+    buf.push_str(digits.format(int));
+    // frac < 1_000_000: six digits, zero-padded.
+    let f = digits.format(frac);
+    buf.push_str(&".000000"[..7 - f.len()]);
+    buf.push_str(f);
 }
 
 #[cfg(test)]
@@ -258,6 +305,20 @@ mod f6_tests {
                 want
             };
             assert_eq!(s, want, "{v}");
+        }
+        // Values of every magnitude BOINC writes, and their neighbours.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mantissa = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let exp = (x % 40) as i32 - 12;
+            for v in [mantissa * 10f64.powi(exp), -mantissa * 10f64.powi(exp)] {
+                let mut s = String::new();
+                push_f6(&mut s, v);
+                assert_eq!(s, format!("{v:.6}"), "{v:e}");
+            }
         }
         // A sweep of six-decimal values as BOINC writes them.
         for n in (0..2_000_000_000_000i64).step_by(7_777_777_777) {
