@@ -48,6 +48,17 @@ pub const MAX_REPORT_DELAY: f64 = 3600.0;
 /// is estimated to finish within this long of that completion: then both go in one RPC (a
 /// project's scheduler pays per RPC; the deadline leaves a day or more).
 pub const MAX_REPORT_HOLD: f64 = 4.0 * MAX_REPORT_DELAY;
+/// A report due by its deadline ([`hold_reports`]) waits at most until this fraction of its
+/// job's delay bound (or [`MAX_REPORT_DELAY`], if less) is left before the deadline.
+pub const REPORT_WAIT_MARGIN: f64 = 0.1;
+/// A report due by its deadline waits only while the project's queue keeps it busy this long
+/// on the resources its RPC would ask for: if the RPC fails when it is made, the retry
+/// (at most 1.5 × [`IDLE_RETRY_INTERVAL`] later) still comes before those instances idle.
+pub const REPORT_WAIT_MIN_QUEUE: f64 = 1.5 * IDLE_RETRY_INTERVAL;
+/// A report due by its deadline waits only while the project's deadlines leave room for
+/// fewer than this many new jobs on the resources its RPC would ask for: with more, the RPC
+/// brings enough work to be worth making now.
+pub const REPORT_WAIT_ROOM_JOBS: f64 = 3.0;
 /// Report this long before the deadline (`REPORT_DEADLINE_CUSHION`).
 pub const REPORT_DEADLINE_CUSHION: f64 = 86400.0;
 
@@ -889,7 +900,11 @@ pub fn piggyback(
     project: ProjectId,
 ) -> Option<WorkRequest> {
     let c = Ctx::new(world, now, sim, prio, state, policy);
-    let p = project.index();
+    piggyback_in(&c, project.index())
+}
+
+/// [`piggyback`] for project `p` over a computed context.
+fn piggyback_in(c: &Ctx, p: usize) -> Option<WorkRequest> {
     if p >= c.np {
         return None;
     }
@@ -923,6 +938,71 @@ pub fn piggyback(
         }
     }
     (!resources.is_empty()).then(|| finish(p, RpcReason::NeedWork, resources))
+}
+
+/// Removes from `due` the reports due only because a deadline is near
+/// ([`ReportRule::DeadlineNear`]) that can wait for the project's next RPC: a report RPC
+/// costs the project's scheduler as much as one that brings work, so one that brings none,
+/// or one job or two, is better made later with more. Such a report waits while
+/// - every one of its jobs' report deadlines is more than [`REPORT_WAIT_MARGIN`] of its
+///   delay bound (at most [`MAX_REPORT_DELAY`]) away, and
+/// - the work request it would carry ([`piggyback`]) is empty, or asks only for resources
+///   that are not below the minimum buffer, on which the project's own queue lasts at least
+///   [`REPORT_WAIT_MIN_QUEUE`], and where its deadlines leave room for fewer than
+///   [`REPORT_WAIT_ROOM_JOBS`] new jobs.
+///
+/// It goes with the project's next work request (the fetch trigger fires once its queue
+/// runs low) or on its own when the margin is reached.
+pub fn hold_reports(
+    world: &World,
+    now: Time,
+    sim: &SimResult,
+    prio: &[Priorities],
+    state: &[ProjectFetchState],
+    policy: &Policy,
+    due: Vec<ReportDue>,
+) -> Vec<ReportDue> {
+    if !due.iter().any(|r| r.rule == ReportRule::DeadlineNear) {
+        return due;
+    }
+    let c = Ctx::new(world, now, sim, prio, state, policy);
+    due.into_iter()
+        .filter(|r| r.rule != ReportRule::DeadlineNear || !report_waits(&c, now, r))
+        .collect()
+}
+
+/// Whether the report `r` waits (see [`hold_reports`]).
+fn report_waits(c: &Ctx, now: Time, r: &ReportDue) -> bool {
+    let p = r.project.index();
+    let before_margin = c
+        .world
+        .jobs
+        .iter()
+        .filter(|j| j.project == r.project)
+        .filter(|j| {
+            matches!(
+                j.state,
+                JobState::Finished {
+                    ready_to_report: true,
+                    ..
+                }
+            )
+        })
+        .all(|j| {
+            let bound = (j.report_deadline - j.received_time).max(0.0);
+            now < j.report_deadline - MAX_REPORT_DELAY.min(bound * REPORT_WAIT_MARGIN)
+        });
+    if !before_margin {
+        return false;
+    }
+    piggyback_in(c, p).is_none_or(|w| {
+        w.resources.iter().all(|x| {
+            let ri = x.resource.index();
+            !c.low[ri]
+                && c.sim.projects[p][ri].start_delay >= REPORT_WAIT_MIN_QUEUE
+                && c.room[p][ri].is_some_and(|d| d.jobs < REPORT_WAIT_ROOM_JOBS)
+        })
+    })
 }
 
 /// Why finished jobs are reported now.

@@ -83,7 +83,8 @@ pub mod wake;
 pub use error::SchedError;
 pub use fetch::{
     FetchBlock, FetchDecision, FetchRule, ReportDue, ReportRule, ResourceRequest, RpcReason,
-    WorkRequest, IDLE_RETRY_INTERVAL, MAX_REPORT_HOLD, RR_WAIT_ROOM_JOBS,
+    WorkRequest, IDLE_RETRY_INTERVAL, MAX_REPORT_HOLD, REPORT_WAIT_MARGIN, REPORT_WAIT_MIN_QUEUE,
+    REPORT_WAIT_ROOM_JOBS, RR_WAIT_ROOM_JOBS,
 };
 pub use gpu_control::GpuControl;
 pub use model::*;

@@ -244,6 +244,21 @@ impl Scheduler {
         fetch::reports_due(world, now, &self.fetch_state)
     }
 
+    /// Projects whose finished jobs should be reported now, given this pass's simulation:
+    /// [`decide_reports`](Self::decide_reports) less the reports that can wait for the
+    /// project's next RPC ([`fetch::hold_reports`]), as [`pass`](Self::pass) decides them.
+    pub fn decide_reports_with(
+        &mut self,
+        world: &World,
+        now: Time,
+        sim: &SimResult,
+    ) -> Vec<ReportDue> {
+        self.observe(world);
+        let prio = self.priorities(world);
+        let due = fetch::reports_due(world, now, &self.fetch_state);
+        fetch::hold_reports(world, now, sim, &prio, &self.fetch_state, &self.policy, due)
+    }
+
     /// One full pass: accounting, simulation, run list, fetch decision, reports, next wakeup.
     pub fn pass(&mut self, world: &World, now: Time) -> PassOutput {
         self.account(world, now);
@@ -254,6 +269,15 @@ impl Scheduler {
         let fetch = fetch::decide(world, now, &sim, &prio, &self.fetch_state, &self.policy);
         let fetch = self.minimal_fetch(world, fetch);
         let reports = fetch::reports_due(world, now, &self.fetch_state);
+        let reports = fetch::hold_reports(
+            world,
+            now,
+            &sim,
+            &prio,
+            &self.fetch_state,
+            &self.policy,
+            reports,
+        );
         let next_wakeup = self.next_wakeup(world, now);
         let abort = runlist::doomed(world, now);
         PassOutput {
@@ -356,6 +380,12 @@ impl Scheduler {
             } = j.state
             {
                 consider(completed_time + fetch::MAX_REPORT_DELAY);
+                // A report held for the project's next RPC goes at the latest then.
+                let bound = (j.report_deadline - j.received_time).max(0.0);
+                consider(
+                    j.report_deadline
+                        - fetch::MAX_REPORT_DELAY.min(bound * fetch::REPORT_WAIT_MARGIN),
+                );
             }
         }
         for s in &self.fetch_state {
