@@ -961,20 +961,42 @@ pub fn hold_reports(
     state: &[ProjectFetchState],
     policy: &Policy,
     due: Vec<ReportDue>,
-) -> Vec<ReportDue> {
+) -> (Vec<ReportDue>, Vec<HeldReport>) {
     if !due.iter().any(|r| r.rule == ReportRule::DeadlineNear) {
-        return due;
+        return (due, Vec::new());
     }
     let c = Ctx::new(world, now, sim, prio, state, policy);
-    due.into_iter()
-        .filter(|r| r.rule != ReportRule::DeadlineNear || !report_waits(&c, now, r))
-        .collect()
+    let mut held = Vec::new();
+    let kept = due
+        .into_iter()
+        .filter(|r| {
+            let until = (r.rule == ReportRule::DeadlineNear)
+                .then(|| report_waits(&c, now, r))
+                .flatten();
+            if let Some(until) = until {
+                held.push(HeldReport {
+                    project: r.project,
+                    jobs: r.jobs.clone(),
+                    until,
+                });
+            }
+            until.is_none()
+        })
+        .collect();
+    (kept, held)
 }
 
-/// Whether the report `r` waits (see [`hold_reports`]).
-fn report_waits(c: &Ctx, now: Time, r: &ReportDue) -> bool {
+/// The time a report due by a deadline goes at the latest: [`REPORT_WAIT_MARGIN`] of the job's
+/// delay bound (at most [`MAX_REPORT_DELAY`]) before its deadline.
+pub fn report_wait_limit(job: &crate::model::Job) -> Time {
+    let bound = (job.report_deadline - job.received_time).max(0.0);
+    job.report_deadline - MAX_REPORT_DELAY.min(bound * REPORT_WAIT_MARGIN)
+}
+
+/// Until when the report `r` waits (see [`hold_reports`]); `None`: it goes now.
+fn report_waits(c: &Ctx, now: Time, r: &ReportDue) -> Option<Time> {
     let p = r.project.index();
-    let before_margin = c
+    let until = c
         .world
         .jobs
         .iter()
@@ -988,21 +1010,31 @@ fn report_waits(c: &Ctx, now: Time, r: &ReportDue) -> bool {
                 }
             )
         })
-        .all(|j| {
-            let bound = (j.report_deadline - j.received_time).max(0.0);
-            now < j.report_deadline - MAX_REPORT_DELAY.min(bound * REPORT_WAIT_MARGIN)
-        });
-    if !before_margin {
-        return false;
+        .map(report_wait_limit)
+        .fold(f64::INFINITY, f64::min);
+    if now >= until {
+        return None;
     }
-    piggyback_in(c, p).is_none_or(|w| {
+    let waits = piggyback_in(c, p).is_none_or(|w| {
         w.resources.iter().all(|x| {
             let ri = x.resource.index();
             !c.low[ri]
                 && c.sim.projects[p][ri].start_delay >= REPORT_WAIT_MIN_QUEUE
                 && c.room[p][ri].is_some_and(|d| d.jobs < REPORT_WAIT_ROOM_JOBS)
         })
-    })
+    });
+    waits.then_some(until)
+}
+
+/// A report the core holds back for the project's next RPC ([`hold_reports`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldReport {
+    /// The project.
+    pub project: ProjectId,
+    /// Its jobs ready to report.
+    pub jobs: Vec<crate::model::JobId>,
+    /// It goes at this time at the latest.
+    pub until: Time,
 }
 
 /// Why finished jobs are reported now.

@@ -781,11 +781,21 @@ fn a_report_that_would_bring_little_work_waits_for_the_next_rpc() {
     assert_eq!(s.decide_reports(&w, now)[0].rule, ReportRule::DeadlineNear);
     assert_eq!(s.piggyback(&w, now, &out.sim, p), None);
     assert!(out.reports.is_empty(), "{:?}", out.reports);
+    assert_eq!(
+        out.held_reports,
+        vec![HeldReport {
+            project: p,
+            jobs: vec![JobId(0)],
+            until: T0 + 900.0,
+        }]
+    );
+    assert!(out.next_wakeup <= T0 + 900.0);
     assert!(s.decide_reports_with(&w, now, &out.sim).is_empty());
     assert!(out.fetch.request.is_none(), "{:?}", out.fetch.request);
     // Within a tenth of its delay bound of the deadline, it goes whatever the queue.
     let late = T0 + 1000.0 - 0.1 * 1000.0 + 1.0;
     let out = s.pass(&w, late);
+    assert!(out.held_reports.is_empty());
     assert_eq!(out.reports.len(), 1);
     assert_eq!(out.reports[0].project, p);
 
