@@ -944,8 +944,9 @@ fn piggyback_in(c: &Ctx, p: usize) -> Option<WorkRequest> {
 /// ([`ReportRule::DeadlineNear`]) that can wait for the project's next RPC: a report RPC
 /// costs the project's scheduler as much as one that brings work, so one that brings none,
 /// or one job or two, is better made later with more. Such a report waits while
-/// - every one of its jobs' report deadlines is more than [`REPORT_WAIT_MARGIN`] of its
-///   delay bound (at most [`MAX_REPORT_DELAY`]) away, and
+/// - none of its jobs has reached [`report_wait_limit`]: [`REPORT_WAIT_MARGIN`] of its delay
+///   bound (at most [`MAX_REPORT_DELAY`]) before its deadline, or [`MAX_REPORT_HOLD`] after
+///   its completion, and
 /// - the work request it would carry ([`piggyback`]) is empty, or asks only for resources
 ///   that are not below the minimum buffer, on which the project's own queue lasts at least
 ///   [`REPORT_WAIT_MIN_QUEUE`], and where its deadlines leave room for fewer than
@@ -987,10 +988,17 @@ pub fn hold_reports(
 }
 
 /// The time a report due by a deadline goes at the latest: [`REPORT_WAIT_MARGIN`] of the job's
-/// delay bound (at most [`MAX_REPORT_DELAY`]) before its deadline.
+/// delay bound (at most [`MAX_REPORT_DELAY`]) before its deadline, and no later than
+/// [`MAX_REPORT_HOLD`] after the job completed.
 pub fn report_wait_limit(job: &crate::model::Job) -> Time {
     let bound = (job.report_deadline - job.received_time).max(0.0);
-    job.report_deadline - MAX_REPORT_DELAY.min(bound * REPORT_WAIT_MARGIN)
+    let by_deadline = job.report_deadline - MAX_REPORT_DELAY.min(bound * REPORT_WAIT_MARGIN);
+    match job.state {
+        JobState::Finished { completed_time, .. } => {
+            by_deadline.min(completed_time + MAX_REPORT_HOLD)
+        }
+        _ => by_deadline,
+    }
 }
 
 /// Until when the report `r` waits (see [`hold_reports`]); `None`: it goes now.

@@ -814,6 +814,24 @@ fn a_report_that_would_bring_little_work_waits_for_the_next_rpc() {
     assert!(s.piggyback(&w, now, &out.sim, p).is_some());
     assert_eq!(out.reports.len(), 1);
 
+    // A job with a 10-day delay bound waits at most MAX_REPORT_HOLD after completing; one due
+    // sooner, until a tenth of its bound (an hour at most) before its deadline.
+    let mut long = w.jobs[0].clone();
+    long.report_deadline = T0 + 10.0 * DAY;
+    assert_eq!(
+        fetch::report_wait_limit(&long),
+        T0 + 100.0 + MAX_REPORT_HOLD
+    );
+    long.report_deadline = T0 + 2.0 * H;
+    assert_eq!(fetch::report_wait_limit(&long), T0 + 2.0 * H - 0.2 * H);
+    long.report_deadline = T0 + 4.0 * H;
+    assert_eq!(fetch::report_wait_limit(&long), T0 + 4.0 * H - 0.4 * H);
+    long.report_deadline = T0 + 20.0 * H;
+    assert_eq!(
+        fetch::report_wait_limit(&long),
+        T0 + 100.0 + MAX_REPORT_HOLD
+    );
+
     // Only the running jobs: the CPUs idle within 180 s, the report goes with a request.
     let (w, _) = short_deadline_world(0);
     let mut s = Scheduler::new(Policy::default());
