@@ -2,7 +2,7 @@
 //! Each text starts with the rule's name (as the troubleshooting guide lists them), then says
 //! what it means in this case.
 
-use crate::fetch::{FetchRule, RpcReason};
+use crate::fetch::{FetchRule, HeldReport, RpcReason};
 use crate::model::Time;
 use crate::runlist::{PreemptAction, PreemptReason, RunReason, SkipReason};
 
@@ -96,6 +96,17 @@ impl RpcReason {
             RpcReason::Init => "first contact: one second of work per resource",
             RpcReason::NeedWork => "the work buffer is below its minimum",
         }
+    }
+}
+
+impl HeldReport {
+    /// Why these finished tasks are not reported yet, at time `now`.
+    pub fn describe(&self, now: Time) -> String {
+        format!(
+            "WaitsForNextRpc: reported now, it would bring the project's scheduler little or no \
+             work; it goes with the project's next work request, at the latest in {}",
+            duration(self.until - now)
+        )
     }
 }
 
@@ -204,6 +215,16 @@ mod tests {
         assert!(
             w.starts_with("WaitsForReport: ") && w.ends_with("finishing in 10 min"),
             "{w}"
+        );
+        let h = HeldReport {
+            project: crate::model::ProjectId(0),
+            jobs: Vec::new(),
+            until: 1080.0,
+        }
+        .describe(1000.0);
+        assert!(
+            h.starts_with("WaitsForNextRpc: ") && h.ends_with("at the latest in 80 s"),
+            "{h}"
         );
         let p = PreemptReason::Skipped(SkipReason::Memory).describe(PreemptAction::Quit);
         assert!(p.starts_with("Memory: ") && p.ends_with("(quit, restarts from its checkpoint)"));

@@ -48,6 +48,17 @@ pub const MAX_REPORT_DELAY: f64 = 3600.0;
 /// is estimated to finish within this long of that completion: then both go in one RPC (a
 /// project's scheduler pays per RPC; the deadline leaves a day or more).
 pub const MAX_REPORT_HOLD: f64 = 4.0 * MAX_REPORT_DELAY;
+/// A report due by its deadline ([`hold_reports`]) waits at most until this fraction of its
+/// job's delay bound (or [`MAX_REPORT_DELAY`], if less) is left before the deadline.
+pub const REPORT_WAIT_MARGIN: f64 = 0.1;
+/// A report due by its deadline waits only while the project's queue keeps it busy this long
+/// on the resources its RPC would ask for: if the RPC fails when it is made, the retry
+/// (at most 1.5 × [`IDLE_RETRY_INTERVAL`] later) still comes before those instances idle.
+pub const REPORT_WAIT_MIN_QUEUE: f64 = 1.5 * IDLE_RETRY_INTERVAL;
+/// A report due by its deadline waits only while the project's deadlines leave room for
+/// fewer than this many new jobs on the resources its RPC would ask for: with more, the RPC
+/// brings enough work to be worth making now.
+pub const REPORT_WAIT_ROOM_JOBS: f64 = 3.0;
 /// Report this long before the deadline (`REPORT_DEADLINE_CUSHION`).
 pub const REPORT_DEADLINE_CUSHION: f64 = 86400.0;
 
@@ -889,7 +900,11 @@ pub fn piggyback(
     project: ProjectId,
 ) -> Option<WorkRequest> {
     let c = Ctx::new(world, now, sim, prio, state, policy);
-    let p = project.index();
+    piggyback_in(&c, project.index())
+}
+
+/// [`piggyback`] for project `p` over a computed context.
+fn piggyback_in(c: &Ctx, p: usize) -> Option<WorkRequest> {
     if p >= c.np {
         return None;
     }
@@ -923,6 +938,111 @@ pub fn piggyback(
         }
     }
     (!resources.is_empty()).then(|| finish(p, RpcReason::NeedWork, resources))
+}
+
+/// Removes from `due` the reports due only because a deadline is near
+/// ([`ReportRule::DeadlineNear`]) that can wait for the project's next RPC: a report RPC
+/// costs the project's scheduler as much as one that brings work, so one that brings none,
+/// or one job or two, is better made later with more. Such a report waits while
+/// - none of its jobs has reached [`report_wait_limit`]: [`REPORT_WAIT_MARGIN`] of its delay
+///   bound (at most [`MAX_REPORT_DELAY`]) before its deadline, or [`MAX_REPORT_HOLD`] after
+///   its completion, and
+/// - the work request it would carry ([`piggyback`]) is empty, or asks only for resources
+///   that are not below the minimum buffer, on which the project's own queue lasts at least
+///   [`REPORT_WAIT_MIN_QUEUE`], and where its deadlines leave room for fewer than
+///   [`REPORT_WAIT_ROOM_JOBS`] new jobs.
+///
+/// It goes with the project's next work request (the fetch trigger fires once its queue
+/// runs low) or on its own when the margin is reached.
+pub fn hold_reports(
+    world: &World,
+    now: Time,
+    sim: &SimResult,
+    prio: &[Priorities],
+    state: &[ProjectFetchState],
+    policy: &Policy,
+    due: Vec<ReportDue>,
+) -> (Vec<ReportDue>, Vec<HeldReport>) {
+    if !due.iter().any(|r| r.rule == ReportRule::DeadlineNear) {
+        return (due, Vec::new());
+    }
+    let c = Ctx::new(world, now, sim, prio, state, policy);
+    let mut held = Vec::new();
+    let kept = due
+        .into_iter()
+        .filter(|r| {
+            let until = (r.rule == ReportRule::DeadlineNear)
+                .then(|| report_waits(&c, now, r))
+                .flatten();
+            if let Some(until) = until {
+                held.push(HeldReport {
+                    project: r.project,
+                    jobs: r.jobs.clone(),
+                    until,
+                });
+            }
+            until.is_none()
+        })
+        .collect();
+    (kept, held)
+}
+
+/// The time a report due by a deadline goes at the latest: [`REPORT_WAIT_MARGIN`] of the job's
+/// delay bound (at most [`MAX_REPORT_DELAY`]) before its deadline, and no later than
+/// [`MAX_REPORT_HOLD`] after the job completed.
+pub fn report_wait_limit(job: &crate::model::Job) -> Time {
+    let bound = (job.report_deadline - job.received_time).max(0.0);
+    let by_deadline = job.report_deadline - MAX_REPORT_DELAY.min(bound * REPORT_WAIT_MARGIN);
+    match job.state {
+        JobState::Finished { completed_time, .. } => {
+            by_deadline.min(completed_time + MAX_REPORT_HOLD)
+        }
+        _ => by_deadline,
+    }
+}
+
+/// Until when the report `r` waits (see [`hold_reports`]); `None`: it goes now.
+fn report_waits(c: &Ctx, now: Time, r: &ReportDue) -> Option<Time> {
+    let p = r.project.index();
+    let until = c
+        .world
+        .jobs
+        .iter()
+        .filter(|j| j.project == r.project)
+        .filter(|j| {
+            matches!(
+                j.state,
+                JobState::Finished {
+                    ready_to_report: true,
+                    ..
+                }
+            )
+        })
+        .map(report_wait_limit)
+        .fold(f64::INFINITY, f64::min);
+    if now >= until {
+        return None;
+    }
+    let waits = piggyback_in(c, p).is_none_or(|w| {
+        w.resources.iter().all(|x| {
+            let ri = x.resource.index();
+            !c.low[ri]
+                && c.sim.projects[p][ri].start_delay >= REPORT_WAIT_MIN_QUEUE
+                && c.room[p][ri].is_some_and(|d| d.jobs < REPORT_WAIT_ROOM_JOBS)
+        })
+    });
+    waits.then_some(until)
+}
+
+/// A report the core holds back for the project's next RPC ([`hold_reports`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldReport {
+    /// The project.
+    pub project: ProjectId,
+    /// Its jobs ready to report.
+    pub jobs: Vec<crate::model::JobId>,
+    /// It goes at this time at the latest.
+    pub until: Time,
 }
 
 /// Why finished jobs are reported now.

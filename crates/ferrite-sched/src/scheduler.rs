@@ -8,7 +8,8 @@ use std::collections::HashSet;
 
 use crate::accounting::{Priorities, RecBook};
 use crate::fetch::{
-    self, FetchBlock, FetchDecision, FetchRule, ProjectFetchState, ReportDue, WorkRequest,
+    self, FetchBlock, FetchDecision, FetchRule, HeldReport, ProjectFetchState, ReportDue,
+    WorkRequest,
 };
 use crate::model::{JobId, ProjectId, ResourceId, Time, World};
 use crate::policy::Policy;
@@ -30,6 +31,8 @@ pub struct PassOutput {
     pub fetch: FetchDecision,
     /// Projects to contact to report finished jobs.
     pub reports: Vec<ReportDue>,
+    /// Reports held for their project's next RPC ([`fetch::hold_reports`]).
+    pub held_reports: Vec<HeldReport>,
     /// When the next pass is due at the latest.
     pub next_wakeup: Time,
     /// Unstarted jobs that can no longer meet their deadline: abort them (and report them);
@@ -244,6 +247,21 @@ impl Scheduler {
         fetch::reports_due(world, now, &self.fetch_state)
     }
 
+    /// Projects whose finished jobs should be reported now, given this pass's simulation:
+    /// [`decide_reports`](Self::decide_reports) less the reports that can wait for the
+    /// project's next RPC ([`fetch::hold_reports`]), as [`pass`](Self::pass) decides them.
+    pub fn decide_reports_with(
+        &mut self,
+        world: &World,
+        now: Time,
+        sim: &SimResult,
+    ) -> Vec<ReportDue> {
+        self.observe(world);
+        let prio = self.priorities(world);
+        let due = fetch::reports_due(world, now, &self.fetch_state);
+        fetch::hold_reports(world, now, sim, &prio, &self.fetch_state, &self.policy, due).0
+    }
+
     /// One full pass: accounting, simulation, run list, fetch decision, reports, next wakeup.
     pub fn pass(&mut self, world: &World, now: Time) -> PassOutput {
         self.account(world, now);
@@ -254,6 +272,15 @@ impl Scheduler {
         let fetch = fetch::decide(world, now, &sim, &prio, &self.fetch_state, &self.policy);
         let fetch = self.minimal_fetch(world, fetch);
         let reports = fetch::reports_due(world, now, &self.fetch_state);
+        let (reports, held_reports) = fetch::hold_reports(
+            world,
+            now,
+            &sim,
+            &prio,
+            &self.fetch_state,
+            &self.policy,
+            reports,
+        );
         let next_wakeup = self.next_wakeup(world, now);
         let abort = runlist::doomed(world, now);
         PassOutput {
@@ -261,6 +288,7 @@ impl Scheduler {
             run,
             fetch,
             reports,
+            held_reports,
             next_wakeup,
             abort,
         }
@@ -356,6 +384,8 @@ impl Scheduler {
             } = j.state
             {
                 consider(completed_time + fetch::MAX_REPORT_DELAY);
+                // A report held for the project's next RPC goes at the latest then.
+                consider(fetch::report_wait_limit(j));
             }
         }
         for s in &self.fetch_state {

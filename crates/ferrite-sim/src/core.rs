@@ -284,7 +284,7 @@ impl ClientPolicy for CorePolicy {
         let free = |p: usize| !contacted.get(p).copied().unwrap_or(true);
         // Reports first, each carrying the work the core would ask of that project on an RPC
         // made anyway (as the daemon does); then the core's own work request.
-        let reports = self.sched.decide_reports(&self.world, now);
+        let reports = self.sched.decide_reports_with(&self.world, now, &sim);
         if let Some(rep) = reports.iter().find(|r| free(r.project.index())) {
             let p = rep.project.index();
             let work = self.sched.piggyback(&self.world, now, &sim, rep.project);

@@ -328,8 +328,10 @@ const SAMPLE_OFFICIAL: Official = Official {
 /// deadlines: the official run keeps its CPUs busier (idle 0.216) by queueing 12 h of work and
 /// misses 576 deadlines. Ferrite keeps each project's queue within what its deadlines allow,
 /// aborts jobs that can no longer make it, and while an instance idles tries a project whose
-/// RPCs failed again after about two minutes: over seeds 1-20 it averages idle 0.215, share
-/// violation 0.018 and 352 misses; seed 1's host is off 21.8 % of the day (idle 0.222).
+/// RPCs failed again after about two minutes: over seeds 1-20 it averages idle 0.217, share
+/// violation 0.014 and 377 misses (official: 0.230, 0.073, 598; see
+/// `sample_legacy_seed_means_no_worse_than_official`); seed 1's host is off 21.8 % of the day
+/// (idle 0.215).
 const SAMPLE_CHECKS: Checks = Checks { idle: false, ..ALL };
 
 #[test]
@@ -686,4 +688,95 @@ fn every_state_file_fixture_in_the_repository_loads_and_runs() {
     }
     assert!(real >= 20, "{real} state files written by a client");
     assert!(with_jobs >= 5, "{with_jobs} state files with jobs");
+}
+
+/// The official emulator's figures for sample_legacy over seeds 1-20, per variant (the
+/// variant's options, then one figure list per seed), from `official_seeds.txt`.
+fn official_sample_seeds() -> Vec<(String, Vec<[f64; 6]>)> {
+    let text =
+        std::fs::read_to_string(fixture("sample_legacy").join("official_seeds.txt")).unwrap();
+    let mut out: Vec<(String, Vec<[f64; 6]>)> = Vec::new();
+    for line in text.lines() {
+        if let Some(head) = line.strip_prefix("## ") {
+            let opts = head.trim().trim_start_matches("--duration 86400").trim();
+            out.push((opts.to_owned(), Vec::new()));
+        } else if line.starts_with("seed ") {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let mut figs = [0.0; 6];
+            for (k, name) in [
+                "wasted",
+                "idle",
+                "share",
+                "monotony",
+                "rpcs_per_job",
+                "missed",
+            ]
+            .iter()
+            .enumerate()
+            {
+                let at = words.iter().position(|w| w == name).unwrap();
+                figs[k] = words[at + 1].parse().unwrap();
+            }
+            out.last_mut().unwrap().1.push(figs);
+        }
+    }
+    out
+}
+
+/// sample_legacy is one random realisation of host and server availability per seed, and the
+/// official emulator draws them from the same stream as the job sizes (each of its variants
+/// sees a different realisation): seed-1 figures there are noise. Over seeds 1-20 every mean
+/// figure of Ferrite's is no worse than the official emulator's, in every variant.
+#[test]
+fn sample_legacy_seed_means_no_worse_than_official() {
+    let official = official_sample_seeds();
+    assert_eq!(official.len(), 3);
+    for (opts, seeds) in &official {
+        assert_eq!(seeds.len(), 20, "{opts}");
+        let n = seeds.len() as f64;
+        let theirs: Vec<f64> = (0..6)
+            .map(|k| seeds.iter().map(|s| s[k]).sum::<f64>() / n)
+            .collect();
+        let mut ours = [0.0; 6];
+        for seed in 1..=20 {
+            let sim = SimOptions {
+                duration: DAY,
+                seed,
+                rr_only: opts == "--cpu_sched_rr_only",
+                server_uses_workload: opts == "--server_uses_workload",
+                ..SimOptions::default()
+            };
+            let r = run(&load("sample_legacy"), &sim).unwrap();
+            let figs = [
+                r.wasted_fraction,
+                r.idle_fraction,
+                r.share_violation,
+                r.monotony,
+                r.rpcs_per_job,
+                r.deadlines_missed as f64,
+            ];
+            for (o, f) in ours.iter_mut().zip(figs) {
+                *o += f / n;
+            }
+        }
+        eprintln!("sample_legacy {opts}: ours {ours:.4?} official {theirs:.4?}");
+        for (k, name) in [
+            "wasted",
+            "idle",
+            "share violation",
+            "monotony",
+            "RPCs per job",
+            "missed",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert!(
+                ours[k] <= theirs[k],
+                "{opts} {name}: {} > {}",
+                ours[k],
+                theirs[k]
+            );
+        }
+    }
 }

@@ -427,12 +427,13 @@ impl Daemon {
                         ready_to_report, ..
                     } => (
                         "done",
-                        if ready_to_report {
-                            "ready to report"
-                        } else {
-                            "uploading"
-                        }
-                        .to_owned(),
+                        match pass.held_reports.iter().find(|h| h.jobs.contains(&job.id)) {
+                            Some(h) if ready_to_report => {
+                                format!("ready to report; {}", h.describe(now))
+                            }
+                            _ if ready_to_report => "ready to report".to_owned(),
+                            _ => "uploading".to_owned(),
+                        },
                     ),
                     _ if job.suspended => ("wait", "suspended by the user".to_owned()),
                     _ if !job.runnable => (

@@ -742,3 +742,99 @@ fn piggyback_tops_up_a_project_whose_deadlines_limit_its_queue() {
     let out = s.pass(&w, T0);
     assert_eq!(s.piggyback(&w, T0, &out.sim, p), None);
 }
+
+/// Jobs of 100 s due 1000 s after arrival on 2 CPUs (as in the emulator's sample): project P
+/// has one finished job, two running and `queued` more waiting, all received at `T0`.
+fn short_deadline_world(queued: u32) -> (World, ProjectId) {
+    let mut w = World::new(Host::cpu_only(2, 1e9, 16e9));
+    w.prefs.work_buf_min_days = 0.0001;
+    w.prefs.work_buf_additional_days = 0.25;
+    let p = w.add_project(Project::new("P", 100.0));
+    let a = w.add_app(App::new(p, "a"));
+    let v = w.add_app_version(AppVersion::cpu(a, p, 1.0, 1e9));
+    let mut done = Job::new(JobId(0), p, v, 100e9, T0, T0 + 1000.0);
+    done.state = JobState::Finished {
+        completed_time: T0 + 100.0,
+        ready_to_report: true,
+    };
+    w.add_job(done);
+    for i in 1..=2 {
+        let mut j = Job::new(JobId(i), p, v, 100e9, T0, T0 + 1000.0);
+        j.state = JobState::Running;
+        j.run_started_at = Some(T0 + 100.0);
+        w.add_job(j);
+    }
+    for i in 0..queued {
+        w.add_job(Job::new(JobId(10 + i), p, v, 100e9, T0, T0 + 1000.0));
+    }
+    (w, p)
+}
+
+#[test]
+fn a_report_that_would_bring_little_work_waits_for_the_next_rpc() {
+    let now = T0 + 100.0;
+    // Queued up to what the deadlines allow: its RPC would bring nothing, so the report
+    // waits (`decide_reports` alone, without the simulation, reports it).
+    let (w, p) = short_deadline_world(14);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert_eq!(s.decide_reports(&w, now)[0].rule, ReportRule::DeadlineNear);
+    assert_eq!(s.piggyback(&w, now, &out.sim, p), None);
+    assert!(out.reports.is_empty(), "{:?}", out.reports);
+    assert_eq!(
+        out.held_reports,
+        vec![HeldReport {
+            project: p,
+            jobs: vec![JobId(0)],
+            until: T0 + 900.0,
+        }]
+    );
+    assert!(out.next_wakeup <= T0 + 900.0);
+    assert!(s.decide_reports_with(&w, now, &out.sim).is_empty());
+    assert!(out.fetch.request.is_none(), "{:?}", out.fetch.request);
+    // Within a tenth of its delay bound of the deadline, it goes whatever the queue.
+    let late = T0 + 1000.0 - 0.1 * 1000.0 + 1.0;
+    let out = s.pass(&w, late);
+    assert!(out.held_reports.is_empty());
+    assert_eq!(out.reports.len(), 1);
+    assert_eq!(out.reports[0].project, p);
+
+    // Room for one more job: the request it would carry is worth less than an RPC.
+    let (w, _) = short_deadline_world(10);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    let little = s.piggyback(&w, now, &out.sim, p).expect("a top-up");
+    assert!(little.resources[0].req_secs <= 100.0, "{little:?}");
+    assert!(out.reports.is_empty(), "{:?}", out.reports);
+
+    // Room for several jobs: the report's request is worth its RPC, it goes now.
+    let (w, _) = short_deadline_world(4);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert!(s.piggyback(&w, now, &out.sim, p).is_some());
+    assert_eq!(out.reports.len(), 1);
+
+    // A job with a 10-day delay bound waits at most MAX_REPORT_HOLD after completing; one due
+    // sooner, until a tenth of its bound (an hour at most) before its deadline.
+    let mut long = w.jobs[0].clone();
+    long.report_deadline = T0 + 10.0 * DAY;
+    assert_eq!(
+        fetch::report_wait_limit(&long),
+        T0 + 100.0 + MAX_REPORT_HOLD
+    );
+    long.report_deadline = T0 + 2.0 * H;
+    assert_eq!(fetch::report_wait_limit(&long), T0 + 2.0 * H - 0.2 * H);
+    long.report_deadline = T0 + 4.0 * H;
+    assert_eq!(fetch::report_wait_limit(&long), T0 + 4.0 * H - 0.4 * H);
+    long.report_deadline = T0 + 20.0 * H;
+    assert_eq!(
+        fetch::report_wait_limit(&long),
+        T0 + 100.0 + MAX_REPORT_HOLD
+    );
+
+    // Only the running jobs: the CPUs idle within 180 s, the report goes with a request.
+    let (w, _) = short_deadline_world(0);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert_eq!(out.reports.len(), 1);
+}
