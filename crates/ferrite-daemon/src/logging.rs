@@ -20,13 +20,13 @@ use std::fmt;
 use std::io::IsTerminal;
 
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::filter::Targets;
 
 /// Flags that BOINC turns on by default.
 pub const DEFAULT_ON_FLAGS: [&str; 3] = ["task", "file_xfer", "sched_ops"];

@@ -4,10 +4,10 @@
 use std::io::Write as _;
 
 use clap::Parser as _;
+use ferrite_testproject::{Args, Bound};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
-use ferrite_testproject::{Args, Bound};
 
 fn main() -> anyhow::Result<()> {
     // RUST_LOG: a list of `level` and `target=level` directives; `info` by default.
