@@ -16,6 +16,9 @@
 //!   127.0.0.1 by `ferrite_net::HttpClient` with MD5 verification, in a child process that
 //!   runs a current-thread runtime as `ferrited` does, against `curl -s -o FILE`; and that
 //!   child's peak RSS (`VmHWM`, the goal is absolute);
+//! - each client's own CPU over the idle window while it computes: 1,000 tasks of the
+//!   BOINC-API test app queued, two running apps that never end (sleeping steps of a second),
+//!   both clients at once (part of `tasks`);
 //! - 32 tasks of 2 s of the BOINC-API test app, 4 at a time, through `ferrited` (as the
 //!   `tasks` bench), against the ideal wall time (app work only), and the same tasks through
 //!   the official client, side by side.
@@ -428,6 +431,7 @@ struct Rows {
     rss_tasks: Row,
     cpu_idle: Row,
     cpu_tasks: Row,
+    cpu_busy: Row,
     get_state: Row,
     get_results: Row,
     get_transfers: Row,
@@ -782,6 +786,12 @@ fn main() {
             1e3,
             Some(1.0),
         ),
+        cpu_busy: Row::new(
+            "CPU over idle window, 1,000 tasks, 2 apps computing",
+            "ms",
+            1e3,
+            Some(1.0),
+        ),
         get_state: Row::new(
             "get_state, 1,000 tasks (median call)",
             "ms",
@@ -846,6 +856,22 @@ fn main() {
         let Some(app) = &app else {
             continue;
         };
+        eprintln!("round {round}/{rounds}: computing, 1,000 tasks");
+        // Both clients at once, so noise from the rest of the machine falls on both alike.
+        let settle = Duration::from_secs(5);
+        let (ferrite, official) = std::thread::scope(|scope| {
+            let f = scope.spawn(|| {
+                short_tasks::busy_cpu(
+                    short_tasks::Runner::Ferrite(env!("CARGO_BIN_EXE_ferrited")),
+                    app,
+                    settle,
+                    idle,
+                )
+            });
+            let o = short_tasks::busy_cpu(short_tasks::Runner::Official, app, settle, idle);
+            (f.join().expect("Ferrite's run"), o)
+        });
+        rows.cpu_busy.push(ferrite, official);
         eprintln!("round {round}/{rounds}: short tasks");
         let o = short_tasks::run(env!("CARGO_BIN_EXE_ferrited"), app);
         rows.short_tasks
@@ -882,6 +908,7 @@ fn main() {
         &rows.rss_tasks,
         &rows.cpu_idle,
         &rows.cpu_tasks,
+        &rows.cpu_busy,
         &rows.get_state,
         &rows.get_results,
         &rows.get_transfers,

@@ -18,6 +18,30 @@ pub const NCPUS: usize = 4;
 /// Each task sleeps `STEPS` steps of `STEP_MS` milliseconds (checkpointing after each).
 pub const STEPS: u32 = 20;
 pub const STEP_MS: u32 = 100;
+/// What a data directory holds: `tasks` tasks of the test app with `command_line`, `ncpus`
+/// of them at a time.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    tasks: usize,
+    ncpus: usize,
+    command_line: &'static str,
+}
+
+/// The short tasks.
+const SHORT: Plan = Plan {
+    tasks: TASKS,
+    ncpus: NCPUS,
+    command_line: "--step-ms 100",
+};
+
+/// 1,000 tasks whose apps never end (sleeping steps of a second, no checkpoints), two at a
+/// time: a client computing with a full queue.
+const BUSY: Plan = Plan {
+    tasks: 1000,
+    ncpus: 2,
+    command_line: "--forever --step-ms 1000",
+};
+
 /// Give up after this long.
 const TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -74,7 +98,7 @@ pub fn build_test_app() -> PathBuf {
 /// `client_state.xml`: the fixture's project, an app whose main program is the test app,
 /// and `TASKS` workunits with one result each, all downloaded. Network activity is off
 /// (`user_network_request` 3), so finished tasks wait for upload and nothing else runs.
-fn client_state(now: f64) -> String {
+fn client_state(now: f64, plan: Plan) -> String {
     let fixture =
         fs::read_to_string(Path::new(FIXTURE).join("client_state.xml")).expect("fixture state");
     let start = fixture.find("<project>").expect("fixture project");
@@ -87,7 +111,7 @@ fn client_state(now: f64) -> String {
          </app>\n<file>\n    <name>test_app</name>\n    <nbytes>0</nbytes>\n    <status>1</status>\n\
          \x20   <executable/>\n</file>\n",
     );
-    for i in 0..TASKS {
+    for i in 0..plan.tasks {
         s.push_str(&format!(
             "<file>\n    <name>wu_{i}_in</name>\n    <nbytes>3</nbytes>\n    <status>1</status>\n</file>\n\
              <file>\n    <name>wu_{i}_0_out</name>\n    <max_nbytes>100000</max_nbytes>\n    <status>0</status>\n\
@@ -102,12 +126,13 @@ fn client_state(now: f64) -> String {
          \x20   </file_ref>\n</app_version>\n",
     );
     let deadline = now + 7.0 * 86400.0;
-    for i in 0..TASKS {
+    let command_line = plan.command_line;
+    for i in 0..plan.tasks {
         s.push_str(&format!(
             "<workunit>\n    <name>wu_{i}</name>\n    <app_name>test_app</app_name>\n\
              \x20   <version_num>100</version_num>\n    <rsc_fpops_est>2e9</rsc_fpops_est>\n\
              \x20   <rsc_fpops_bound>1e12</rsc_fpops_bound>\n    <rsc_memory_bound>1e8</rsc_memory_bound>\n\
-             \x20   <rsc_disk_bound>1e8</rsc_disk_bound>\n    <command_line>--step-ms {STEP_MS}</command_line>\n\
+             \x20   <rsc_disk_bound>1e8</rsc_disk_bound>\n    <command_line>{command_line}</command_line>\n\
              \x20   <file_ref>\n        <file_name>wu_{i}_in</file_name>\n        <open_name>in</open_name>\n\
              \x20   </file_ref>\n</workunit>\n\
              <result>\n    <name>wu_{i}_0</name>\n    <wu_name>wu_{i}</wu_name>\n    <state>2</state>\n\
@@ -129,19 +154,19 @@ fn client_state(now: f64) -> String {
 }
 
 /// A data directory with the state, the app and the inputs in place.
-fn data_dir(app: &Path) -> tempfile::TempDir {
+fn data_dir(app: &Path, plan: Plan) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tempdir");
     let dir = d.path();
     let pdir = dir.join(PROJECT_DIR);
     fs::create_dir_all(&pdir).expect("project dir");
     fs::copy(app, pdir.join("test_app")).expect("install app");
-    for i in 0..TASKS {
+    for i in 0..plan.tasks {
         fs::write(pdir.join(format!("wu_{i}_in")), format!("{STEPS}\n")).expect("input");
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    fs::write(dir.join("client_state.xml"), client_state(now)).expect("state");
+    fs::write(dir.join("client_state.xml"), client_state(now, plan)).expect("state");
     fs::copy(
         Path::new(FIXTURE).join("account_127.0.0.1_18080.xml"),
         dir.join("account_127.0.0.1_18080.xml"),
@@ -150,7 +175,10 @@ fn data_dir(app: &Path) -> tempfile::TempDir {
     fs::write(dir.join("gui_rpc_auth.cfg"), "benchpw\n").expect("password");
     fs::write(
         dir.join("cc_config.xml"),
-        format!("<cc_config>\n<options>\n<ncpus>{NCPUS}</ncpus>\n</options>\n</cc_config>\n"),
+        format!(
+            "<cc_config>\n<options>\n<ncpus>{}</ncpus>\n</options>\n</cc_config>\n",
+            plan.ncpus
+        ),
     )
     .expect("cc_config");
     // Nothing on the host may suspend computing while the bench runs.
@@ -362,23 +390,15 @@ impl Runner<'_> {
     }
 }
 
-/// Runs the tasks through `ferrited` (path) with the test app built by `build_test_app`.
-pub fn run(ferrited: &str, app: &Path) -> Outcome {
-    run_with(Runner::Ferrite(ferrited), app)
-}
-
-/// Runs the tasks through `runner` with the test app built by `build_test_app`.
-pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
-    let (main_loop, started, succeeded, finishing) = runner.markers();
-    let d = data_dir(app);
-    let dir = d.path();
+/// Starts `runner` on data directory `dir` on a free loopback port, logging to
+/// `dir/ferrited.log`.
+fn spawn_client(runner: Runner<'_>, dir: &Path) -> Daemon {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")
         .port();
     let log = dir.join("ferrited.log");
     let file = fs::File::create(&log).expect("log file");
-    let wall = Instant::now();
     let mut cmd = match runner {
         Runner::Ferrite(path) => Command::new(path),
         Runner::Official => {
@@ -398,8 +418,61 @@ pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
         .stderr(Stdio::from(file))
         .spawn()
         .expect("start the client");
-    let pid = child.id();
-    let mut daemon = Daemon { child, log };
+    Daemon { child, log }
+}
+
+/// The client's own CPU seconds (not its apps') over `window`, while it computes two tasks
+/// of a queue of 1,000 whose apps never end, measured once both run and `settle` has passed.
+pub fn busy_cpu(runner: Runner<'_>, app: &Path, settle: Duration, window: Duration) -> f64 {
+    let (_, started, _, _) = runner.markers();
+    let d = data_dir(app, BUSY);
+    let daemon = spawn_client(runner, d.path());
+    let pid = daemon.child.id();
+    let wall = Instant::now();
+    while daemon.log_text().matches(started).count() < BUSY.ncpus {
+        assert!(
+            wall.elapsed() < TIMEOUT,
+            "the client started fewer than {} tasks; log:\n{}",
+            BUSY.ncpus,
+            daemon.log_text()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    thread::sleep(settle);
+    let before = cpu_seconds(pid);
+    thread::sleep(window);
+    let cpu = cpu_seconds(pid) - before;
+    stop_client(daemon);
+    cpu
+}
+
+/// Asks the client to quit (SIGTERM, which also ends its apps) and waits up to 30 s.
+fn stop_client(mut daemon: Daemon) {
+    let pid = daemon.child.id();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        if let Ok(Some(_)) = daemon.child.try_wait() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs the tasks through `ferrited` (path) with the test app built by `build_test_app`.
+pub fn run(ferrited: &str, app: &Path) -> Outcome {
+    run_with(Runner::Ferrite(ferrited), app)
+}
+
+/// Runs the tasks through `runner` with the test app built by `build_test_app`.
+pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
+    let (main_loop, started, succeeded, finishing) = runner.markers();
+    let d = data_dir(app, SHORT);
+    let dir = d.path();
+    let wall = Instant::now();
+    let mut daemon = spawn_client(runner, dir);
+    let pid = daemon.child.id();
 
     // Start-up cost: until the main loop runs.
     let mut startup_cpu = None;
@@ -461,15 +534,7 @@ pub fn run_with(runner: Runner<'_>, app: &Path) -> Outcome {
         let _ = fs::write(keep, &text);
     }
     let errors = result_states(dir)[3];
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(30) {
-        if let Ok(Some(_)) = daemon.child.try_wait() {
-            break;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
+    stop_client(daemon);
     Outcome {
         phases: Phases::of(&starts, &ends, &finishes),
         finished,
