@@ -533,16 +533,7 @@ impl Daemon {
         ts.now = t;
         ts.write(&mut w, Form::Request);
         for p in &s.projects {
-            self.write_project(p, &mut w);
-            for a in &p.apps {
-                a.write(&mut w);
-            }
-            for v in &p.app_versions {
-                v.write(&mut w, Form::State);
-            }
-            for wu in &p.workunits {
-                wu.write(&mut w);
-            }
+            self.write_project_head(p, &mut w);
             let jobs = &mut JobFinder::default();
             for r in &p.results {
                 let wu = p.workunit(&r.wu_name);
@@ -558,6 +549,28 @@ impl Daemon {
                 );
             }
         }
+        self.write_state_tail(&mut w);
+        w.finish()
+    }
+
+    /// A project in `get_state` up to its results: the project, its apps, app versions and
+    /// workunits.
+    fn write_project_head(&self, p: &ProjectState, w: &mut XmlWriter) {
+        self.write_project(p, w);
+        for a in &p.apps {
+            a.write(w);
+        }
+        for v in &p.app_versions {
+            v.write(w, Form::State);
+        }
+        for wu in &p.workunits {
+            wu.write(w);
+        }
+    }
+
+    /// The end of `get_state`: platforms, version, preferences and venue.
+    fn write_state_tail(&self, w: &mut XmlWriter) {
+        let s = &self.state;
         let v = ferrite_proto::version::PROTOCOL_VERSION;
         w.text("platform_name", &s.platform_name)
             .num("core_client_major_version", v.major)
@@ -568,10 +581,9 @@ impl Daemon {
         for p in &s.alt_platforms {
             w.text("platform", p);
         }
-        self.config.prefs.prefs.write(&mut w);
+        self.config.prefs.prefs.write(w);
         w.nonempty_text("host_venue", &s.host_venue);
         w.close_flat("client_state");
-        w.finish()
     }
 
     /// The parts of `get_state` around the time statistics and the results.
@@ -588,33 +600,12 @@ impl Daemon {
             .iter()
             .map(|p| {
                 let mut w = XmlWriter::new();
-                self.write_project(p, &mut w);
-                for a in &p.apps {
-                    a.write(&mut w);
-                }
-                for v in &p.app_versions {
-                    v.write(&mut w, Form::State);
-                }
-                for wu in &p.workunits {
-                    wu.write(&mut w);
-                }
+                self.write_project_head(p, &mut w);
                 w.finish()
             })
             .collect();
         let mut w = XmlWriter::new();
-        let v = ferrite_proto::version::PROTOCOL_VERSION;
-        w.text("platform_name", &s.platform_name)
-            .num("core_client_major_version", v.major)
-            .num("core_client_minor_version", v.minor)
-            .num("core_client_release", v.release)
-            .bool01("executing_as_daemon", self.opts.daemon);
-        w.text("platform", &s.platform_name);
-        for p in &s.alt_platforms {
-            w.text("platform", p);
-        }
-        self.config.prefs.prefs.write(&mut w);
-        w.nonempty_text("host_venue", &s.host_venue);
-        w.close_flat("client_state");
+        self.write_state_tail(&mut w);
         super::StateParts {
             epoch: self.state_epoch,
             head,
