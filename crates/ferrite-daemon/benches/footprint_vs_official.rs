@@ -283,21 +283,6 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// CPU seconds of every thread of `pid` so far, in nanoseconds' precision (the first field
-/// of each `/proc/PID/task/TID/schedstat`; `/proc/PID/stat` counts clock ticks of 10 ms).
-/// Threads that ended are not counted: the clients' idle threads live as long as they do.
-fn cpu_precise(pid: u32) -> f64 {
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .sum::<f64>()
-        / 1e9
-}
-
 /// What the resident memory of `pid` is: anonymous (heap, stacks), the program's own file
 /// pages (its code and read-only data), shared libraries' pages; kB, from `/proc/PID/smaps`.
 fn rss_parts(pid: u32) -> String {
@@ -480,14 +465,14 @@ fn clients_round(rows: &mut Rows, xml: &str, state: &ClientState, idle: Duration
     let cpu0: Vec<f64> = empty
         .iter()
         .chain(loaded.iter().map(|(c, _)| c))
-        .map(|c| cpu_precise(c.pid()))
+        .map(|c| short_tasks::cpu_precise(c.pid()))
         .collect();
     std::thread::sleep(idle);
     let cpu: Vec<f64> = empty
         .iter()
         .chain(loaded.iter().map(|(c, _)| c))
         .zip(&cpu0)
-        .map(|(c, before)| cpu_precise(c.pid()) - before)
+        .map(|(c, before)| short_tasks::cpu_precise(c.pid()) - before)
         .collect();
     rows.cpu_idle.push(cpu[0], cpu[1]);
     rows.cpu_tasks.push(cpu[2], cpu[3]);

@@ -45,11 +45,6 @@ impl Daemon {
     /// `--exit_when_idle` says so.
     pub(crate) fn tick_tasks(&mut self, t: f64) -> Option<&'static str> {
         self.refresh_usage(t);
-        // Right before tasks may start: an app file changed since it was verified must not run.
-        if self.transfers.check_app_files(&mut self.state) {
-            self.save.mark_dirty(t);
-            self.state_epoch += 1;
-        }
         let (reason, gpu_reason, user_active) = self.decide_suspension(t);
         let activity = ferrite_project::stats::Activity {
             computing: reason
@@ -57,6 +52,15 @@ impl Daemon {
             gpu_computing: gpu_reason.is_none(),
             network: self.network_allowed(t),
         };
+        // Right before tasks may start: an app file changed since it was verified must not
+        // run. While computing is suspended nothing starts, and the files are not looked at.
+        let gpus = self.host.gpu_instances.values().any(|v| !v.is_empty());
+        if (activity.computing || (activity.gpu_computing && gpus))
+            && self.transfers.check_app_files(&mut self.state)
+        {
+            self.save.mark_dirty(t);
+            self.state_epoch += 1;
+        }
         self.time_session
             .update(&mut self.state.time_stats, t, activity);
         let limit = self

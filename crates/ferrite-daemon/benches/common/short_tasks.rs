@@ -205,6 +205,20 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks / hz
 }
 
+/// CPU seconds of process `pid`'s live threads, in nanoseconds' resolution
+/// (`/proc/PID/task/*/schedstat`), for windows too short for clock ticks.
+pub fn cpu_precise(pid: u32) -> f64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        / 1e9
+}
+
 /// A `/proc/PID/status` field in kB.
 pub fn status_kb(pid: u32, field: &str) -> u64 {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
@@ -439,9 +453,9 @@ pub fn busy_cpu(runner: Runner<'_>, app: &Path, settle: Duration, window: Durati
         thread::sleep(Duration::from_millis(100));
     }
     thread::sleep(settle);
-    let before = cpu_seconds(pid);
+    let before = cpu_precise(pid);
     thread::sleep(window);
-    let cpu = cpu_seconds(pid) - before;
+    let cpu = cpu_precise(pid) - before;
     stop_client(daemon);
     cpu
 }
