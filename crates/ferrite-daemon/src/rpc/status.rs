@@ -525,10 +525,7 @@ impl Daemon {
     pub(crate) fn state_xml_at_once(&self, t: f64) -> String {
         let s = &self.state;
         let mut w = XmlWriter::new();
-        w.open_flat("client_state");
-        s.host_info.write(&mut w, HostInfoForm::STATE_FILE);
-        w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
-        s.net_stats.write(&mut w);
+        self.write_state_head(&mut w);
         let mut ts = s.time_stats.clone();
         ts.now = t;
         ts.write(&mut w, Form::Request);
@@ -551,6 +548,15 @@ impl Daemon {
         }
         self.write_state_tail(&mut w);
         w.finish()
+    }
+
+    /// The start of `get_state`: host information, CUDA flag and network statistics.
+    fn write_state_head(&self, w: &mut XmlWriter) {
+        let s = &self.state;
+        w.open_flat("client_state");
+        s.host_info.write(w, HostInfoForm::STATE_FILE);
+        w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
+        s.net_stats.write(w);
     }
 
     /// A project in `get_state` up to its results: the project, its apps, app versions and
@@ -590,10 +596,7 @@ impl Daemon {
     fn state_parts(&self) -> super::StateParts {
         let s = &self.state;
         let mut w = XmlWriter::new();
-        w.open_flat("client_state");
-        s.host_info.write(&mut w, HostInfoForm::STATE_FILE);
-        w.flag("have_cuda", s.host_info.coprocs.nvidia.is_some());
-        s.net_stats.write(&mut w);
+        self.write_state_head(&mut w);
         let head = w.finish();
         let projects = s
             .projects
