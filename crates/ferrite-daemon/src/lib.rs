@@ -743,7 +743,7 @@ mod loop_tests {
     }
 
     /// A GUI RPC call as the server makes it, and where its reply goes.
-    fn gui_call(request: Request) -> (Woke, tokio::sync::oneshot::Receiver<String>) {
+    fn gui_call(request: Request) -> (Woke, tokio::sync::oneshot::Receiver<ferrite_gui_rpc::Body>) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let call = ferrite_gui_rpc::Call {
             request,
@@ -768,7 +768,7 @@ mod loop_tests {
         let epoch = d.state_epoch;
         let (woke, mut rx) = gui_call(Request::GetCcStatus);
         assert_eq!(d.dispatch(woke, &mut reclaim), None);
-        let reply = rx.try_recv().expect("answered at once");
+        let reply = rx.try_recv().expect("answered at once").to_text();
         assert!(reply.contains("<cc_status>"), "{reply}");
         assert_eq!(d.state_epoch, epoch, "a cached reply stays valid");
         assert!(!d.tick_soon);

@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (tx, mut rx) = mpsc::channel::<ferrite_gui_rpc::Call>(256);
         tokio::spawn(async move {
             while let Some(call) = rx.recv().await {
-                let _ = call.reply.send("<seqno>40</seqno>\n".to_owned());
+                let _ = call.reply.send("<seqno>40</seqno>\n".into());
             }
         });
         let shutdown = CancellationToken::new();

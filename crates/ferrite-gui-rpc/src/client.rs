@@ -5,7 +5,7 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, ToSocketAddrs, UnixStream};
 
 use crate::auth;
@@ -64,9 +64,13 @@ pub struct GuiRpcClient {
     frames: FrameBuffer,
     /// Per-reply timeout.
     timeout: Duration,
-    /// Where reads land (allocated once: replies can be megabytes, read in large pieces).
-    scratch: Vec<u8>,
+    /// The size of the last reply: room for one as long is made before reading the next, so
+    /// a reply of megabytes is read in place in a few large reads.
+    last_reply: usize,
 }
+
+/// The least room made for each read.
+const READ_ROOM: usize = 64 * 1024;
 
 impl GuiRpcClient {
     /// Connects over TCP (e.g. `("127.0.0.1", 31416)`).
@@ -91,7 +95,7 @@ impl GuiRpcClient {
             stream,
             frames: FrameBuffer::new(MAX_REPLY_BYTES),
             timeout: DEFAULT_TIMEOUT,
-            scratch: Vec::new(),
+            last_reply: 0,
         }
     }
 
@@ -149,6 +153,14 @@ impl GuiRpcClient {
     /// Sends raw bytes (terminator included) and returns the next whole reply, without its
     /// terminator.
     pub async fn exchange(&mut self, bytes: &[u8]) -> Result<String, ClientError> {
+        let reply = self.exchange_bytes(bytes).await?;
+        Ok(String::from_utf8(reply)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    }
+
+    /// Sends raw bytes (terminator included) and returns the next whole reply as it came,
+    /// without its terminator (no check that it is text).
+    pub async fn exchange_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, ClientError> {
         match &mut self.stream {
             Stream::Tcp(s) => s.write_all(bytes).await,
             Stream::Unix(s) => s.write_all(bytes).await,
@@ -159,29 +171,25 @@ impl GuiRpcClient {
             .map_err(|_| ClientError::Timeout(self.timeout))?
     }
 
-    async fn read_reply(&mut self) -> Result<String, ClientError> {
-        if self.scratch.is_empty() {
-            self.scratch = vec![0u8; 256 * 1024];
-        }
-        let buf = &mut self.scratch;
+    async fn read_reply(&mut self) -> Result<Vec<u8>, ClientError> {
         loop {
             match self.frames.next_request() {
                 Ok(Some(reply)) => {
-                    return Ok(String::from_utf8(reply)
-                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+                    self.last_reply = reply.len();
+                    return Ok(reply);
                 }
                 Ok(None) => {}
                 Err(_) => return Err(ClientError::Malformed),
             }
+            let room = READ_ROOM.max(self.last_reply.saturating_sub(self.frames.len()) + 1);
             let n = match &mut self.stream {
-                Stream::Tcp(s) => s.read(buf).await,
-                Stream::Unix(s) => s.read(buf).await,
+                Stream::Tcp(s) => self.frames.read_from(s, room).await,
+                Stream::Unix(s) => self.frames.read_from(s, room).await,
             }
             .map_err(ClientError::Io)?;
             if n == 0 {
                 return Err(ClientError::Closed);
             }
-            self.frames.push(&buf[..n]);
         }
     }
 }

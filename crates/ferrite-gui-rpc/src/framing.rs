@@ -51,6 +51,18 @@ impl FrameBuffer {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Reads once from `r` straight into the buffer, with room for at least `room` more
+    /// bytes (no copy through another buffer: a reply can be megabytes). Returns the bytes
+    /// read, 0 at the end of the stream.
+    pub async fn read_from<R>(&mut self, r: &mut R, room: usize) -> std::io::Result<usize>
+    where
+        R: tokio::io::AsyncRead + Unpin,
+    {
+        use tokio::io::AsyncReadExt as _;
+        self.buf.reserve(room);
+        r.read_buf(&mut self.buf).await
+    }
+
     /// Number of bytes held.
     pub fn len(&self) -> usize {
         self.buf.len()
@@ -91,6 +103,7 @@ impl FrameBuffer {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -119,6 +132,31 @@ mod tests {
         let mut fb = FrameBuffer::new(10);
         fb.push(b"1234567890");
         assert_eq!(fb.next_request(), Err(Oversize { limit: 10 }));
+    }
+
+    #[tokio::test]
+    async fn reads_land_in_the_buffer_and_split_into_requests() {
+        let (mut a, mut b) = tokio::io::duplex(8);
+        let mut fb = FrameBuffer::default();
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            a.write_all(b"<first/>\x03<second").await.unwrap();
+            a.write_all(b"/>\x03").await.unwrap();
+        });
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            match fb.next_request() {
+                Ok(Some(r)) => got.push(r),
+                Ok(None) => {
+                    let n = fb.read_from(&mut b, 4).await.unwrap();
+                    assert!(n > 0 && n <= 8, "{n}");
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        writer.await.unwrap();
+        assert_eq!(got, [b"<first/>".to_vec(), b"<second/>".to_vec()]);
+        assert_eq!(fb.read_from(&mut b, 4).await.unwrap(), 0, "end of stream");
     }
 
     #[test]

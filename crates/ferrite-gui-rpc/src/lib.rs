@@ -3,7 +3,8 @@
 //! the server transport and a client. It uses no other Ferrite crate.
 //!
 //! The daemon starts a [`GuiRpcServer`] with a [`ServerConfig`] and an `mpsc` channel, then
-//! answers each [`Call`] it receives with a reply body:
+//! answers each [`Call`] it receives with a reply [`Body`] (text, or pieces it keeps and shares
+//! between replies):
 //!
 //! ```no_run
 //! # async fn run(data_dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
@@ -19,7 +20,7 @@
 //!         Request::Quit => reply::SUCCESS.to_owned(),
 //!         _ => reply::error("not implemented"),
 //!     };
-//!     let _ = call.reply.send(body);
+//!     let _ = call.reply.send(body.into());
 //! }
 //! shutdown.cancel();
 //! server.wait().await;
@@ -38,6 +39,7 @@ pub mod session;
 mod xml;
 
 pub use client::{ClientError, GuiRpcClient};
+pub use reply::Body;
 pub use request::{
     AccountIn, FileTransferAction, HostInfoUpdate, ProjectAction, Request, RequestError,
     ResultAction, RunMode,

@@ -4,6 +4,8 @@
 //! Bodies are built by the daemon (state-dependent answers) or by the helpers here; every body
 //! ends with a newline, as the official client writes them.
 
+use bytes::Bytes;
+
 use crate::framing::TERMINATOR;
 use crate::xml;
 
@@ -18,6 +20,86 @@ pub const SUCCESS: &str = "<success/>\n";
 pub const UNAUTHORIZED: &str = "<unauthorized/>\n";
 /// `<authorized/>`.
 pub const AUTHORIZED: &str = "<authorized/>\n";
+
+/// A reply body as a list of byte pieces, written to the peer one after the other (in
+/// vectored writes): text written for this reply, and pieces kept between replies and
+/// shared, not copied (a result's head, a line of the event log), so a reply of megabytes
+/// costs the daemon no copy of the parts that did not change and no fresh memory for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Body {
+    parts: Vec<Bytes>,
+    len: usize,
+}
+
+impl Body {
+    /// An empty body.
+    pub fn new() -> Body {
+        Body::default()
+    }
+
+    /// An empty body with room for `n` pieces.
+    pub fn with_capacity(n: usize) -> Body {
+        Body {
+            parts: Vec::with_capacity(n),
+            len: 0,
+        }
+    }
+
+    /// Appends a piece (an empty one is left out).
+    pub fn push(&mut self, piece: Bytes) {
+        if !piece.is_empty() {
+            self.len += piece.len();
+            self.parts.push(piece);
+        }
+    }
+
+    /// The pieces, in order.
+    pub fn parts(&self) -> &[Bytes] {
+        &self.parts
+    }
+
+    /// Bytes in all.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the body has no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The body in one piece of text (for callers that want a string: tests, the web API);
+    /// bytes that are not UTF-8 are replaced, as a reader of the reply would.
+    pub fn to_text(&self) -> String {
+        match self.parts.as_slice() {
+            [one] => String::from_utf8_lossy(one).into_owned(),
+            parts => {
+                let mut all = Vec::with_capacity(self.len);
+                for p in parts {
+                    all.extend_from_slice(p);
+                }
+                String::from_utf8(all)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+            }
+        }
+    }
+}
+
+impl From<String> for Body {
+    fn from(text: String) -> Body {
+        let mut b = Body::with_capacity(1);
+        b.push(Bytes::from(text));
+        b
+    }
+}
+
+impl From<&'static str> for Body {
+    fn from(text: &'static str) -> Body {
+        let mut b = Body::with_capacity(1);
+        b.push(Bytes::from_static(text.as_bytes()));
+        b
+    }
+}
 
 /// Wraps a body into a complete framed reply, 0x03 included.
 pub fn frame(body: &str) -> Vec<u8> {
@@ -62,6 +144,30 @@ mod tests {
         assert_eq!(frame(AUTHORIZED).len(), 60);
         assert_eq!(error("No such file"), "<error>No such file</error>\n");
         assert_eq!(error("a<b"), "<error>a&lt;b</error>\n");
+    }
+
+    #[test]
+    fn a_body_is_its_pieces_in_order() {
+        let shared = Bytes::from_static(b"<result>\n</result>\n");
+        let mut b = Body::new();
+        b.push(Bytes::from("<results>\n".to_owned()));
+        b.push(shared.clone());
+        b.push(Bytes::new());
+        b.push(shared);
+        b.push(Bytes::from_static(b"</results>\n"));
+        assert_eq!(b.parts().len(), 4, "the empty piece is left out");
+        assert_eq!(
+            b.to_text(),
+            "<results>\n<result>\n</result>\n<result>\n</result>\n</results>\n"
+        );
+        assert_eq!(b.len(), b.to_text().len());
+        assert!(Body::new().is_empty());
+        assert_eq!(Body::from(SUCCESS).to_text(), SUCCESS);
+        assert_eq!(Body::from(error("x")).to_text(), "<error>x</error>\n");
+        let mut bad = Body::new();
+        bad.push(Bytes::from_static(b"a\xffb"));
+        bad.push(Bytes::from_static(b"c"));
+        assert_eq!(bad.to_text(), "a\u{fffd}bc");
     }
 
     #[test]

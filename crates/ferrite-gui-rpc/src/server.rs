@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 use crate::access::{self, RemotePolicy};
 use crate::auth::{self, Password};
 use crate::framing::{FrameBuffer, MAX_REQUEST_BYTES};
-use crate::reply;
+use crate::reply::{self, Body};
 use crate::request::Request;
 use crate::session::{Action, ServerVersion, Session};
 
@@ -182,7 +182,7 @@ pub struct Call {
     /// Who sent it.
     pub peer: PeerInfo,
     /// Where the reply body goes.
-    pub reply: oneshot::Sender<String>,
+    pub reply: oneshot::Sender<Body>,
 }
 
 /// Errors starting the server.
@@ -720,7 +720,7 @@ async fn serve<S>(
             registered.touch();
             let text = String::from_utf8_lossy(&request);
             let (body, close) = match session.handle(&text, auth::random_nonce) {
-                Action::Reply { body, close } => (body, close),
+                Action::Reply { body, close } => (Body::from(body), close),
                 Action::Dispatch(request) => {
                     let peer = PeerInfo {
                         connection_id,
@@ -767,35 +767,55 @@ async fn serve<S>(
     }
 }
 
+/// Pieces handed to one vectored write at most (Linux takes up to 1,024).
+const MAX_SLICES: usize = 512;
+
 /// Writes `body` framed as a reply, without copying it into a framed buffer first (a
-/// `get_state` body of a large state is megabytes): the opening line, the body and the
-/// closing line with its 0x03 go out in vectored writes.
-async fn write_framed<S>(stream: &mut S, body: &str) -> io::Result<()>
+/// `get_state` body of a large state is megabytes, in thousands of pieces): the opening
+/// line, the body's pieces and the closing line with its 0x03 go out in vectored writes.
+async fn write_framed<S>(stream: &mut S, body: &Body) -> io::Result<()>
 where
     S: AsyncWrite + Unpin,
 {
+    const OPEN: &[u8] = reply::REPLY_OPEN.as_bytes();
     const CLOSE: &[u8] = b"</boinc_gui_rpc_reply>\n\x03";
     debug_assert_eq!(&CLOSE[..CLOSE.len() - 1], reply::REPLY_CLOSE.as_bytes());
-    let parts: [&[u8]; 3] = [reply::REPLY_OPEN.as_bytes(), body.as_bytes(), CLOSE];
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    let mut done = 0;
-    while done < total {
-        // The parts not yet written, the first one cut where the last write ended.
-        let mut skip = done;
-        let mut slices = Vec::with_capacity(3);
-        for p in parts {
-            if skip >= p.len() {
-                skip -= p.len();
-                continue;
-            }
-            slices.push(io::IoSlice::new(&p[skip..]));
-            skip = 0;
+    let pieces = body.parts();
+    // The piece the next write starts in (0: the opening line, 1..=n: the body's pieces,
+    // n + 1: the closing line) and how much of it is written already.
+    let piece = |i: usize| -> &[u8] {
+        match i {
+            0 => OPEN,
+            i if i <= pieces.len() => &pieces[i - 1],
+            _ => CLOSE,
         }
-        let n = stream.write_vectored(&slices).await?;
+    };
+    let last = pieces.len() + 1;
+    let (mut at, mut skip) = (0usize, 0usize);
+    while at <= last {
+        let mut slices = Vec::with_capacity(MAX_SLICES.min(last + 1 - at));
+        slices.push(io::IoSlice::new(&piece(at)[skip..]));
+        slices.extend(
+            (at + 1..=last)
+                .take(MAX_SLICES - 1)
+                .map(|i| io::IoSlice::new(piece(i))),
+        );
+        let mut n = stream.write_vectored(&slices).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
-        done += n;
+        // Move past what was written.
+        while n > 0 && at <= last {
+            let left = piece(at).len() - skip;
+            if n >= left {
+                n -= left;
+                at += 1;
+                skip = 0;
+            } else {
+                skip += n;
+                n = 0;
+            }
+        }
     }
     stream.flush().await
 }
@@ -806,7 +826,7 @@ async fn dispatch(
     request: Request,
     peer: PeerInfo,
     token: &CancellationToken,
-) -> Option<String> {
+) -> Option<Body> {
     let (reply_tx, reply_rx) = oneshot::channel();
     let call = Call {
         request,
@@ -819,12 +839,114 @@ async fn dispatch(
         () = token.cancelled() => return None,
     };
     if sent.is_err() {
-        return Some(reply::error("client is shutting down"));
+        return Some(reply::error("client is shutting down").into());
     }
     tokio::select! {
         // A reply sent just before shutdown (e.g. to `quit`) still goes out.
         biased;
-        r = reply_rx => Some(r.unwrap_or_else(|_| reply::error("request not handled"))),
+        r = reply_rx => Some(r.unwrap_or_else(|_| reply::error("request not handled").into())),
         () = token.cancelled() => None,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// A peer that takes at most a few bytes per write (a different amount each time),
+    /// across as many of the write's slices as those bytes reach.
+    struct Trickle {
+        got: Vec<u8>,
+        writes: usize,
+        most_slices: usize,
+    }
+
+    impl Trickle {
+        fn room(&self) -> usize {
+            [1, 7, 64, 3, 900, 4096][self.writes % 6]
+        }
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let n = buf.len().min(self.room());
+            self.writes += 1;
+            self.got.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let mut room = self.room();
+            self.writes += 1;
+            self.most_slices = self.most_slices.max(bufs.len());
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(room);
+                self.got.extend_from_slice(&b[..take]);
+                n += take;
+                room -= take;
+                if room == 0 {
+                    break;
+                }
+            }
+            Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_of_many_pieces_goes_out_whole_through_short_writes() {
+        let shared = Bytes::from_static(b"<result>\n    <name>r</name>\n</result>\n");
+        let mut body = Body::new();
+        let mut want = reply::REPLY_OPEN.as_bytes().to_vec();
+        for i in 0..1500 {
+            let own = Bytes::from(format!("<n>{i}</n>\n"));
+            want.extend_from_slice(&own);
+            want.extend_from_slice(&shared);
+            body.push(own);
+            body.push(shared.clone());
+        }
+        want.extend_from_slice(reply::REPLY_CLOSE.as_bytes());
+        want.push(crate::framing::TERMINATOR);
+        let mut peer = Trickle {
+            got: Vec::new(),
+            writes: 0,
+            most_slices: 0,
+        };
+        write_framed(&mut peer, &body).await.unwrap();
+        assert_eq!(peer.got, want);
+        assert!(peer.most_slices <= MAX_SLICES, "{}", peer.most_slices);
+        assert!(peer.most_slices > 1, "vectored writes");
+        // An empty body is the two lines.
+        let mut peer = Trickle {
+            got: Vec::new(),
+            writes: 0,
+            most_slices: 0,
+        };
+        write_framed(&mut peer, &Body::new()).await.unwrap();
+        assert_eq!(peer.got, reply::frame(""));
     }
 }

@@ -135,7 +135,7 @@ fn spawn_dispatcher(mut rx: mpsc::Receiver<Call>, seen: Seen) {
         while let Some(call) = rx.recv().await {
             let body = canned_body(&call.request);
             seen.lock().unwrap().push((call.request, call.peer));
-            let _ = call.reply.send(body);
+            let _ = call.reply.send(body.into());
         }
     });
 }
@@ -1020,7 +1020,7 @@ async fn unix_exchange(path: &Path) -> String {
 fn answer_all(mut rx: mpsc::Receiver<Call>) {
     tokio::spawn(async move {
         while let Some(call) = rx.recv().await {
-            let _ = call.reply.send("<server_version/>\n".to_owned());
+            let _ = call.reply.send("<server_version/>\n".into());
         }
     });
 }

@@ -14,6 +14,8 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};
 
+use bytes::Bytes;
+use ferrite_gui_rpc::Body;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
@@ -95,14 +97,19 @@ impl Notice {
 }
 
 /// A kept event-log line, already in its `get_messages` form: a reply is the entries after
-/// a sequence number copied one after the other.
+/// a sequence number, shared (not copied) one after the other.
 #[derive(Debug)]
 struct Entry {
     seqno: u64,
     /// `<msg>…</msg>\n` with translation markers dropped (what GUIs ask for).
-    xml: Box<str>,
+    xml: Bytes,
     /// The same with the markers kept, only when that differs (`translatable`).
-    marked: Option<Box<str>>,
+    marked: Option<Bytes>,
+}
+
+/// Text kept as bytes of exactly its length.
+fn kept(text: String) -> Bytes {
+    Bytes::from(text.into_bytes().into_boxed_slice())
 }
 
 impl Entry {
@@ -112,16 +119,16 @@ impl Entry {
         let marked = has_markers(&m.body).then(|| {
             let mut t = String::with_capacity(xml.len() + 8);
             write_msg(&mut t, m, true);
-            t.into_boxed_str()
+            kept(t)
         });
         Entry {
             seqno: m.seqno,
-            xml: xml.into_boxed_str(),
+            xml: kept(xml),
             marked,
         }
     }
 
-    fn xml(&self, translatable: bool) -> &str {
+    fn xml(&self, translatable: bool) -> &Bytes {
         match &self.marked {
             Some(m) if translatable => m,
             _ => &self.xml,
@@ -256,7 +263,7 @@ impl MessageLog {
 
     /// The `get_messages` reply: `<msgs>` with the messages whose sequence number is above
     /// `after`, oldest first (the same text [`msgs_xml`] writes for them).
-    pub fn msgs_after(&self, after: i64, translatable: bool) -> String {
+    pub fn msgs_after(&self, after: i64, translatable: bool) -> Body {
         let g = self.lock();
         // Sequence numbers are consecutive: the first one wanted is found by arithmetic.
         let first = g.messages.front().map_or(0, |e| e.seqno);
@@ -264,15 +271,13 @@ impl MessageLog {
             .unwrap_or(0)
             .saturating_sub(first);
         let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-        let wanted = || g.messages.iter().skip(skip).map(|e| e.xml(translatable));
-        let size: usize = wanted().map(str::len).sum();
-        let mut s = String::with_capacity(size + MSGS_OPEN.len() + MSGS_CLOSE.len());
-        s.push_str(MSGS_OPEN);
-        for x in wanted() {
-            s.push_str(x);
+        let mut body = Body::with_capacity(g.messages.len().saturating_sub(skip) + 2);
+        body.push(Bytes::from_static(MSGS_OPEN.as_bytes()));
+        for e in g.messages.iter().skip(skip) {
+            body.push(e.xml(translatable).clone());
         }
-        s.push_str(MSGS_CLOSE);
-        s
+        body.push(Bytes::from_static(MSGS_CLOSE.as_bytes()));
+        body
     }
 
     /// Whether connection `conn` has read notices before (and is therefore remembered until
@@ -536,10 +541,10 @@ mod tests {
             log.push("", PRI_INFO, 1e9, &format!("line {i}"));
         }
         assert_eq!(log.last_seqno(), (MAX_MESSAGES + 5) as u64);
-        let all = log.msgs_after(0, false);
+        let all = log.msgs_after(0, false).to_text();
         assert_eq!(all.matches("<msg>").count(), MAX_MESSAGES);
         assert!(all.starts_with("<msgs>\n<msg>\n <project></project>\n <pri>1</pri>\n <seqno>6</seqno>\n <body><![CDATA[\nline 5\n"), "{}", &all[..200]);
-        let tail = log.msgs_after((MAX_MESSAGES + 3) as i64, false);
+        let tail = log.msgs_after((MAX_MESSAGES + 3) as i64, false).to_text();
         let bodies: Vec<&str> = tail
             .split("<![CDATA[\n")
             .skip(1)
@@ -552,10 +557,13 @@ mod tests {
                 format!("line {}", MAX_MESSAGES + 4)
             ]
         );
-        assert_eq!(log.msgs_after(i64::MAX, false), "<msgs>\n</msgs>\n");
-        assert_eq!(log.msgs_after(-5, false), all);
         assert_eq!(
-            MessageLog::default().msgs_after(0, true),
+            log.msgs_after(i64::MAX, false).to_text(),
+            "<msgs>\n</msgs>\n"
+        );
+        assert_eq!(log.msgs_after(-5, false).to_text(), all);
+        assert_eq!(
+            MessageLog::default().msgs_after(0, true).to_text(),
             "<msgs>\n</msgs>\n"
         );
     }
@@ -596,7 +604,7 @@ mod tests {
                     .cloned()
                     .collect();
                 assert_eq!(
-                    log.msgs_after(after, translatable),
+                    log.msgs_after(after, translatable).to_text(),
                     msgs_xml(&want, translatable),
                     "after {after}, translatable {translatable}"
                 );
@@ -706,7 +714,7 @@ mod tests {
         );
         let log = MessageLog::default();
         log.push("", PRI_INFO, 1e9, url);
-        assert!(!log.msgs_after(0, false).contains("0123abcd"));
+        assert!(!log.msgs_after(0, false).to_text().contains("0123abcd"));
         log.add_notice(Notice::client("", url, 1e9));
         assert!(!log.notices_for(1, 0, false).1[0]
             .description

@@ -6,6 +6,7 @@
 //! The status family is in [`status`], the event log and notices in [`messages`]; the control
 //! family (modes, project and task operations, configuration files) is here.
 
+mod body;
 pub mod messages;
 mod projects;
 mod result_heads;
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use ferrite_gui_rpc::server::{ServerConfig, TcpConfig, UnixConfig, DEFAULT_PORT};
 use ferrite_gui_rpc::{
-    auth, reply, Call, GuiRpcServer, Request, ResultAction, RunMode as RpcRunMode,
+    auth, reply, Body, Call, GuiRpcServer, Request, ResultAction, RunMode as RpcRunMode,
 };
 use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::CcConfig;
@@ -82,18 +83,11 @@ pub struct StateParts {
     /// The state epoch they were written in.
     epoch: u64,
     /// `<client_state>` to the network statistics.
-    head: String,
+    head: bytes::Bytes,
     /// Each project with its apps, app versions and workunits (its results follow).
-    projects: Vec<String>,
+    projects: Vec<bytes::Bytes>,
     /// The platforms, the preferences and `</client_state>`.
-    tail: String,
-}
-
-impl StateParts {
-    /// Bytes of text kept.
-    fn len(&self) -> usize {
-        self.head.len() + self.tail.len() + self.projects.iter().map(String::len).sum::<usize>()
-    }
+    tail: bytes::Bytes,
 }
 
 /// A file waiting for (or in) a transfer: its project's and its own index in the state.
@@ -400,11 +394,27 @@ impl Daemon {
     pub fn gui_rpc_reply(&mut self, request: Request) -> String {
         // Callers may have changed the state directly: nothing cached is reused.
         self.state_epoch += 1;
-        self.answer(request, 0)
+        self.answer(request, 0).to_text()
     }
 
-    fn answer(&mut self, request: Request, conn: u64) -> String {
+    /// The reply to `request` from connection `conn`. The long lists are bodies of pieces,
+    /// most of them kept between replies and shared; the rest is text.
+    fn answer(&mut self, request: Request, conn: u64) -> Body {
         let t = now();
+        match request {
+            Request::GetState => self.state_xml(t),
+            Request::GetResults { active_only } => self.results_body(active_only),
+            Request::GetSimpleGuiInfo => self.simple_gui_info_body(),
+            Request::GetMessages {
+                seqno,
+                translatable,
+            } => messages::MessageLog::global().msgs_after(seqno, translatable),
+            Request::GetFileTransfers => self.rpc_file_transfers(t),
+            other => self.answer_text(other, conn, t).into(),
+        }
+    }
+
+    fn answer_text(&mut self, request: Request, conn: u64, t: f64) -> String {
         match request {
             Request::SetRunMode { mode, duration } => {
                 self.rpc_set_mode(ModeKind::Cpu, mode, duration, t)
@@ -718,16 +728,16 @@ mod tests {
         let t = 1_795_000_000.5;
         let whole = |d: &Daemon| d.state_xml_at_once(t);
         d.state_epoch += 1;
-        let first = d.state_xml(t);
+        let first = d.state_xml(t).to_text();
         assert_eq!(first, whole(&d));
         assert!(first.len() > 1_000_000, "{}", first.len());
         // Kept for this epoch: the same text again.
-        assert_eq!(d.state_xml(t), first);
+        assert_eq!(d.state_xml(t).to_text(), first);
         // A new epoch after a change: written again.
         d.state.projects[2].workunits[0].rsc_fpops_est *= 2.0;
         d.state.projects[5].results[1].exit_status = 3;
         d.state_epoch += 1;
-        let second = d.state_xml(t);
+        let second = d.state_xml(t).to_text();
         assert_ne!(second, first);
         assert_eq!(second, whole(&d));
     }

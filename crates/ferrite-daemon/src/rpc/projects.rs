@@ -20,7 +20,7 @@ impl Daemon {
                 project_url,
                 filename,
             } => self.rpc_file_transfer_op(op, &project_url, &filename, t),
-            Request::GetFileTransfers => self.rpc_file_transfers(t),
+            Request::GetFileTransfers => self.rpc_file_transfers(t).to_text(),
             Request::GetOldResults => crate::projects::old_results_xml(&self.projects.old_results),
             Request::FerriteExplain => self.explain_xml(t),
             Request::ProjectAttach {
@@ -300,7 +300,7 @@ impl Daemon {
 
     /// `get_file_transfers`: one `<file_transfer>` per file waiting for or in a transfer
     /// (official layout: `FILE_INFO::write_gui`).
-    fn rpc_file_transfers(&self, t: f64) -> String {
+    pub(super) fn rpc_file_transfers(&self, t: f64) -> ferrite_gui_rpc::Body {
         use ferrite_proto::xml::XmlWriter;
         let list = self.rpc.pending_transfers(self.state_epoch, || {
             self.state
@@ -381,7 +381,7 @@ impl Daemon {
             w.close("file_transfer");
         }
         w.close_flat("file_transfers");
-        w.finish()
+        w.finish().into()
     }
 
     /// `ferrite_explain`: the scheduling core's last decisions with their reasons: for each
@@ -645,9 +645,9 @@ mod tests {
             want.len()
         );
         d.state_epoch += 1;
-        assert_eq!(d.rpc_file_transfers(t), want);
+        assert_eq!(d.rpc_file_transfers(t).to_text(), want);
         // Again, from the list found for this epoch.
-        assert_eq!(d.rpc_file_transfers(t), want);
+        assert_eq!(d.rpc_file_transfers(t).to_text(), want);
     }
 
     #[test]

@@ -7,11 +7,15 @@
 //! A kept head is used only after checking it against the result as it is now: its numbers
 //! are compared, and its strings with the bytes at their places in the kept text up to the
 //! next `<` (a head is kept only when none of its strings holds `<`, `>` or `&`, so each
-//! appears there as it is). The check is a few comparisons, no formatting.
+//! appears there as it is). The check is a few comparisons, no formatting. A reply shares
+//! the kept head's bytes ([`BodyWriter::shared`]) instead of copying them.
 
+use bytes::Bytes;
 use ferrite_proto::client_state::gui;
 use ferrite_proto::client_state::TaskResult;
 use ferrite_proto::xml::XmlWriter;
+
+use super::body::BodyWriter;
 
 /// What a head shows besides its strings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,7 +56,7 @@ struct Head {
     /// Where each of [`strings`] lies in `xml` (start; its length is the string's).
     at: [u32; 5],
     /// The head as [`gui::write_result_head`] writes it at the top level.
-    xml: Box<str>,
+    xml: Bytes,
 }
 
 impl Head {
@@ -79,7 +83,7 @@ impl Head {
         Some(Head {
             numbers: Numbers::of(r),
             at,
-            xml: xml.into_boxed_str(),
+            xml: Bytes::from(xml.into_bytes().into_boxed_slice()),
         })
     }
 
@@ -90,7 +94,7 @@ impl Head {
                 // The kept string runs up to the next `<` (it holds none): the same
                 // bytes followed by that `<` are the same string.
                 let (at, end) = (at as usize, at as usize + s.len());
-                let xml = self.xml.as_bytes();
+                let xml = &self.xml[..];
                 xml.get(at..end) == Some(s.as_bytes()) && xml.get(end) == Some(&b'<')
             })
     }
@@ -117,7 +121,7 @@ pub struct ResultHeads {
 impl ResultHeads {
     /// Writes the head of the result at position `i`, from the kept one when it still
     /// fits, else written anew (and kept).
-    pub fn write(&mut self, i: usize, r: &TaskResult, project_url: &str, w: &mut XmlWriter) {
+    pub fn write(&mut self, i: usize, r: &TaskResult, project_url: &str, out: &mut BodyWriter) {
         if self.heads.len() <= i {
             self.heads.resize_with(i + 1, || None);
         }
@@ -127,10 +131,12 @@ impl ResultHeads {
             *slot = Head::build(r, project_url);
         }
         match slot {
+            // Kept at the top level: shared as it is.
+            Some(h) if out.xml().depth() == 0 => out.shared(&h.xml),
             Some(h) => {
-                w.raw(&h.xml);
+                out.xml().raw(&String::from_utf8_lossy(&h.xml));
             }
-            None => gui::write_result_head(r, project_url, w),
+            None => gui::write_result_head(r, project_url, out.xml()),
         }
     }
 
@@ -171,9 +177,9 @@ mod tests {
     }
 
     fn kept(heads: &mut ResultHeads, i: usize, r: &TaskResult, url: &str) -> String {
-        let mut w = XmlWriter::new();
+        let mut w = BodyWriter::new(1);
         heads.write(i, r, url, &mut w);
-        w.finish()
+        w.finish().to_text()
     }
 
     #[test]
@@ -214,13 +220,13 @@ mod tests {
         let s = &ps.results[4];
         assert_eq!(kept(&mut heads, 0, s, url), head(s, url));
         // Indented like the writer's first line.
-        let mut w = XmlWriter::new();
-        w.open("x");
+        let mut w = BodyWriter::new(1);
+        w.xml().open("x");
         heads.write(0, s, url, &mut w);
         let mut want = XmlWriter::new();
         want.open("x");
         gui::write_result_head(s, url, &mut want);
-        assert_eq!(w.finish(), want.finish());
+        assert_eq!(w.finish().to_text(), want.finish());
         heads.clear();
         assert_eq!(heads.bytes(), 0);
     }

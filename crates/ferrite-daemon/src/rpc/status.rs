@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
-use ferrite_gui_rpc::{reply, Request};
+use bytes::Bytes;
+use ferrite_gui_rpc::{reply, Body, Request};
 use ferrite_proto::client_state::gui::{self, ActiveTaskGui, ProjectGuiExtra, ResultGuiExtra};
 use ferrite_proto::client_state::{
     ActiveTask, Form, ProjectState, ResourceUsage, TaskResult, Workunit,
@@ -14,6 +15,7 @@ use ferrite_proto::host::HostInfoForm;
 use ferrite_proto::statistics::ProjectStatistics;
 use ferrite_proto::xml::XmlWriter;
 
+use super::body::BodyWriter;
 use super::messages::{notices_xml, MessageLog};
 use super::{current_mode, mode_delay, ModeKind};
 use crate::config::{self, CC_CONFIG, GLOBAL_PREFS, GLOBAL_PREFS_OVERRIDE};
@@ -188,20 +190,37 @@ fn read_text(path: &Path) -> Option<String> {
 }
 
 impl Daemon {
+    /// `get_results`: every result, or the active ones.
+    pub(super) fn results_body(&self, active_only: bool) -> Body {
+        let mut w = BodyWriter::new(if active_only {
+            4
+        } else {
+            self.results_pieces()
+        });
+        w.xml().open_flat("results");
+        self.write_results(&mut w, active_only);
+        w.xml().close_flat("results");
+        w.finish()
+    }
+
+    /// `get_simple_gui_info`: the projects and the active results.
+    pub(super) fn simple_gui_info_body(&self) -> Body {
+        let mut w = BodyWriter::new(4);
+        w.xml().open_flat("simple_gui_info");
+        for p in &self.state.projects {
+            self.write_project(p, w.xml());
+        }
+        self.write_results(&mut w, true);
+        w.xml().close_flat("simple_gui_info");
+        w.finish()
+    }
+
     pub(super) fn answer_status(&mut self, request: Request, conn: u64, t: f64) -> String {
         match request {
-            Request::GetState => self.state_xml(t),
-            Request::GetResults { active_only } => {
-                let mut w = if active_only {
-                    XmlWriter::new()
-                } else {
-                    XmlWriter::with_capacity(self.results_capacity())
-                };
-                w.open_flat("results");
-                self.write_results(&mut w, active_only);
-                w.close_flat("results");
-                w.finish()
-            }
+            // Answered as bodies of pieces (`answer_body`); here for callers that want text.
+            Request::GetState => self.state_xml(t).to_text(),
+            Request::GetResults { active_only } => self.results_body(active_only).to_text(),
+            Request::GetSimpleGuiInfo => self.simple_gui_info_body().to_text(),
             Request::GetProjectStatus => {
                 let mut w = XmlWriter::new();
                 w.open_flat("projects");
@@ -209,16 +228,6 @@ impl Daemon {
                     self.write_project(p, &mut w);
                 }
                 w.close_flat("projects");
-                w.finish()
-            }
-            Request::GetSimpleGuiInfo => {
-                let mut w = XmlWriter::new();
-                w.open_flat("simple_gui_info");
-                for p in &self.state.projects {
-                    self.write_project(p, &mut w);
-                }
-                self.write_results(&mut w, true);
-                w.close_flat("simple_gui_info");
                 w.finish()
             }
             Request::GetCcStatus => self.cc_status_xml(t),
@@ -234,7 +243,9 @@ impl Daemon {
             Request::GetMessages {
                 seqno,
                 translatable,
-            } => MessageLog::global().msgs_after(seqno, translatable),
+            } => MessageLog::global()
+                .msgs_after(seqno, translatable)
+                .to_text(),
             Request::GetMessageCount => {
                 format!("<seqno>{}</seqno>\n", MessageLog::global().last_seqno())
             }
@@ -435,17 +446,17 @@ impl Daemon {
         wu: Option<&Workunit>,
         r: &TaskResult,
         pos: Option<usize>,
-        w: &mut XmlWriter,
+        out: &mut BodyWriter,
     ) {
         let a = self.state.active_task(&p.project.master_url, &r.name);
         let live = a.map(|a| self.active_task_live(a));
         let extra = self.result_extra(jobs, p, wu, r, a, live.as_ref());
         let url = &p.project.master_url;
         match pos {
-            Some(i) => self.rpc.result_heads.borrow_mut().write(i, r, url, w),
-            None => gui::write_result_head(r, url, w),
+            Some(i) => self.rpc.result_heads.borrow_mut().write(i, r, url, out),
+            None => gui::write_result_head(r, url, out.xml()),
         }
-        gui::write_result_tail(r, &extra, a.zip(live.as_ref()), w);
+        gui::write_result_tail(r, &extra, a.zip(live.as_ref()), out.xml());
     }
 
     /// Every result of project `p`, the first at position `pos` of the state's results.
@@ -454,18 +465,18 @@ impl Daemon {
         jobs: &mut JobFinder,
         p: &ProjectState,
         pos: &mut usize,
-        w: &mut XmlWriter,
+        out: &mut BodyWriter,
     ) {
         let mut wus = WorkunitFinder::new(p);
         for r in &p.results {
             let wu = wus.find(&r.wu_name);
-            self.write_result(jobs, p, wu, r, Some(*pos), w);
+            self.write_result(jobs, p, wu, r, Some(*pos), out);
             *pos += 1;
         }
     }
 
     /// Results in project order, or (active only) in active-task order.
-    fn write_results(&self, w: &mut XmlWriter, active_only: bool) {
+    fn write_results(&self, w: &mut BodyWriter, active_only: bool) {
         let jobs = &mut JobFinder::default();
         if active_only {
             for a in &self.state.active_tasks {
@@ -485,39 +496,39 @@ impl Daemon {
         }
     }
 
-    /// Room for a reply listing every result (about 700 bytes each).
-    fn results_capacity(&self) -> usize {
+    /// Pieces of a reply listing every result (a kept head and a tail each).
+    fn results_pieces(&self) -> usize {
         let n: usize = self.state.projects.iter().map(|p| p.results.len()).sum();
-        256 + n * 800
+        4 + n * 2
     }
 
     /// The `get_state` reply. What does not move within a state epoch (the host, the
     /// projects with their apps, versions and workunits, the preferences) is written once
     /// per epoch and kept; the time statistics and the results (from their kept heads) are
     /// written for each reply.
-    pub(crate) fn state_xml(&self, t: f64) -> String {
+    pub(crate) fn state_xml(&self, t: f64) -> Body {
         let mut kept = self.rpc.state_parts.borrow_mut();
         if kept.as_ref().is_none_or(|k| k.epoch != self.state_epoch) {
             *kept = Some(self.state_parts());
         }
         let Some(parts) = kept.as_ref() else {
-            return String::new();
+            return Body::new();
         };
         let s = &self.state;
-        let mut w = XmlWriter::with_capacity(parts.len() + 1024 + self.results_capacity());
+        let mut out = BodyWriter::new(self.results_pieces() + 2 * parts.projects.len() + 4);
         let jobs = &mut JobFinder::default();
         let mut pos = 0;
-        w.push_raw(&parts.head);
+        out.shared(&parts.head);
         let mut ts = s.time_stats.clone();
         ts.now = t;
-        ts.write(&mut w, Form::Request);
+        ts.write(out.xml(), Form::Request);
         for (p, text) in s.projects.iter().zip(&parts.projects) {
-            w.push_raw(text);
-            self.write_project_results(jobs, p, &mut pos, &mut w);
+            out.shared(text);
+            self.write_project_results(jobs, p, &mut pos, &mut out);
         }
-        w.push_raw(&parts.tail);
+        out.shared(&parts.tail);
         self.rpc.result_heads.borrow_mut().truncate(pos);
-        w.finish()
+        out.finish()
     }
 
     /// `get_state` written in one go, as it was before its parts were kept (for tests).
@@ -595,16 +606,17 @@ impl Daemon {
     /// The parts of `get_state` around the time statistics and the results.
     fn state_parts(&self) -> super::StateParts {
         let s = &self.state;
+        let text = |w: XmlWriter| Bytes::from(w.finish().into_bytes().into_boxed_slice());
         let mut w = XmlWriter::new();
         self.write_state_head(&mut w);
-        let head = w.finish();
+        let head = text(w);
         let projects = s
             .projects
             .iter()
             .map(|p| {
                 let mut w = XmlWriter::new();
                 self.write_project_head(p, &mut w);
-                w.finish()
+                text(w)
             })
             .collect();
         let mut w = XmlWriter::new();
@@ -613,7 +625,7 @@ impl Daemon {
             epoch: self.state_epoch,
             head,
             projects,
-            tail: w.finish(),
+            tail: text(w),
         }
     }
 

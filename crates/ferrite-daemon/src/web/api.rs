@@ -85,7 +85,7 @@ pub(super) async fn rpc(
     // Each call is its own "connection": let the main loop forget it.
     closed.cancel();
     match answered {
-        Ok(Ok(body)) => xml(StatusCode::OK, &body),
+        Ok(Ok(body)) => xml(StatusCode::OK, &body.to_text()),
         Ok(Err(_)) => xml(StatusCode::OK, &reply::error("request not handled")),
         Err(_) => (StatusCode::GATEWAY_TIMEOUT, "the client did not answer\n").into_response(),
     }

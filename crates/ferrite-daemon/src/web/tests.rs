@@ -48,11 +48,14 @@ fn fake_loop() -> (mpsc::Sender<Call>, JoinHandle<Vec<String>>) {
         let mut seen = Vec::new();
         while let Some(call) = rx.recv().await {
             seen.push(call.request.op_name().to_owned());
-            let _ = call.reply.send(format!(
-                "<op>{}</op>\n<client>{}</client>\n",
-                call.request.op_name(),
-                call.peer.client_name.unwrap_or_default()
-            ));
+            let _ = call.reply.send(
+                format!(
+                    "<op>{}</op>\n<client>{}</client>\n",
+                    call.request.op_name(),
+                    call.peer.client_name.unwrap_or_default()
+                )
+                .into(),
+            );
         }
         seen
     });

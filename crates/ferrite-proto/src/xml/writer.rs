@@ -212,6 +212,17 @@ impl XmlWriter {
         &self.buf
     }
 
+    /// The indentation depth the next element is written at.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Forgets what was written, keeping the depth and the room (for a writer that hands
+    /// its text on piece by piece).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
     /// The finished document.
     pub fn finish(self) -> String {
         self.buf
