@@ -90,8 +90,9 @@ pub struct StateParts {
     tail: bytes::Bytes,
 }
 
-/// A file waiting for (or in) a transfer: its project's and its own index in the state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A file waiting for (or in) a transfer: its project's and its own index in the state,
+/// and its `<file_transfer>` element as far as it stays the same within the state epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingTransfer {
     /// Index of the project in `ClientState::projects`.
     pub project: usize,
@@ -99,6 +100,10 @@ pub struct PendingTransfer {
     pub file: usize,
     /// Waiting to be sent (else to be fetched).
     pub upload: bool,
+    /// `<file_transfer>` to `<status>`, then the file's retry record when it has one.
+    pub head: bytes::Bytes,
+    /// Whether `head` ends with the retry record (else the reply writes one of the time).
+    pub has_record: bool,
 }
 
 impl RpcState {

@@ -5,7 +5,7 @@
 use ferrite_gui_rpc::{reply, FileTransferAction, ProjectAction, Request};
 use ferrite_project::attach;
 use ferrite_proto::account::canonicalize_master_url;
-use ferrite_proto::client_state::RpcReason;
+use ferrite_proto::client_state::{FileInfo, ProjectState, RpcReason};
 use tracing::{error, info, warn};
 
 use crate::projects::{AttachProgress, WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
@@ -299,7 +299,9 @@ impl Daemon {
     }
 
     /// `get_file_transfers`: one `<file_transfer>` per file waiting for or in a transfer
-    /// (official layout: `FILE_INFO::write_gui`).
+    /// (official layout: `FILE_INFO::write_gui`). What stays the same within a state epoch
+    /// (the file's description and retry record) is written once per epoch and shared; a
+    /// file without a retry record gets one of the time, written once per reply.
     pub(super) fn rpc_file_transfers(&self, t: f64) -> ferrite_gui_rpc::Body {
         use ferrite_proto::xml::XmlWriter;
         let list = self.rpc.pending_transfers(self.state_epoch, || {
@@ -310,21 +312,37 @@ impl Daemon {
                 .flat_map(|(i, ps)| {
                     pending_transfers(ps)
                         .into_iter()
-                        .filter_map(move |(f, up)| {
+                        .filter_map(move |(f, upload)| {
                             let at = ps.files.iter().position(|x| std::ptr::eq(x, f))?;
-                            Some(super::PendingTransfer {
-                                project: i,
-                                file: at,
-                                upload: up,
-                            })
+                            Some(transfer_head(i, ps, at, f, upload))
                         })
                 })
                 .collect()
         });
+        // A writer one level inside `<file_transfer>`, for the parts written per reply.
+        let inside = || {
+            let mut w = XmlWriter::new();
+            w.open("file_transfer");
+            w.clear();
+            w
+        };
+        let no_record = |upload: bool| {
+            let mut w = inside();
+            w.open("persistent_file_xfer")
+                .int("num_retries", 0)
+                .f64("first_request_time", t)
+                .f64("next_request_time", 0.0)
+                .f64("time_so_far", 0.0)
+                .f64("last_bytes_xferred", 0.0)
+                .bool01("is_upload", upload)
+                .close("persistent_file_xfer");
+            bytes::Bytes::from(w.finish())
+        };
+        let (mut down, mut up) = (None, None);
         // Progress is looked up only while transfers run (most listed files wait).
         let moving = self.transfers.active_count() > 0;
-        let mut w = XmlWriter::with_capacity(64 + list.len() * 720);
-        w.open_flat("file_transfers");
+        let mut out = super::body::BodyWriter::new(list.len() * 3 + 2);
+        out.xml().open_flat("file_transfers");
         for x in list.iter() {
             let Some(ps) = self.state.projects.get(x.project) else {
                 continue;
@@ -332,56 +350,36 @@ impl Daemon {
             let Some(f) = ps.files.get(x.file) else {
                 continue;
             };
-            let (p, upload) = (&ps.project, x.upload);
-            let nbytes = if f.download_gzipped && !upload {
-                f.gzipped_nbytes
-            } else {
-                f.nbytes
-            };
-            w.open("file_transfer")
-                .text("project_url", &p.master_url)
-                .text("project_name", &p.project_name)
-                .text("name", &f.name)
-                .f64("nbytes", nbytes)
-                .f64("max_nbytes", f.max_nbytes)
-                .int("status", f.status);
-            match &f.persistent_file_xfer {
-                Some(x) => {
-                    w.raw(x);
-                }
-                None => {
-                    w.open("persistent_file_xfer")
-                        .int("num_retries", 0)
-                        .f64("first_request_time", t)
-                        .f64("next_request_time", 0.0)
-                        .f64("time_so_far", 0.0)
-                        .f64("last_bytes_xferred", 0.0)
-                        .bool01("is_upload", upload)
-                        .close("persistent_file_xfer");
-                }
+            out.shared(&x.head);
+            if !x.has_record {
+                let kept = if x.upload { &mut up } else { &mut down };
+                out.shared(kept.get_or_insert_with(|| no_record(x.upload)));
             }
             let progress = moving
-                .then(|| self.transfers.gui_progress(&p.master_url, &f.name))
+                .then(|| self.transfers.gui_progress(&ps.project.master_url, &f.name))
                 .flatten();
-            if let Some(x) = progress {
-                let left = (nbytes - x.bytes_xferred).max(0.0);
-                let eta = if x.xfer_speed > 0.0 {
-                    left / x.xfer_speed
+            if let Some(p) = progress {
+                let nbytes = transfer_nbytes(f, x.upload);
+                let left = (nbytes - p.bytes_xferred).max(0.0);
+                let eta = if p.xfer_speed > 0.0 {
+                    left / p.xfer_speed
                 } else {
                     0.0
                 };
+                let mut w = inside();
                 w.open("file_xfer")
                     .f64("estimated_xfer_time_remaining", eta)
-                    .f64("bytes_xferred", x.bytes_xferred)
-                    .f64("file_offset", x.file_offset)
-                    .f64("xfer_speed", x.xfer_speed)
-                    .text("url", &x.url)
+                    .f64("bytes_xferred", p.bytes_xferred)
+                    .f64("file_offset", p.file_offset)
+                    .f64("xfer_speed", p.xfer_speed)
+                    .text("url", &p.url)
                     .close("file_xfer");
+                out.xml().push_raw(w.as_str());
             }
-            w.close("file_transfer");
+            out.xml().push_raw("</file_transfer>\n");
         }
-        w.close_flat("file_transfers");
-        w.finish().into()
+        out.xml().close_flat("file_transfers");
+        out.finish()
     }
 
     /// `ferrite_explain`: the scheduling core's last decisions with their reasons: for each
@@ -496,6 +494,45 @@ fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// The bytes a transfer of `f` moves: the compressed size of a download sent gzipped.
+fn transfer_nbytes(f: &FileInfo, upload: bool) -> f64 {
+    if f.download_gzipped && !upload {
+        f.gzipped_nbytes
+    } else {
+        f.nbytes
+    }
+}
+
+/// A pending transfer of file `f` (at `file` in project `project`'s files) with its
+/// `<file_transfer>` element up to the parts written per reply.
+fn transfer_head(
+    project: usize,
+    ps: &ProjectState,
+    file: usize,
+    f: &FileInfo,
+    upload: bool,
+) -> super::PendingTransfer {
+    let p = &ps.project;
+    let mut w = ferrite_proto::xml::XmlWriter::new();
+    w.open("file_transfer")
+        .text("project_url", &p.master_url)
+        .text("project_name", &p.project_name)
+        .text("name", &f.name)
+        .f64("nbytes", transfer_nbytes(f, upload))
+        .f64("max_nbytes", f.max_nbytes)
+        .int("status", f.status);
+    if let Some(x) = &f.persistent_file_xfer {
+        w.raw(x);
+    }
+    super::PendingTransfer {
+        project,
+        file,
+        upload,
+        head: bytes::Bytes::from(w.finish().into_bytes().into_boxed_slice()),
+        has_record: f.persistent_file_xfer.is_some(),
+    }
 }
 
 /// The files of a project waiting for or in a transfer: inputs and app files not yet present
@@ -648,6 +685,16 @@ mod tests {
         assert_eq!(d.rpc_file_transfers(t).to_text(), want);
         // Again, from the list found for this epoch.
         assert_eq!(d.rpc_file_transfers(t).to_text(), want);
+        // Later: the files without a retry record show the new time.
+        let later = reference_file_transfers(&d, t + 1.5);
+        assert_ne!(later, want);
+        assert_eq!(d.rpc_file_transfers(t + 1.5).to_text(), later);
+        // A new epoch after a change: written again.
+        d.state.projects[0].project.project_name = "Renamed".into();
+        d.state_epoch += 1;
+        let renamed = reference_file_transfers(&d, t);
+        assert!(renamed.contains("<project_name>Renamed</project_name>"));
+        assert_eq!(d.rpc_file_transfers(t).to_text(), renamed);
     }
 
     #[test]
