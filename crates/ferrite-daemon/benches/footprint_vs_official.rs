@@ -554,8 +554,10 @@ fn serve(data: &str) {
 }
 
 /// Child mode: `URL DEST SIZE MD5`: download with MD5 verification on a current-thread
-/// runtime; prints the seconds it took and this process's `VmHWM` in kB.
+/// runtime, with ferrited's allocator settings; prints the seconds it took and this process's `VmHWM` in kB.
 fn download(spec: &str) {
+    // The allocator as ferrited sets it up.
+    ferrite_daemon::memory::configure_allocator();
     let mut it = spec.split('\t');
     let (url, dest, size, md5) = (
         it.next().expect("url").to_owned(),
