@@ -25,7 +25,7 @@ pub const AUTHORIZED: &str = "<authorized/>\n";
 /// vectored writes): text written for this reply, and pieces kept between replies and
 /// shared, not copied (a result's head, a line of the event log), so a reply of megabytes
 /// costs the daemon no copy of the parts that did not change and no fresh memory for them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Body {
     parts: Vec<Bytes>,
     len: usize,
