@@ -2,7 +2,9 @@
 //! run, each client on its own temporary data directory and loopback GUI RPC port. Every
 //! round measures, for `ferrited` and for `boinc`:
 //!
-//! - start: from launch until the GUI RPC answers an authorised call, 1,000 tasks loaded;
+//! - start: from launch until the GUI RPC answers an authorised call, 1,000 tasks loaded,
+//!   on a data directory new to the client, then again after it quit through GUI RPC
+//!   (with what it wrote there, such as Ferrite's record of verified app files);
 //! - RSS (`VmRSS`) and CPU (utime + stime) over an idle window (`FERRITE_BENCH_IDLE_SECS`,
 //!   default 60) of a client with no project, and of a client holding 20 projects / 1,000
 //!   tasks with computing and network suspended (run modes `never`); the four clients idle
@@ -91,7 +93,7 @@ fn free_port() -> u16 {
 struct Client {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Client {
@@ -220,8 +222,20 @@ fn launch(who: Who, dir: tempfile::TempDir) -> Client {
     Client {
         child,
         port,
-        _dir: dir,
+        dir: Some(dir),
     }
+}
+
+/// Asks a client to quit through GUI RPC and waits (at most 60 s) for it to exit; returns
+/// its data directory.
+fn quit(mut c: Client, conn: &mut GuiRpcClient, rt: &tokio::runtime::Runtime) -> tempfile::TempDir {
+    let _ = rt.block_on(conn.call(&Request::Quit));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.child.try_wait().ok().flatten().is_none() {
+        assert!(Instant::now() < deadline, "the client did not quit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.dir.take().expect("data directory")
 }
 
 /// Connects and authorises, retrying every 5 ms while the client starts (at most 60 s).
@@ -417,6 +431,7 @@ impl Row {
 
 struct Rows {
     start: Row,
+    restart: Row,
     rss_idle: Row,
     rss_burst: Row,
     rss_tasks: Row,
@@ -445,9 +460,10 @@ fn clients_round(rows: &mut Rows, xml: &str, state: &ClientState, idle: Duration
         .enable_all()
         .build()
         .expect("runtime");
-    // Start-up with 1,000 tasks, one client at a time.
+    // Start-up with 1,000 tasks, one client at a time: on a data directory new to the
+    // client, then again after it quit.
     let mut loaded = Vec::new();
-    let mut starts = Vec::new();
+    let (mut starts, mut restarts) = (Vec::new(), Vec::new());
     for who in [Who::Ferrite, Who::Official] {
         let dir = data_dir(Some((xml, state)));
         let t = Instant::now();
@@ -455,9 +471,16 @@ fn clients_round(rows: &mut Rows, xml: &str, state: &ClientState, idle: Duration
         let mut conn = rt.block_on(connect(c.port));
         starts.push(t.elapsed().as_secs_f64());
         rt.block_on(suspend_all(&mut conn));
+        let dir = quit(c, &mut conn, &rt);
+        let t = Instant::now();
+        let c = launch(who, dir);
+        let mut conn = rt.block_on(connect(c.port));
+        restarts.push(t.elapsed().as_secs_f64());
+        rt.block_on(suspend_all(&mut conn));
         loaded.push((c, conn));
     }
     rows.start.push(starts[0], starts[1]);
+    rows.restart.push(restarts[0], restarts[1]);
     let empty: Vec<Client> = [Who::Ferrite, Who::Official]
         .into_iter()
         .map(|who| {
@@ -754,6 +777,12 @@ fn main() {
     let idle_s = idle.as_secs();
     let mut rows = Rows {
         start: Row::new("start until GUI RPC answers, 1,000 tasks", "ms", 1e3, None),
+        restart: Row::new(
+            "the same after the client quit (its own files kept)",
+            "ms",
+            1e3,
+            None,
+        ),
         rss_idle: Row::new(
             "RSS after idle window, no project",
             "MB",
@@ -896,6 +925,7 @@ fn main() {
     );
     for row in [
         &rows.start,
+        &rows.restart,
         &rows.rss_idle,
         &rows.rss_burst,
         &rows.rss_tasks,
