@@ -153,6 +153,9 @@ pub struct Daemon {
     transfers: transfers::Transfers,
     /// Bytes received and sent by finished transfer attempts since start-up.
     xfer_bytes: (u64, u64),
+    /// App files whose MD5 is known (`ferrite_verified_files.txt`), so the file check need
+    /// not hash them again while they are unchanged.
+    verified: filecheck::Verified,
     /// Bytes transferred per day (`daily_xfer_history.xml`).
     xfer_history: history::XferHistory,
     // GUI calls (`rpc/`, `web/`).
@@ -194,6 +197,7 @@ impl Daemon {
             tasks: tasks::TaskTable::new(&dir),
             throttle: throttle::Throttle::new(),
             transfers: transfers::Transfers::new(&dir),
+            verified: filecheck::Verified::default(),
             projects: projects::ProjectLoop::default(),
             feeds: notices::Feeds::default(),
             project_list_in_flight: false,
@@ -263,8 +267,17 @@ impl Daemon {
         daemon.docker.at_start(&daemon.state, multiple);
         // As the official client does at start-up: files lost in a crash or a copy are
         // fetched again, and only the tasks whose files cannot come back fail.
+        // App files hashed before and unchanged since are not read again.
         let check_sizes = !daemon.config.cc.options.dont_check_file_sizes;
-        if filecheck::check_all(&daemon.dir, &mut daemon.state, check_sizes, None, now()) {
+        daemon.verified = filecheck::Verified::load(&daemon.dir);
+        if filecheck::check_all(
+            &daemon.dir,
+            &mut daemon.state,
+            &mut daemon.verified,
+            check_sizes,
+            None,
+            now(),
+        ) {
             daemon.save.mark_dirty(now());
         }
         Ok(daemon)

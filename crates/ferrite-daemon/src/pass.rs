@@ -124,7 +124,14 @@ impl Daemon {
         }
         let check_sizes = !self.config.cc.options.dont_check_file_sizes;
         for url in &report.files_missing {
-            if filecheck::check_all(&self.dir, &mut self.state, check_sizes, Some(url), t) {
+            if filecheck::check_all(
+                &self.dir,
+                &mut self.state,
+                &mut self.verified,
+                check_sizes,
+                Some(url),
+                t,
+            ) {
                 self.save.mark_dirty(t);
             }
         }
