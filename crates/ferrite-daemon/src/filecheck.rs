@@ -6,7 +6,7 @@
 //! The app-version files the check hashes are hashed once: each MD5 is kept with the file's
 //! length, modification time and inode in [`VERIFIED_FILES`] (Ferrite only), and a later
 //! check, after a restart too, takes the kept MD5 while all three are unchanged instead of
-//! reading the file again.
+//! reading the file again. A download the transfers verified is recorded the same way.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
@@ -391,6 +391,55 @@ pub fn check_all(
     changed
 }
 
+/// A download of file `name` of project `url` ended with `len` bytes of MD5 `md5` (as the
+/// download computed them while writing). When the transfers accepted it and it is a file
+/// the check hashes (an app-version file with a known MD5), it is recorded in `verified` with
+/// its stamp now, so the next check need not read it. The record is written with the next
+/// check's or at shutdown ([`Verified::save_if_changed`]).
+pub fn downloaded(
+    dir: &Path,
+    state: &ClientState,
+    verified: &mut Verified,
+    url: &str,
+    name: &str,
+    len: u64,
+    md5: &str,
+) {
+    let Some(ps) = state.project(url) else {
+        return;
+    };
+    let hashed = ps.file(name).is_some_and(|f| {
+        f.status == 1
+            && !f.md5_cksum.trim().is_empty()
+            && !(ps.project.anonymous_platform && ferrite_project::anonymous::is_local_file(f))
+    }) && ps
+        .app_versions
+        .iter()
+        .any(|v| v.file_refs.iter().any(|r| r.file_name == name));
+    if !hashed {
+        return;
+    }
+    let md5 = md5.trim().to_ascii_lowercase();
+    if md5.len() != 32 || !md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return;
+    }
+    let pdir = config::project_dir(dir, url);
+    let Some(k) = key(dir, &pdir, name) else {
+        return;
+    };
+    // Only the file the download wrote: the same length, and still a plain file.
+    match fs::metadata(pdir.join(name)) {
+        Ok(meta) if meta.is_file() && meta.len() == len => verified.put(
+            k,
+            Entry {
+                stamp: Stamp::of(&meta),
+                md5,
+            },
+        ),
+        _ => verified.remove(&k),
+    }
+}
+
 /// The first file task `result` of project `url` needs to start (app-version files and
 /// inputs, not the optional ones) that is not in the project directory under data
 /// directory `dir`.
@@ -656,5 +705,68 @@ mod tests {
         // A full check drops what no project has.
         assert!(!check(dir.path(), &mut state, &mut verified));
         assert_eq!(Verified::load(dir.path()).len(), 1);
+    }
+
+    #[test]
+    fn a_verified_download_is_recorded_and_its_first_check_is_free() {
+        let (dir, app) = setup();
+        let state = app_state();
+        let mut verified = Verified::default();
+        // A length that is not the file's: not what the download wrote, not recorded.
+        downloaded(
+            dir.path(),
+            &state,
+            &mut verified,
+            URL,
+            "app",
+            GOOD.len() as u64 + 1,
+            &md5(GOOD),
+        );
+        assert!(verified.is_empty());
+        downloaded(
+            dir.path(),
+            &state,
+            &mut verified,
+            URL,
+            "app",
+            GOOD.len() as u64,
+            &md5(GOOD),
+        );
+        assert_eq!(verified.len(), 1);
+        verified.save_if_changed(dir.path());
+
+        // After a restart, the first check takes the download's MD5 (it does not read the
+        // file, which here is damaged behind its back).
+        overwrite(&app, BAD, mtime(&app));
+        let mut verified = Verified::load(dir.path());
+        let mut state = state;
+        assert!(!check(dir.path(), &mut state, &mut verified));
+        assert_eq!(state.projects[0].files[0].status, 1);
+    }
+
+    #[test]
+    fn only_files_the_check_hashes_are_recorded_from_downloads() {
+        let (dir, _app) = setup();
+        let mut state = app_state();
+        let input = config::project_dir(dir.path(), URL).join("in");
+        fs::write(&input, b"input").expect("write");
+        let mut f = state.projects[0].files[0].clone();
+        f.name = "in".to_owned();
+        f.md5_cksum = md5(b"input");
+        state.projects[0].files.push(f);
+        let mut verified = Verified::default();
+        downloaded(
+            dir.path(),
+            &state,
+            &mut verified,
+            URL,
+            "in",
+            5,
+            &md5(b"input"),
+        );
+        assert!(
+            verified.is_empty(),
+            "an input file is never hashed by the check"
+        );
     }
 }
