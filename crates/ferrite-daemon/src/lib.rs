@@ -153,6 +153,9 @@ pub struct Daemon {
     transfers: transfers::Transfers,
     /// Bytes received and sent by finished transfer attempts since start-up.
     xfer_bytes: (u64, u64),
+    /// App files whose MD5 is known (`ferrite_verified_files.txt`), so the file check need
+    /// not hash them again while they are unchanged.
+    verified: filecheck::Verified,
     /// Bytes transferred per day (`daily_xfer_history.xml`).
     xfer_history: history::XferHistory,
     // GUI calls (`rpc/`, `web/`).
@@ -194,6 +197,7 @@ impl Daemon {
             tasks: tasks::TaskTable::new(&dir),
             throttle: throttle::Throttle::new(),
             transfers: transfers::Transfers::new(&dir),
+            verified: filecheck::Verified::default(),
             projects: projects::ProjectLoop::default(),
             feeds: notices::Feeds::default(),
             project_list_in_flight: false,
@@ -263,8 +267,17 @@ impl Daemon {
         daemon.docker.at_start(&daemon.state, multiple);
         // As the official client does at start-up: files lost in a crash or a copy are
         // fetched again, and only the tasks whose files cannot come back fail.
+        // App files hashed before and unchanged since are not read again.
         let check_sizes = !daemon.config.cc.options.dont_check_file_sizes;
-        if filecheck::check_all(&daemon.dir, &mut daemon.state, check_sizes, None, now()) {
+        daemon.verified = filecheck::Verified::load(&daemon.dir);
+        if filecheck::check_all(
+            &daemon.dir,
+            &mut daemon.state,
+            &mut daemon.verified,
+            check_sizes,
+            None,
+            now(),
+        ) {
             daemon.save.mark_dirty(now());
         }
         Ok(daemon)
@@ -466,6 +479,8 @@ impl Daemon {
             .release(&throttle::groups(&self.tasks, &self.state));
         self.tasks.shutdown(&mut self.state, abort_code).await;
         self.xfer_history.poll(&self.dir, now(), true);
+        // Downloads recorded since the last file check.
+        self.verified.save_if_changed(&self.dir);
         if let Some(code) = abort_code {
             self.abort_unfinished(code, now());
         }
@@ -803,6 +818,52 @@ mod loop_tests {
         assert_eq!(d.xfer_bytes, (1000, 0));
         assert_eq!(d.state_epoch, epoch + 1);
         assert!(d.tick_soon);
+    }
+
+    #[test]
+    fn a_verified_app_file_download_is_recorded_for_the_next_file_check() {
+        const URL: &str = "http://127.0.0.1/test/";
+        let good = b"the app";
+        let md5 = ferrite_net::fast_md5::md5_hex_reader(&good[..]).expect("md5");
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("client_state.xml"),
+            format!(
+                "<client_state><project><master_url>{URL}</master_url></project>\
+                 <app><name>a</name></app>\
+                 <file><name>app</name><nbytes>{}</nbytes><md5_cksum>{md5}</md5_cksum>\
+                 <url>{URL}download/app</url></file>\
+                 <app_version><app_name>a</app_name><version_num>100</version_num>\
+                 <file_ref><file_name>app</file_name><main_program/></file_ref></app_version>\
+                 </client_state>",
+                good.len()
+            ),
+        )
+        .expect("state file");
+        let mut d = daemon(dir.path());
+        assert!(d.verified.is_empty(), "nothing downloaded yet");
+        let pdir = config::project_dir(dir.path(), URL);
+        std::fs::write(pdir.join("app"), good).expect("the downloaded file");
+        let done = |md5: &str| transfers::TransferDone {
+            project: URL.into(),
+            file: "app".into(),
+            upload: false,
+            result: Ok(good.len() as u64),
+            download: Some((good.len() as u64, md5.to_owned())),
+            code: 0,
+            permanent: false,
+            resumed_from: 0,
+            sent: None,
+        };
+        // Refused (another MD5): deleted, not recorded.
+        d.transfer_done(done(&"0".repeat(32)), now());
+        assert!(d.verified.is_empty());
+        std::fs::write(pdir.join("app"), good).expect("the downloaded file");
+        d.transfer_done(done(&md5), now());
+        assert_eq!(d.state.projects[0].files[0].status, 1);
+        assert_eq!(d.verified.len(), 1);
+        d.verified.save_if_changed(&d.dir);
+        assert_eq!(filecheck::Verified::load(dir.path()).len(), 1);
     }
 
     #[test]

@@ -19,8 +19,26 @@ impl Daemon {
                 self.xfer_bytes.0 += n;
             }
         }
+        let fresh = match (&done.result, &done.download) {
+            (Ok(_), Some((len, md5))) if !done.upload => {
+                Some((done.project.clone(), done.file.clone(), *len, md5.clone()))
+            }
+            _ => None,
+        };
         if self.transfers.finished(done, &mut self.state, t) {
             self.save.mark_dirty(t);
+        }
+        // A verified app file: its first check after a restart need not hash it.
+        if let Some((url, name, len, md5)) = fresh {
+            filecheck::downloaded(
+                &self.dir,
+                &self.state,
+                &mut self.verified,
+                &url,
+                &name,
+                len,
+                &md5,
+            );
         }
     }
 
@@ -124,7 +142,14 @@ impl Daemon {
         }
         let check_sizes = !self.config.cc.options.dont_check_file_sizes;
         for url in &report.files_missing {
-            if filecheck::check_all(&self.dir, &mut self.state, check_sizes, Some(url), t) {
+            if filecheck::check_all(
+                &self.dir,
+                &mut self.state,
+                &mut self.verified,
+                check_sizes,
+                Some(url),
+                t,
+            ) {
                 self.save.mark_dirty(t);
             }
         }
