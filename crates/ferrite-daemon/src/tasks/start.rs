@@ -1,0 +1,231 @@
+//! Starting (or restarting from its checkpoint) a task's app: its slot, files, init data,
+//! limits and priority, and its task record.
+
+use super::*;
+
+impl TaskTable {
+    /// Starts (or restarts from its checkpoint) the app of a result.
+    pub(super) fn start(
+        &mut self,
+        state: &mut ClientState,
+        inputs: &TickInputs<'_>,
+        key: &Key,
+        instances: u64,
+        now: f64,
+        inst: Instant,
+    ) -> Result<(), String> {
+        let prefs = inputs.prefs;
+        let ps = state.project(&key.0).ok_or("no such project")?;
+        let r = ps.result(&key.1).ok_or("no such result")?;
+        let wu = ps.workunit(&r.wu_name).ok_or("no workunit")?;
+        let av = ps.app_version_of(r).ok_or("no app version")?;
+        let main = av
+            .file_refs
+            .iter()
+            .find(|f| f.main_program)
+            .or_else(|| av.file_refs.first())
+            .ok_or("the app version has no program")?;
+        let pdir = config::project_dir(&self.dir, &key.0);
+        let program = pdir.join(&main.file_name);
+        let files = slot_files(ps, &self.dir, key);
+        let slot = match self.held.remove(key) {
+            Some(s) => s,
+            None => self.slots.allocate().map_err(|e| e.to_string())?,
+        };
+        let resume = state
+            .active_task(&key.0, &key.1)
+            .map(|a| Checkpoint {
+                cpu_time: a.checkpoint_cpu_time,
+                elapsed_time: a.checkpoint_elapsed_time,
+                fraction_done: a.checkpoint_fraction_done,
+            })
+            .unwrap_or_default();
+        let p = &ps.project;
+        let gpu_usage = av.usage.coprocs.iter().map(|c| c.count).fold(0.0, f64::max);
+        // The GPU type, and the device of the instance the core assigned (its lowest), as
+        // the app must be told.
+        let gpu_type = av
+            .usage
+            .coprocs
+            .iter()
+            .filter(|c| c.count > 0.0)
+            .find_map(|c| crate::snapshot::canonical_gpu_type(&c.rsc_type));
+        let gpu_device = gpu_type
+            .filter(|_| gpu_usage > 0.0)
+            .and_then(|t| gpu_device_num(instances).map(|i| (t, i)))
+            .map(|(t, i)| {
+                let n = u32::try_from(i).unwrap_or(0);
+                let dev = inputs
+                    .gpu_instances
+                    .get(t)
+                    .and_then(|list| list.get(n as usize))
+                    .copied()
+                    .unwrap_or(GpuInstance {
+                        device_num: n,
+                        opencl_device_index: n,
+                    });
+                (t, dev)
+            });
+        let as_i32 = |n: u32| i32::try_from(n).unwrap_or(-1);
+        // The account key and project preferences live in the account file.
+        let account = config::read_account(&self.dir, &key.0).unwrap_or_default();
+        let init = AppInitData {
+            major_version: state.core_client_version.major,
+            minor_version: state.core_client_version.minor,
+            release: state.core_client_version.release,
+            app_version: av.version_num,
+            userid: i64::from(p.userid),
+            teamid: i64::from(p.teamid),
+            hostid: i64::from(p.hostid),
+            app_name: av.app_name.clone(),
+            plan_class: av.plan_class.clone(),
+            symstore: p.symstore.clone(),
+            team_name: p.team_name.clone(),
+            user_name: p.user_name.clone(),
+            project_dir: pdir.display().to_string(),
+            boinc_dir: self.dir.display().to_string(),
+            wu_name: wu.name.clone(),
+            result_name: r.name.clone(),
+            slot: i32::try_from(slot.number()).unwrap_or(0),
+            client_pid: i32::try_from(std::process::id()).unwrap_or(0),
+            wu_cpu_time: resume.cpu_time,
+            starting_elapsed_time: resume.elapsed_time,
+            user_total_credit: p.user_total_credit,
+            user_expavg_credit: p.user_expavg_credit,
+            host_total_credit: p.host_total_credit,
+            host_expavg_credit: p.host_expavg_credit,
+            resource_share_fraction: resource_share_fraction(state, &key.0),
+            checkpoint_period: prefs.disk_interval,
+            gpu_usage,
+            gpu_type: gpu_device.map(|(t, _)| t.to_owned()).unwrap_or_default(),
+            gpu_device_num: gpu_device.map_or(-1, |(_, d)| as_i32(d.device_num)),
+            gpu_opencl_dev_index: gpu_device.map_or(-1, |(_, d)| as_i32(d.opencl_device_index)),
+            ncpus: av.usage.avg_ncpus,
+            rsc_fpops_est: wu.rsc_fpops_est,
+            rsc_fpops_bound: wu.rsc_fpops_bound,
+            rsc_memory_bound: wu.rsc_memory_bound,
+            rsc_disk_bound: wu.rsc_disk_bound,
+            authenticator: account.authenticator,
+            project_preferences: account.project_prefs,
+            computation_deadline: computation_deadline(r.report_deadline, prefs),
+            proxy_info: inputs
+                .proxy
+                .filter(|x| x.use_http_proxy || x.use_socks_proxy)
+                .cloned(),
+            vm_extensions_disabled: state.host_info.p_vm_extensions_disabled,
+            host_info: state.host_info.clone(),
+            global_prefs: prefs.clone(),
+            app_files: av.file_refs.iter().map(|f| f.file_name.clone()).collect(),
+            no_priority_change: self.priority.no_priority_change,
+            process_priority: self.priority.process_priority,
+            process_priority_special: self.priority.process_priority_special,
+            ..AppInitData::default()
+        };
+        let setup = slot
+            .setup(&files, &init.to_xml())
+            .map_err(|e| format!("slot {}: {e}", slot.number()));
+        if let Err(e) = setup {
+            self.held.insert(key.clone(), slot);
+            return Err(e);
+        }
+        let mut args: Vec<String> = av.cmdline.split_whitespace().map(str::to_owned).collect();
+        // `app_config.xml` `<app_version><cmdline>` adds to the version's own arguments.
+        if let Some(o) = inputs.app_configs.get(&key.0).and_then(|c| {
+            c.app_versions
+                .iter()
+                .find(|o| o.app_name == av.app_name && o.plan_class == av.plan_class)
+        }) {
+            args.extend(o.cmdline.split_whitespace().map(str::to_owned));
+        }
+        args.extend(wu.command_line.split_whitespace().map(str::to_owned));
+        // Apps older than API 7.5 learn their GPU from `--device N` (newer ones read
+        // `init_data.xml`).
+        if let Some((_, dev)) = gpu_device.filter(|_| !api_at_least(&av.api_version, 7, 5)) {
+            args.extend(["--device".to_owned(), dev.device_num.to_string()]);
+        }
+        let flops = if av.usage.flops > 0.0 {
+            av.usage.flops
+        } else {
+            state.host_info.p_fpops.max(1e6)
+        };
+        let non_cpu = ps
+            .app(&av.app_name)
+            .is_some_and(|a| a.non_cpu_intensive || a.sporadic);
+        let cfg = TaskConfig {
+            result_name: r.name.clone(),
+            slot: slot.number(),
+            slot_dir: slot.dir().to_path_buf(),
+            project_dir_name: dir_name(&pdir),
+            program: program.clone(),
+            args,
+            env: vec![(
+                OsString::from("BOINC_SLOT"),
+                OsString::from(slot.number().to_string()),
+            )],
+            uses_api: uses_api(&av.api_version, &program),
+            priority: Priority::for_job(gpu_usage > 0.0, av.usage.avg_ncpus, self.priority),
+            project_master_url: Some(key.0.clone()),
+            limits: Limits {
+                max_elapsed: (!non_cpu).then(|| {
+                    ferrite_supervise::limits::max_elapsed_time(wu.rsc_fpops_bound, flops)
+                }),
+                disk_bound: (wu.rsc_disk_bound > 0.0).then_some(wu.rsc_disk_bound as u64),
+                max_ram: max_ram(prefs, state.host_info.m_nbytes),
+                ..Limits::default()
+            },
+            timing: Timing::default(),
+            max_wss: prefs.available_ram(state.host_info.m_nbytes, inputs.user_active),
+            resume_from: resume,
+            stderr_head: inputs.stderr_head,
+        };
+        let version_num = av.version_num;
+        let task = match Task::start(cfg, inst) {
+            Ok(t) => t,
+            Err(e) => {
+                self.held.insert(key.clone(), slot);
+                return Err(format!("{e}"));
+            }
+        };
+        info!(
+            "starting task {} in slot {} (pid {}){}",
+            key.1,
+            slot.number(),
+            task.pid(),
+            if resume.elapsed_time > 0.0 {
+                format!(", resuming from {:.0} s", resume.elapsed_time)
+            } else {
+                String::new()
+            }
+        );
+        let slot_no = i32::try_from(slot.number()).unwrap_or(0);
+        match state
+            .active_tasks
+            .iter_mut()
+            .find(|a| a.project_master_url == key.0 && a.result_name == key.1)
+        {
+            Some(a) => {
+                a.slot = slot_no;
+                a.active_task_state = 1;
+            }
+            None => state.active_tasks.push(ActiveTask {
+                project_master_url: key.0.clone(),
+                result_name: key.1.clone(),
+                active_task_state: 1,
+                app_version_num: version_num,
+                slot: slot_no,
+                ..ActiveTask::default()
+            }),
+        }
+        self.live.insert(
+            key.clone(),
+            Live {
+                finish: crate::finishing::FinishWatch::new(slot.dir()),
+                task,
+                slot,
+                run_started_at: now,
+                counted_elapsed: resume.elapsed_time,
+            },
+        );
+        Ok(())
+    }
+}
