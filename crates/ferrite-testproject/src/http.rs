@@ -19,7 +19,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 use tokio_util::io::ReaderStream;
 
 use crate::config::is_safe_name;
@@ -582,25 +582,19 @@ async fn download(
         }
     };
     let count = if len == 0 { 0 } else { end - start + 1 };
-    let file = match file {
-        None => None,
+    let reader: Box<dyn AsyncRead + Send + Unpin> = match file {
+        None => Box::new(tokio::io::repeat(0)),
         Some(mut f) => {
             if f.seek(SeekFrom::Start(start)).await.is_err() {
                 return status_only(StatusCode::INTERNAL_SERVER_ERROR);
             }
-            Some(f.into_std().await)
+            Box::new(f)
         }
     };
     let stall = project.take_fault(Fault::DownloadStall);
     let sent = if stall { count / 2 } else { count };
-    let chunks: ChunkStream = match file {
-        None => Box::pin(ReaderStream::with_capacity(
-            tokio::io::repeat(0).take(sent),
-            256 << 10,
-        )),
-        Some(f) => Box::pin(file_chunks(f, sent)),
-    };
-    let stream = chunks.map(|r| r.map(Frame::data));
+    let stream =
+        ReaderStream::with_capacity(reader.take(sent), 256 << 10).map(|r| r.map(Frame::data));
     let body: Body = if stall {
         let tail = futures_util::stream::once(async {
             tokio::time::sleep(STALL).await;
@@ -637,46 +631,6 @@ async fn download(
         *r.status_mut() = StatusCode::PARTIAL_CONTENT;
     }
     r
-}
-
-/// A download's body before framing.
-type ChunkStream =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = std::io::Result<Bytes>> + Send>>;
-
-/// Bytes read from a file for each chunk of a download's body.
-const FILE_CHUNK: usize = 1 << 20;
-
-/// The next `count` bytes of `f` as a body, read on a blocking thread in chunks of
-/// [`FILE_CHUNK`] with the standard library: a file costs the server one copy into the
-/// chunk and one into the socket, as near as hyper gets to a web server's `sendfile`.
-/// (Through tokio's `File`, every read went through a buffer of its own and a thread hop,
-/// and the server spent about as much CPU per gigabyte as the client downloading it.)
-fn file_chunks(
-    f: std::fs::File,
-    count: u64,
-) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(2);
-    tokio::task::spawn_blocking(move || {
-        use std::io::Read as _;
-        let mut left = f.take(count);
-        loop {
-            let mut chunk = Vec::with_capacity(FILE_CHUNK);
-            let read = (&mut left).take(FILE_CHUNK as u64).read_to_end(&mut chunk);
-            let next = match read {
-                Ok(0) => return,
-                Ok(_) => Ok(Bytes::from(chunk)),
-                Err(e) => Err(e),
-            };
-            let failed = next.is_err();
-            // The client went away: stop reading.
-            if tx.blocking_send(next).is_err() || failed {
-                return;
-            }
-        }
-    });
-    futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    })
 }
 
 async fn open(p: &PathBuf) -> std::io::Result<(tokio::fs::File, u64)> {
