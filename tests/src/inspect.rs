@@ -88,7 +88,7 @@ pub fn result_names(state: &ClientState) -> Vec<String> {
     v
 }
 
-/// Makes the state file of data directory `dir` describe file `name` of the project whose
+/// Makes the state files of data directory `dir` describe file `name` of the project whose
 /// directory is `project` (`projects/…`) as it now is on disk: its size, and no MD5. For
 /// tests that put their own app or input into a fixture: `ferrited` checks every file
 /// against the state at start-up and fetches again what does not match.
@@ -96,24 +96,31 @@ pub fn refit_file(dir: &Path, project: &str, name: &str) {
     let len = fs::metadata(dir.join(project).join(name))
         .expect("the file is there")
         .len();
-    let path = dir.join("client_state.xml");
-    let text = fs::read_to_string(&path).expect("state");
-    let at = text
-        .find(&format!("<name>{name}</name>"))
-        .unwrap_or_else(|| panic!("no file {name} in the state"));
-    let start = text[..at].rfind("<file>").expect("<file>");
-    let end = at + text[at..].find("</file>").expect("</file>");
-    let block: String = text[start..end]
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("<md5_cksum>"))
-        .map(|l| {
-            if l.trim_start().starts_with("<nbytes>") {
-                format!("    <nbytes>{len}</nbytes>\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    let new = format!("{}{}{}", &text[..start], block, &text[end..]);
-    fs::write(&path, new).expect("state");
+    // A client killed between writing `client_state_next.xml` and renaming it leaves the
+    // newer state there, and the next start loads that one: both are refitted.
+    for state in ["client_state.xml", "client_state_next.xml"] {
+        let path = dir.join(state);
+        if state != "client_state.xml" && !path.exists() {
+            continue;
+        }
+        let text = fs::read_to_string(&path).expect("state");
+        let at = text
+            .find(&format!("<name>{name}</name>"))
+            .unwrap_or_else(|| panic!("no file {name} in {state}"));
+        let start = text[..at].rfind("<file>").expect("<file>");
+        let end = at + text[at..].find("</file>").expect("</file>");
+        let block: String = text[start..end]
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("<md5_cksum>"))
+            .map(|l| {
+                if l.trim_start().starts_with("<nbytes>") {
+                    format!("    <nbytes>{len}</nbytes>\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        let new = format!("{}{}{}", &text[..start], block, &text[end..]);
+        fs::write(&path, new).expect("state");
+    }
 }
