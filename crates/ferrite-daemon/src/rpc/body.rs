@@ -13,6 +13,11 @@ use ferrite_proto::xml::XmlWriter;
 /// blocks mapped on their own, so freed blocks go back to the heap and are used again.
 const BLOCK: usize = 32 * 1024;
 
+/// Text kept between replies, as bytes of exactly its length (no spare room held).
+pub(crate) fn kept(text: String) -> Bytes {
+    Bytes::from(text.into_bytes().into_boxed_slice())
+}
+
 /// Writes a reply body: XML through [`xml`](Self::xml), kept pieces through
 /// [`shared`](Self::shared), in order.
 #[derive(Debug)]

@@ -16,6 +16,8 @@ use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
 use ferrite_gui_rpc::Body;
+
+use super::body::kept;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
@@ -105,11 +107,6 @@ struct Entry {
     xml: Bytes,
     /// The same with the markers kept, only when that differs (`translatable`).
     marked: Option<Bytes>,
-}
-
-/// Text kept as bytes of exactly its length.
-fn kept(text: String) -> Bytes {
-    Bytes::from(text.into_bytes().into_boxed_slice())
 }
 
 impl Entry {

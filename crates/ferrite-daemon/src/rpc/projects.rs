@@ -530,7 +530,7 @@ fn transfer_head(
         project,
         file,
         upload,
-        head: bytes::Bytes::from(w.finish().into_bytes().into_boxed_slice()),
+        head: super::body::kept(w.finish()),
         has_record: f.persistent_file_xfer.is_some(),
     }
 }

@@ -15,7 +15,7 @@ use ferrite_proto::client_state::gui;
 use ferrite_proto::client_state::TaskResult;
 use ferrite_proto::xml::XmlWriter;
 
-use super::body::BodyWriter;
+use super::body::{kept, BodyWriter};
 
 /// What a head shows besides its strings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,7 +83,7 @@ impl Head {
         Some(Head {
             numbers: Numbers::of(r),
             at,
-            xml: Bytes::from(xml.into_bytes().into_boxed_slice()),
+            xml: kept(xml),
         })
     }
 

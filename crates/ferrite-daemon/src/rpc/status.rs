@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
-use bytes::Bytes;
 use ferrite_gui_rpc::{reply, Body, Request};
 use ferrite_proto::client_state::gui::{self, ActiveTaskGui, ProjectGuiExtra, ResultGuiExtra};
 use ferrite_proto::client_state::{
@@ -606,7 +605,7 @@ impl Daemon {
     /// The parts of `get_state` around the time statistics and the results.
     fn state_parts(&self) -> super::StateParts {
         let s = &self.state;
-        let text = |w: XmlWriter| Bytes::from(w.finish().into_bytes().into_boxed_slice());
+        let text = |w: XmlWriter| super::body::kept(w.finish());
         let mut w = XmlWriter::new();
         self.write_state_head(&mut w);
         let head = text(w);
