@@ -8,7 +8,7 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
-use ferrite_gui_rpc::{reply, Request};
+use ferrite_gui_rpc::reply;
 use ferrite_project::acct_mgr::{
     plan_sync, use_am_prefs, AmAction, NoteLevel, ProjectChanges, ProjectView, ShareChange,
     SyncClock, SyncPlan,
@@ -263,45 +263,38 @@ impl Daemon {
         }
     }
 
-    /// The GUI RPC calls of the account-manager family.
-    pub(crate) fn answer_acct_mgr(&mut self, request: Request, t: f64) -> String {
-        match request {
-            Request::AcctMgrInfo => self.acct_mgr.info_xml(),
-            Request::AcctMgrRpcPoll => self.acct_mgr.poll_xml(),
-            Request::AcctMgrRpc {
-                url,
-                name,
-                password,
-                use_config_file,
-            } => {
-                let target = if use_config_file {
-                    if !self.acct_mgr.using_am() {
-                        error!("Not using account manager");
-                        return reply::error("bad arg");
-                    }
-                    self.acct_mgr.current()
-                } else {
-                    let (Some(url), Some(name), Some(password)) = (url, name, password) else {
-                        return reply::error("bad arg");
-                    };
-                    Target {
-                        url,
-                        password_hash: password_hash(&name, &password),
-                        login: name,
-                        authenticator: String::new(),
-                    }
-                };
-                if self.acct_mgr.using_am()
-                    && !target.url.is_empty()
-                    && !self.acct_mgr.same_am(&target)
-                {
-                    return reply::error("attached to a different AM - detach first");
-                }
-                self.start_acct_mgr_rpc(target, true, t);
-                reply::SUCCESS.to_owned()
+    /// `acct_mgr_rpc`: join, sync with or leave (empty URL) an account manager, with the
+    /// caller's login, or the current one (`use_config_file`).
+    pub(crate) fn rpc_acct_mgr_sync(
+        &mut self,
+        url: Option<String>,
+        name: Option<String>,
+        password: Option<String>,
+        use_config_file: bool,
+        t: f64,
+    ) -> String {
+        let target = if use_config_file {
+            if !self.acct_mgr.using_am() {
+                error!("Not using account manager");
+                return reply::error("bad arg");
             }
-            other => reply::error(&format!("unexpected request {other:?}")),
+            self.acct_mgr.current()
+        } else {
+            let (Some(url), Some(name), Some(password)) = (url, name, password) else {
+                return reply::error("bad arg");
+            };
+            Target {
+                url,
+                password_hash: password_hash(&name, &password),
+                login: name,
+                authenticator: String::new(),
+            }
+        };
+        if self.acct_mgr.using_am() && !target.url.is_empty() && !self.acct_mgr.same_am(&target) {
+            return reply::error("attached to a different AM - detach first");
         }
+        self.start_acct_mgr_rpc(target, true, t);
+        reply::SUCCESS.to_owned()
     }
 
     /// Starts a sync with `target` (`ACCT_MGR_OP::do_rpc`); an empty URL leaves the manager.
@@ -327,7 +320,7 @@ impl Daemon {
         let am = &self.acct_mgr;
         let results = if am.send_tasks_active || am.send_tasks_all {
             let active_only = !am.send_tasks_all;
-            let body = self.answer_status_for(Request::GetResults { active_only }, t);
+            let body = self.results_body(active_only).to_text();
             Some(
                 body.trim()
                     .trim_start_matches("<results>")
@@ -813,6 +806,7 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrite_gui_rpc::Request;
 
     #[test]
     fn master_urls_as_the_official_client_accepts_them() {

@@ -413,10 +413,9 @@ impl Daemon {
                 self.benchmarks_done(r, now());
             }
             Event::GuiRpc(call) => {
-                let query = is_query(&call.request);
-                self.handle_gui_rpc(call);
+                let command = self.handle_gui_rpc(call);
                 reclaim.gui_call(now());
-                if !query {
+                if command {
                     // It may have changed something: decide again now.
                     self.tick_soon = true;
                     self.state_epoch += 1;
@@ -546,35 +545,6 @@ impl LoopClock {
             }
         }
     }
-}
-
-/// GUI RPC requests that only read: they change nothing, so no scheduling pass follows them
-/// and cached replies stay valid.
-fn is_query(r: &ferrite_gui_rpc::Request) -> bool {
-    use ferrite_gui_rpc::Request as R;
-    matches!(
-        r,
-        R::ExchangeVersions { .. }
-            | R::GetAllProjectsList
-            | R::GetCcStatus
-            | R::GetDiskUsage
-            | R::GetDailyXferHistory
-            | R::GetFileTransfers
-            | R::GetHostInfo
-            | R::GetMessages { .. }
-            | R::GetMessageCount
-            | R::GetNewerVersion
-            | R::GetNoticesPublic { .. }
-            | R::GetNotices { .. }
-            | R::GetOldResults
-            | R::GetProjectStatus
-            | R::GetResults { .. }
-            | R::GetScreensaverTasks
-            | R::GetSimpleGuiInfo
-            | R::GetState
-            | R::GetStatistics
-            | R::FerriteExplain
-    )
 }
 
 /// Puts every thread of this process in the idle I/O scheduling class (as `ionice -c 3`, what
@@ -781,12 +751,19 @@ mod loop_tests {
         let mut d = daemon(dir.path());
         let mut reclaim = memory::Reclaimer::new(now());
         let epoch = d.state_epoch;
-        let (woke, mut rx) = gui_call(Request::GetCcStatus);
-        assert_eq!(d.dispatch(woke, &mut reclaim), None);
-        let reply = rx.try_recv().expect("answered at once").to_text();
-        assert!(reply.contains("<cc_status>"), "{reply}");
-        assert_eq!(d.state_epoch, epoch, "a cached reply stays valid");
-        assert!(!d.tick_soon);
+        for (request, tag) in [
+            (Request::GetCcStatus, "<cc_status>"),
+            (Request::AcctMgrInfo, "<acct_mgr_info>"),
+            (Request::GetProxySettings, "<proxy_info>"),
+            (Request::ProjectAttachPoll, "<project_attach_reply>"),
+        ] {
+            let (woke, mut rx) = gui_call(request);
+            assert_eq!(d.dispatch(woke, &mut reclaim), None);
+            let reply = rx.try_recv().expect("answered at once").to_text();
+            assert!(reply.contains(tag), "{reply}");
+            assert_eq!(d.state_epoch, epoch, "a cached reply stays valid");
+            assert!(!d.tick_soon);
+        }
 
         // A request that acts may change something: a new epoch, a pass at once.
         let (woke, mut rx) = gui_call(Request::NetworkAvailable);

@@ -1,34 +1,34 @@
 //! The daemon's side of GUI RPC: starting the server from the daemon's options, passing each
-//! authorised call into the main loop as [`Event::GuiRpc`], and answering it from the state
+//! authorised call into the main loop as [`Event::GuiRpc`], and answering it
 //! ([`Daemon::handle_gui_rpc`]). Only the main loop answers, so every reply sees one
 //! consistent state and every change goes through the one owner.
 //!
-//! The status family is in [`status`], the event log and notices in [`messages`]; the control
-//! family (modes, project and task operations, configuration files) is here.
+//! [`route`] sorts each request: a query is answered from a shared borrow of the daemon
+//! (`Daemon::query`, in [`status`]; the event log and notices in [`messages`], transfers and
+//! the attach wizard's polls in [`projects`]); a command is applied by `Daemon::apply`
+//! ([`commands`]), which hands it to the owner of what it changes. The run modes, which GUI
+//! RPC owns, are here.
 
 mod body;
+mod commands;
 pub mod messages;
 mod projects;
 mod result_heads;
+mod route;
 mod status;
 
-use std::fs;
-use std::io;
 use std::time::Duration;
 
 use ferrite_gui_rpc::server::{ServerConfig, TcpConfig, UnixConfig, DEFAULT_PORT};
-use ferrite_gui_rpc::{
-    auth, reply, Body, Call, GuiRpcServer, Request, ResultAction, RunMode as RpcRunMode,
-};
-use ferrite_proto::app_config::AppConfig;
-use ferrite_proto::cc_config::CcConfig;
+use ferrite_gui_rpc::{auth, Body, Call, GuiRpcServer, Request, RunMode as RpcRunMode};
 use ferrite_proto::client_state::{ClientState, RunMode};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::config::{self, APP_CONFIG, CC_CONFIG, GLOBAL_PREFS_OVERRIDE};
+use route::Routed;
+
 use crate::{now, Daemon, Event};
 
 /// `EXIT_ABORTED_VIA_GUI`: the exit status of a task aborted by the user.
@@ -361,8 +361,9 @@ impl Daemon {
         })
     }
 
-    /// Answers one GUI RPC call from the daemon's state.
-    pub(crate) fn handle_gui_rpc(&mut self, call: Call) {
+    /// Answers one GUI RPC call: a query from the state as it is, a command by applying it.
+    /// Returns whether it was a command (the loop decides again after one).
+    pub(crate) fn handle_gui_rpc(&mut self, call: Call) -> bool {
         let Call {
             request,
             peer,
@@ -382,7 +383,7 @@ impl Daemon {
             });
         }
         let quit = matches!(request, Request::Quit);
-        let body = self.answer(request, peer.connection_id);
+        let (body, command) = self.answer(request, peer.connection_id);
         let _ = tx.send(body);
         if quit {
             info!("quit requested through GUI RPC");
@@ -391,6 +392,7 @@ impl Daemon {
                 let _ = events.send(Event::Shutdown("GUI RPC quit")).await;
             });
         }
+        command
     }
 
     /// The reply body the main loop would send for `request` (as connection 0), for tests and
@@ -399,229 +401,16 @@ impl Daemon {
     pub fn gui_rpc_reply(&mut self, request: Request) -> String {
         // Callers may have changed the state directly: nothing cached is reused.
         self.state_epoch += 1;
-        self.answer(request, 0).to_text()
+        self.answer(request, 0).0.to_text()
     }
 
-    /// The reply to `request` from connection `conn`. The long lists are bodies of pieces,
-    /// most of them kept between replies and shared; the rest is text.
-    fn answer(&mut self, request: Request, conn: u64) -> Body {
+    /// The reply to `request` from connection `conn`, and whether it was a command (which
+    /// may have changed anything).
+    fn answer(&mut self, request: Request, conn: u64) -> (Body, bool) {
         let t = now();
-        match request {
-            Request::GetState => self.state_xml(t),
-            Request::GetResults { active_only } => self.results_body(active_only),
-            Request::GetSimpleGuiInfo => self.simple_gui_info_body(),
-            Request::GetMessages {
-                seqno,
-                translatable,
-            } => messages::MessageLog::global().msgs_after(seqno, translatable),
-            Request::GetFileTransfers => self.rpc_file_transfers(t),
-            other => self.answer_text(other, conn, t).into(),
-        }
-    }
-
-    fn answer_text(&mut self, request: Request, conn: u64, t: f64) -> String {
-        match request {
-            Request::SetRunMode { mode, duration } => {
-                self.rpc_set_mode(ModeKind::Cpu, mode, duration, t)
-            }
-            Request::SetGpuMode { mode, duration } => {
-                self.rpc_set_mode(ModeKind::Gpu, mode, duration, t)
-            }
-            Request::SetNetworkMode { mode, duration } => {
-                self.rpc_set_mode(ModeKind::Network, mode, duration, t)
-            }
-            Request::ResultOp {
-                op,
-                project_url,
-                name,
-            } => self.rpc_result_op(op, &project_url, &name, t),
-            Request::Quit => reply::SUCCESS.to_owned(),
-            Request::ReadCcConfig | Request::ReadGlobalPrefsOverride => {
-                self.reload();
-                reply::SUCCESS.to_owned()
-            }
-            Request::SetGlobalPrefsOverride { raw } => {
-                self.rpc_write_config_file(GLOBAL_PREFS_OVERRIDE, &raw)
-            }
-            Request::SetCcConfig { raw } => {
-                if !raw.trim().is_empty() {
-                    if let Err(e) = CcConfig::parse(&raw, CC_CONFIG) {
-                        warn!("set_cc_config: {e}; file written anyway, defaults apply");
-                    }
-                }
-                self.rpc_write_config_file(CC_CONFIG, &raw)
-            }
-            Request::SetAppConfig { url, app_config } => self.rpc_set_app_config(&url, app_config),
-            Request::RunBenchmarks => {
-                self.start_benchmarks();
-                reply::SUCCESS.to_owned()
-            }
-            Request::SetLanguage { language } => {
-                self.state.language = Some(language);
-                self.save.mark_dirty(t);
-                reply::SUCCESS.to_owned()
-            }
-            Request::SetProxySettings { raw } => {
-                self.state.proxy_info =
-                    Some(format!("<proxy_info>\n{}\n</proxy_info>", raw.trim()));
-                self.projects.reset_http();
-                self.save.mark_dirty(t);
-                reply::SUCCESS.to_owned()
-            }
-            Request::ResetHostInfo => {
-                self.detect_host();
-                reply::SUCCESS.to_owned()
-            }
-            Request::SetHostInfo { host_info } => match host_info {
-                None => reply::error("Missing host_info"),
-                Some(h) => {
-                    let hi = &mut self.state.host_info;
-                    if let Some(v) = h.product_name {
-                        hi.product_name = Some(v);
-                    }
-                    if let Some(v) = h.os_name {
-                        hi.os_name = v;
-                    }
-                    if let Some(v) = h.os_version {
-                        hi.os_version = v;
-                    }
-                    if let Some(v) = h.domain_name {
-                        hi.domain_name = v;
-                    }
-                    self.save.mark_dirty(t);
-                    reply::SUCCESS.to_owned()
-                }
-            },
-            req @ (Request::ProjectOp { .. }
-            | Request::FileTransferOp { .. }
-            | Request::GetFileTransfers
-            | Request::ProjectAttach { .. }
-            | Request::ProjectAttachPoll
-            | Request::LookupAccount(_)
-            | Request::LookupAccountPoll
-            | Request::CreateAccount(_)
-            | Request::CreateAccountPoll
-            | Request::GetProjectConfig { .. }
-            | Request::GetProjectConfigPoll
-            | Request::NetworkAvailable
-            | Request::GetOldResults
-            | Request::FerriteExplain) => self.answer_projects(req, t),
-            req @ (Request::AcctMgrRpc { .. } | Request::AcctMgrRpcPoll | Request::AcctMgrInfo) => {
-                self.answer_acct_mgr(req, t)
-            }
-            other => self.answer_status(other, conn, t),
-        }
-    }
-
-    /// The reply of a status query (for callers outside the GUI RPC layer).
-    pub(crate) fn answer_status_for(&mut self, request: Request, t: f64) -> String {
-        self.answer_status(request, 0, t)
-    }
-
-    fn rpc_set_mode(&mut self, kind: ModeKind, mode: RpcRunMode, duration: f64, t: f64) -> String {
-        set_mode(&mut self.state, &mut self.rpc, kind, mode, duration, t);
-        let name = match kind {
-            ModeKind::Cpu => "run",
-            ModeKind::Gpu => "GPU",
-            ModeKind::Network => "network",
-        };
-        info!(
-            "{name} mode set to {}{}",
-            mode.tag(),
-            if duration > 0.0 {
-                format!(" for {duration:.0} s")
-            } else {
-                String::new()
-            }
-        );
-        self.save.mark_dirty(t);
-        reply::SUCCESS.to_owned()
-    }
-
-    fn rpc_result_op(&mut self, op: ResultAction, url: &str, name: &str, t: f64) -> String {
-        if url.trim().is_empty() {
-            return reply::error("Missing project URL");
-        }
-        let Some(ps) = self.state.project_mut(url) else {
-            return reply::error("No such project");
-        };
-        if name.is_empty() {
-            return reply::error("Missing result name");
-        }
-        let master = ps.project.master_url.clone();
-        let project = if ps.project.project_name.is_empty() {
-            master.clone()
-        } else {
-            ps.project.project_name.clone()
-        };
-        let Some(r) = ps.result_mut(name) else {
-            return reply::error("no such result");
-        };
-        match op {
-            ResultAction::Suspend => {
-                r.suspended_via_gui = true;
-                info!(project = %project, "task {name} suspended by user");
-            }
-            ResultAction::Resume => {
-                r.suspended_via_gui = false;
-                info!(project = %project, "task {name} resumed by user");
-            }
-            ResultAction::Abort => {
-                info!(project = %project, "task {name} aborted by user");
-                // Its app (if any) is aborted; the saved task record goes with it.
-                self.tasks
-                    .abort_result(&mut self.state, &master, name, EXIT_ABORTED_VIA_GUI, t);
-            }
-        }
-        self.save.mark_dirty(t);
-        reply::SUCCESS.to_owned()
-    }
-
-    /// Writes (or, for an empty body, deletes) a configuration file of the data directory,
-    /// then re-reads the configuration.
-    fn rpc_write_config_file(&mut self, name: &str, raw: &str) -> String {
-        let path = self.dir.join(name);
-        let result = if raw.trim().is_empty() {
-            match fs::remove_file(&path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                other => other,
-            }
-        } else {
-            config::write_atomic(&path, &format!("{}\n", raw.trim()))
-        };
-        match result {
-            Ok(()) => {
-                info!("{name} changed through GUI RPC");
-                self.reload();
-                reply::SUCCESS.to_owned()
-            }
-            Err(e) => {
-                error!("cannot write {}: {e}", path.display());
-                reply::status(-108)
-            }
-        }
-    }
-
-    fn rpc_set_app_config(&mut self, url: &str, app_config: Option<String>) -> String {
-        let Some(text) = app_config else {
-            return reply::error("XML parse failed");
-        };
-        let Some(ps) = self.state.project(url) else {
-            return reply::error("no such project");
-        };
-        if AppConfig::parse(&text, APP_CONFIG).is_err() {
-            return reply::error("XML parse failed");
-        }
-        let dir = config::project_dir(&self.dir, &ps.project.master_url);
-        let written = fs::create_dir_all(&dir).and_then(|()| {
-            config::write_atomic(&dir.join(APP_CONFIG), &format!("{}\n", text.trim()))
-        });
-        match written {
-            Ok(()) => reply::SUCCESS.to_owned(),
-            Err(e) => {
-                error!("cannot write {}: {e}", dir.join(APP_CONFIG).display());
-                reply::error(&format!("can't write {APP_CONFIG}"))
-            }
+        match route::route(request) {
+            Routed::Query(q) => (self.query(&q, conn, t), false),
+            Routed::Command(c) => (self.apply(c, t).into(), true),
         }
     }
 }
@@ -629,6 +418,7 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrite_gui_rpc::reply;
     use ferrite_gui_rpc::ProjectAction;
 
     fn daemon_attached_to(url: &str) -> (tempfile::TempDir, Daemon) {

@@ -2,7 +2,7 @@
 //! email and password through the project's web RPCs), project operations, and the file
 //! transfer list and operations. They answer from the state and from the project loop.
 
-use ferrite_gui_rpc::{reply, FileTransferAction, ProjectAction, Request};
+use ferrite_gui_rpc::{reply, AccountIn, FileTransferAction, ProjectAction};
 use ferrite_project::attach;
 use ferrite_proto::account::canonicalize_master_url;
 use ferrite_proto::client_state::{FileInfo, ProjectState, RpcReason};
@@ -12,81 +12,51 @@ use crate::projects::{AttachProgress, WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
 use crate::{config, Daemon, Event};
 
 impl Daemon {
-    pub(super) fn answer_projects(&mut self, request: Request, t: f64) -> String {
-        match request {
-            Request::ProjectOp { op, project_url } => self.rpc_project_op(op, &project_url, t),
-            Request::FileTransferOp {
-                op,
-                project_url,
-                filename,
-            } => self.rpc_file_transfer_op(op, &project_url, &filename, t),
-            Request::GetFileTransfers => self.rpc_file_transfers(t).to_text(),
-            Request::GetOldResults => crate::projects::old_results_xml(&self.projects.old_results),
-            Request::FerriteExplain => self.explain_xml(t),
-            Request::ProjectAttach {
-                project_url,
-                authenticator,
-                project_name,
-                use_config_file,
-                ..
-            } => self.rpc_project_attach(
-                &project_url,
-                &authenticator,
-                &project_name,
-                use_config_file,
-                t,
-            ),
-            Request::ProjectAttachPoll => self.rpc_project_attach_poll(),
-            Request::LookupAccount(a) => {
-                if a.url.trim().is_empty() || a.email_addr.is_empty() || a.passwd_hash.is_empty() {
-                    return reply::error("missing URL, email address, or password");
-                }
-                let base = attach::rpc_base(&a.url, None);
-                let url = attach::lookup_account_url(&base, &a.email_addr, &a.passwd_hash);
-                self.start_web_rpc(WebRpcKind::LookupAccount, url)
-            }
-            Request::CreateAccount(a) => {
-                if a.url.trim().is_empty() || a.email_addr.is_empty() || a.passwd_hash.is_empty() {
-                    return reply::error("missing URL, email address, or password");
-                }
-                let base = attach::rpc_base(&a.url, None);
-                let url = attach::create_account_url(
-                    &base,
-                    &attach::NewAccount {
-                        email: a.email_addr.clone(),
-                        passwd_hash: a.passwd_hash.clone(),
-                        user_name: a.user_name.clone(),
-                        team_name: Some(a.team_name.clone()),
-                        consent_source: a.consented_to_terms.then(|| "Ferrite".to_owned()),
-                    },
-                );
-                self.start_web_rpc(WebRpcKind::CreateAccount, url)
-            }
-            Request::GetProjectConfig { url } => {
-                if url.trim().is_empty() {
-                    return reply::error("no url");
-                }
-                let url = attach::get_project_config_url(&url);
-                self.start_web_rpc(WebRpcKind::ProjectConfig, url)
-            }
-            Request::NetworkAvailable => {
-                // "Retry pending transfers": every backoff ends now.
-                for p in &mut self.state.projects {
-                    p.project.min_rpc_time = 0.0;
-                }
-                self.transfers.retry_all(&mut self.state, t);
-                self.projects.poll_soon();
-                self.save.mark_dirty(t);
-                reply::SUCCESS.to_owned()
-            }
-            Request::LookupAccountPoll => self.web_rpc_poll(WebRpcKind::LookupAccount),
-            Request::CreateAccountPoll => self.web_rpc_poll(WebRpcKind::CreateAccount),
-            Request::GetProjectConfigPoll => self.web_rpc_poll(WebRpcKind::ProjectConfig),
-            other => reply::error(&format!("unexpected request {other:?}")),
+    /// `network_available` ("retry pending transfers"): every project and transfer backoff
+    /// ends now.
+    pub(super) fn rpc_network_available(&mut self, t: f64) -> String {
+        for p in &mut self.state.projects {
+            p.project.min_rpc_time = 0.0;
         }
+        self.transfers.retry_all(&mut self.state, t);
+        self.projects.poll_soon();
+        self.save.mark_dirty(t);
+        reply::SUCCESS.to_owned()
     }
 
-    fn rpc_project_op(&mut self, op: ProjectAction, url: &str, t: f64) -> String {
+    /// `lookup_account`, `create_account`: the attach wizard's web RPC to the project.
+    pub(super) fn rpc_account(&mut self, kind: WebRpcKind, a: &AccountIn) -> String {
+        if a.url.trim().is_empty() || a.email_addr.is_empty() || a.passwd_hash.is_empty() {
+            return reply::error("missing URL, email address, or password");
+        }
+        let base = attach::rpc_base(&a.url, None);
+        let url = if kind == WebRpcKind::CreateAccount {
+            attach::create_account_url(
+                &base,
+                &attach::NewAccount {
+                    email: a.email_addr.clone(),
+                    passwd_hash: a.passwd_hash.clone(),
+                    user_name: a.user_name.clone(),
+                    team_name: Some(a.team_name.clone()),
+                    consent_source: a.consented_to_terms.then(|| "Ferrite".to_owned()),
+                },
+            )
+        } else {
+            attach::lookup_account_url(&base, &a.email_addr, &a.passwd_hash)
+        };
+        self.start_web_rpc(kind, url)
+    }
+
+    /// `get_project_config`: the project's configuration, fetched for the attach wizard.
+    pub(super) fn rpc_get_project_config(&mut self, url: &str) -> String {
+        if url.trim().is_empty() {
+            return reply::error("no url");
+        }
+        let url = attach::get_project_config_url(url);
+        self.start_web_rpc(WebRpcKind::ProjectConfig, url)
+    }
+
+    pub(super) fn rpc_project_op(&mut self, op: ProjectAction, url: &str, t: f64) -> String {
         if url.trim().is_empty() {
             return reply::error("Missing project URL");
         }
@@ -157,7 +127,7 @@ impl Daemon {
         reply::SUCCESS.to_owned()
     }
 
-    fn rpc_file_transfer_op(
+    pub(super) fn rpc_file_transfer_op(
         &mut self,
         op: FileTransferAction,
         url: &str,
@@ -193,7 +163,7 @@ impl Daemon {
     /// `project_attach`: the name the caller gives (the Manager's, from the project's
     /// configuration) is the project's name until a scheduler reply gives one, as in the
     /// official client.
-    fn rpc_project_attach(
+    pub(super) fn rpc_project_attach(
         &mut self,
         url: &str,
         key: &str,
@@ -234,7 +204,7 @@ impl Daemon {
         }
     }
 
-    fn rpc_project_attach_poll(&self) -> String {
+    pub(super) fn rpc_project_attach_poll(&self) -> String {
         let (error_num, messages): (i32, &[String]) = match &self.projects.attach {
             None => (0, &[]),
             Some(AttachProgress::InProgress(_)) => (ERR_IN_PROGRESS, &[]),
@@ -274,7 +244,7 @@ impl Daemon {
         reply::SUCCESS.to_owned()
     }
 
-    fn web_rpc_poll(&self, kind: WebRpcKind) -> String {
+    pub(super) fn web_rpc_poll(&self, kind: WebRpcKind) -> String {
         let wrap = |n: i32| match kind {
             WebRpcKind::ProjectConfig => {
                 format!("<project_config>\n<error_num>{n}</error_num>\n</project_config>\n")
@@ -385,7 +355,7 @@ impl Daemon {
     /// `ferrite_explain`: the scheduling core's last decisions with their reasons: for each
     /// task whether it runs, is preempted, waits or is done, and why; for each project and
     /// resource whether work is asked for, and why not.
-    fn explain_xml(&self, now: f64) -> String {
+    pub(super) fn explain_xml(&self, now: f64) -> String {
         use ferrite_sched::JobState;
         use std::fmt::Write as _;
         let mut out = String::from("<ferrite_explain>\n");
@@ -578,6 +548,7 @@ fn pending_transfers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrite_gui_rpc::Request;
     use ferrite_proto::client_state::{FileInfo, FileRef, ResultState, TaskResult, Workunit};
 
     fn daemon() -> (tempfile::TempDir, Daemon) {

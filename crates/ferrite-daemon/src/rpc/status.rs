@@ -1,5 +1,5 @@
-//! The status family of GUI RPC: replies built from the daemon's state, configuration and
-//! data directory, with the official element names and order.
+//! GUI RPC queries (`Daemon::query`): replies built from a shared borrow of the daemon's
+//! state, configuration and data directory, with the official element names and order.
 
 use std::collections::HashMap;
 use std::fs;
@@ -16,8 +16,10 @@ use ferrite_proto::xml::XmlWriter;
 
 use super::body::BodyWriter;
 use super::messages::{notices_xml, MessageLog};
+use super::route::Query;
 use super::{current_mode, mode_delay, ModeKind};
 use crate::config::{self, CC_CONFIG, GLOBAL_PREFS, GLOBAL_PREFS_OVERRIDE};
+use crate::projects::WebRpcKind;
 use crate::Daemon;
 
 /// `SUSPEND_REASON_USER_REQ`.
@@ -190,7 +192,7 @@ fn read_text(path: &Path) -> Option<String> {
 
 impl Daemon {
     /// `get_results`: every result, or the active ones.
-    pub(super) fn results_body(&self, active_only: bool) -> Body {
+    pub(crate) fn results_body(&self, active_only: bool) -> Body {
         let mut w = BodyWriter::new(if active_only {
             4
         } else {
@@ -214,12 +216,24 @@ impl Daemon {
         w.finish()
     }
 
-    pub(super) fn answer_status(&mut self, request: Request, conn: u64, t: f64) -> String {
+    /// Answers a query at `t` for connection `conn` from the state as it is. The long lists
+    /// are bodies of pieces, most of them kept between replies and shared; the rest is text.
+    pub(super) fn query(&self, q: &Query, conn: u64, t: f64) -> Body {
+        match q.request() {
+            Request::GetState => self.state_xml(t),
+            Request::GetResults { active_only } => self.results_body(*active_only),
+            Request::GetSimpleGuiInfo => self.simple_gui_info_body(),
+            Request::GetMessages {
+                seqno,
+                translatable,
+            } => MessageLog::global().msgs_after(*seqno, *translatable),
+            Request::GetFileTransfers => self.rpc_file_transfers(t),
+            other => self.query_text(other, conn, t).into(),
+        }
+    }
+
+    fn query_text(&self, request: &Request, conn: u64, t: f64) -> String {
         match request {
-            // Answered as bodies of pieces (`answer_body`); here for callers that want text.
-            Request::GetState => self.state_xml(t).to_text(),
-            Request::GetResults { active_only } => self.results_body(active_only).to_text(),
-            Request::GetSimpleGuiInfo => self.simple_gui_info_body().to_text(),
             Request::GetProjectStatus => {
                 let mut w = XmlWriter::new();
                 w.open_flat("projects");
@@ -235,25 +249,15 @@ impl Daemon {
                 self.state.host_info.write(&mut w, HostInfoForm::STATE_FILE);
                 w.finish()
             }
-            Request::GetDiskUsage => {
-                self.update_disk_usages();
-                self.disk_usage_xml()
-            }
-            Request::GetMessages {
-                seqno,
-                translatable,
-            } => MessageLog::global()
-                .msgs_after(seqno, translatable)
-                .to_text(),
             Request::GetMessageCount => {
                 format!("<seqno>{}</seqno>\n", MessageLog::global().last_seqno())
             }
             Request::GetNotices { seqno } => {
-                let (refresh, n) = MessageLog::global().notices_for(conn, seqno, false);
+                let (refresh, n) = MessageLog::global().notices_for(conn, *seqno, false);
                 notices_xml(refresh, &n)
             }
             Request::GetNoticesPublic { seqno } => {
-                let (refresh, n) = MessageLog::global().notices_for(conn, seqno, true);
+                let (refresh, n) = MessageLog::global().notices_for(conn, *seqno, true);
                 notices_xml(refresh, &n)
             }
             Request::GetStatistics => self.statistics_xml(),
@@ -277,6 +281,13 @@ impl Daemon {
                 None => NO_PROXY.to_owned(),
             },
             Request::AcctMgrInfo => self.acct_mgr.info_xml(),
+            Request::AcctMgrRpcPoll => self.acct_mgr.poll_xml(),
+            Request::GetOldResults => crate::projects::old_results_xml(&self.projects.old_results),
+            Request::FerriteExplain => self.explain_xml(t),
+            Request::ProjectAttachPoll => self.rpc_project_attach_poll(),
+            Request::LookupAccountPoll => self.web_rpc_poll(WebRpcKind::LookupAccount),
+            Request::CreateAccountPoll => self.web_rpc_poll(WebRpcKind::CreateAccount),
+            Request::GetProjectConfigPoll => self.web_rpc_poll(WebRpcKind::ProjectConfig),
             Request::GetProjectInitStatus => {
                 "<get_project_init_status>\n    <url></url>\n    <name></name>\n</get_project_init_status>\n"
                     .to_owned()
@@ -303,7 +314,7 @@ impl Daemon {
                 },
             },
             Request::GetGlobalPrefsWorking => self.config.prefs.prefs.to_xml(),
-            Request::GetAppConfig { url } => match self.state.project(&url) {
+            Request::GetAppConfig { url } => match self.state.project(url) {
                 None => reply::error("no such project"),
                 Some(p) => {
                     let path = config::project_dir(&self.dir, &p.project.master_url)
@@ -321,6 +332,7 @@ impl Daemon {
                     v.major, v.minor, v.release
                 )
             }
+            // Commands never come here (`route`).
             other => reply::error(&format!("{} is not handled", other.op_name())),
         }
     }
@@ -708,7 +720,7 @@ impl Daemon {
         }
     }
 
-    fn disk_usage_xml(&self) -> String {
+    pub(super) fn disk_usage_xml(&self) -> String {
         let mut w = XmlWriter::new();
         w.open_flat("disk_usage_summary");
         let mut projects_total = 0.0;
