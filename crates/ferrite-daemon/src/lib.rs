@@ -321,6 +321,9 @@ impl Daemon {
                 self.throttle.poll(&groups, now());
             }
             self.save.save_if_due(&self.state, t, false);
+            clock
+                .reclaim
+                .dropped(self.rpc.forget_stale(self.state_epoch));
             let r = clock.reclaim.due(t);
             if r.heap {
                 // The GUIs went quiet: what replies kept goes with the burst's heap.

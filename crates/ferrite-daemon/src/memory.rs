@@ -1,8 +1,9 @@
 //! Giving memory back once work is done. After start-up (loading the state, detecting the
 //! host, the first scheduling pass, the first HTTP client) the daemon no longer runs most of
 //! the code it has touched, and bursts of GUI RPC replies leave freed heap behind; both stay
-//! resident until the kernel needs the memory. [`Reclaimer`] decides when to hand them back
-//! (a pure function of the clock and what happened), [`release`] does it:
+//! resident until the kernel needs the memory, as do the parts of replies kept for a state
+//! epoch once it is over. [`Reclaimer`] decides when to hand them back (a pure function of
+//! the clock and what happened), [`release`] does it:
 //!
 //! - the heap: glibc's `malloc_trim` returns free pages of every arena to the kernel;
 //! - code and read-only data: every read-only, private file mapping with no page of its own
@@ -18,6 +19,9 @@ use std::fs;
 const AFTER_START_SECS: f64 = 5.0;
 /// Seconds without a GUI RPC after which the heap of a burst of replies is handed back.
 const QUIET_SECS: f64 = 2.0;
+/// Bytes of kept replies dropped (their state epoch is over) that make the heap worth
+/// trimming at once.
+const DROPPED_BYTES: usize = 256 * 1024;
 
 /// What to hand back now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,6 +37,8 @@ pub struct Reclaimer {
     startup_at: Option<f64>,
     /// The last GUI RPC answered since the heap was last trimmed.
     gui_at: Option<f64>,
+    /// Bytes of kept replies dropped since the heap was last trimmed.
+    dropped: usize,
 }
 
 impl Reclaimer {
@@ -41,12 +47,18 @@ impl Reclaimer {
         Reclaimer {
             startup_at: Some(now + AFTER_START_SECS),
             gui_at: None,
+            dropped: 0,
         }
     }
 
     /// A GUI RPC was answered at `now`.
     pub fn gui_call(&mut self, now: f64) {
         self.gui_at = Some(now);
+    }
+
+    /// Kept replies of `bytes` were dropped.
+    pub fn dropped(&mut self, bytes: usize) {
+        self.dropped += bytes;
     }
 
     /// What to hand back at `now`.
@@ -62,6 +74,12 @@ impl Reclaimer {
         if self.gui_at.is_some_and(|at| now >= at + QUIET_SECS) {
             self.gui_at = None;
             r.heap = true;
+        }
+        if self.dropped >= DROPPED_BYTES {
+            r.heap = true;
+        }
+        if r.heap {
+            self.dropped = 0;
         }
         r
     }
@@ -196,6 +214,21 @@ mod tests {
         };
         assert_eq!(r.due(23.0), heap);
         assert_eq!(r.due(30.0), Release::default());
+    }
+
+    #[test]
+    fn the_heap_goes_back_once_enough_kept_replies_were_dropped() {
+        let mut r = Reclaimer::new(0.0);
+        let _ = r.due(10.0);
+        r.dropped(DROPPED_BYTES / 2);
+        assert_eq!(r.due(11.0), Release::default());
+        r.dropped(DROPPED_BYTES / 2);
+        let heap = Release {
+            heap: true,
+            code: false,
+        };
+        assert_eq!(r.due(11.5), heap);
+        assert_eq!(r.due(12.0), Release::default(), "counted from the trim");
     }
 
     #[test]

@@ -90,6 +90,13 @@ pub struct StateParts {
     tail: bytes::Bytes,
 }
 
+impl StateParts {
+    /// The bytes the parts hold.
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.len() + self.projects.iter().map(|p| p.len()).sum::<usize>()
+    }
+}
+
 /// A file waiting for (or in) a transfer: its project's and its own index in the state,
 /// and its `<file_transfer>` element as far as it stays the same within the state epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +128,23 @@ impl RpcState {
         heads.clear();
         *self.pending_transfers.get_mut() = None;
         *self.state_parts.get_mut() = None;
+    }
+
+    /// Drops what was kept for a state epoch before `epoch` (`get_state`'s parts, the
+    /// pending transfers): no reply can use it again. Returns the bytes it held.
+    pub fn forget_stale(&mut self, epoch: u64) -> usize {
+        let mut freed = 0;
+        let parts = self.state_parts.get_mut();
+        if parts.as_ref().is_some_and(|p| p.epoch != epoch) {
+            freed += parts.take().map_or(0, |p| p.len());
+        }
+        let pending = self.pending_transfers.get_mut();
+        if pending.as_ref().is_some_and(|(e, _)| *e != epoch) {
+            freed += pending
+                .take()
+                .map_or(0, |(_, list)| list.iter().map(|t| t.head.len()).sum());
+        }
+        freed
     }
 
     /// The files waiting for a transfer in the state of `epoch`: found by `find` once per
@@ -535,6 +559,33 @@ mod tests {
         let second = d.state_xml(t).to_text();
         assert_ne!(second, first);
         assert_eq!(second, whole(&d));
+    }
+
+    #[test]
+    fn what_was_kept_for_an_older_epoch_is_dropped() {
+        let (_dir, mut d) = daemon_attached_to("http://p.example/");
+        d.state = ferrite_proto::client_state::synthetic(20, 1000);
+        let t = 1_795_000_000.5;
+        d.state_epoch += 1;
+        let state = d.state_xml(t).to_text();
+        assert!(d
+            .gui_rpc_reply(Request::GetFileTransfers)
+            .contains("<file_transfers>"));
+        // Kept for the current epoch: nothing goes.
+        let epoch = d.state_epoch;
+        d.rpc.state_parts.get_mut().as_mut().expect("kept").epoch = epoch;
+        assert_eq!(d.rpc.forget_stale(epoch), 0);
+        assert!(d.rpc.state_parts.borrow().is_some());
+        assert!(d.rpc.pending_transfers.borrow().is_some());
+        // The next epoch: both go, with what they held.
+        let freed = d.rpc.forget_stale(epoch + 1);
+        assert!(freed > 500_000 && freed < state.len(), "{freed}");
+        assert!(d.rpc.state_parts.borrow().is_none());
+        assert!(d.rpc.pending_transfers.borrow().is_none());
+        assert_eq!(d.rpc.forget_stale(epoch + 1), 0);
+        // And the reply written again is the same.
+        d.state_epoch = epoch + 1;
+        assert_eq!(d.state_xml(t).to_text(), state);
     }
 
     #[test]
