@@ -16,7 +16,8 @@
 //!
 //! - a download (`FERRITE_BENCH_DL_SIZE`, default 200M) from `ferrite-testproject` on
 //!   127.0.0.1 by `ferrite_net::HttpClient` with MD5 verification, in a child process that
-//!   runs a current-thread runtime as `ferrited` does, against `curl -s -o FILE`; and that
+//!   runs a current-thread runtime as `ferrited` does, against `curl -s -o FILE`, and
+//!   against `curl` followed by `md5sum FILE` (a verified download by other means); and that
 //!   child's peak RSS (`VmHWM`, the goal is absolute);
 //! - each client's own CPU over the idle window while it computes: 1,000 tasks of the
 //!   BOINC-API test app queued, two running apps that never end (sleeping steps of a second),
@@ -443,6 +444,7 @@ struct Rows {
     get_transfers: Row,
     get_messages: Row,
     download: Row,
+    download_md5sum: Row,
     download_rss: Row,
     short_tasks: Row,
     short_tasks_official: Row,
@@ -694,8 +696,9 @@ impl DownloadBench {
         }
     }
 
-    /// Ferrite's seconds and peak RSS (kB), then curl's seconds.
-    fn round(&self) -> (f64, f64, f64) {
+    /// Ferrite's seconds and peak RSS (kB), then curl's seconds, then the seconds of curl
+    /// followed by `md5sum` of what it wrote.
+    fn round(&self) -> (f64, f64, f64, f64) {
         let out = self.dir.path().join("out");
         let _ = fs::remove_file(&out);
         let o = Command::new(std::env::current_exe().expect("own path"))
@@ -728,7 +731,25 @@ impl DownloadBench {
         let curl = t.elapsed().as_secs_f64();
         assert!(ok, "curl failed");
         let _ = fs::remove_file(&out);
-        (secs, hwm, curl)
+        let t = Instant::now();
+        let hashed = Command::new("sh")
+            .args([
+                "-c",
+                "curl -s --fail -o \"$1\" \"$2\" && md5sum \"$1\"",
+                "sh",
+            ])
+            .arg(&out)
+            .arg(&self.url)
+            .output()
+            .expect("curl and md5sum");
+        let curl_md5 = t.elapsed().as_secs_f64();
+        assert!(
+            hashed.status.success()
+                && String::from_utf8_lossy(&hashed.stdout).starts_with(&self.md5),
+            "curl then md5sum failed"
+        );
+        let _ = fs::remove_file(&out);
+        (secs, hwm, curl, curl_md5)
     }
 }
 
@@ -796,7 +817,7 @@ fn main() {
             "RSS, 1,000 tasks, right after the GUI RPC burst",
             "MB",
             1.0 / 1024.0,
-            None,
+            Some(0.25),
         ),
         rss_tasks: Row::new(
             "RSS, 1,000 tasks, 3 s after the GUI RPC burst",
@@ -842,6 +863,12 @@ fn main() {
             1.0,
             Some(1.25),
         ),
+        download_md5sum: Row::new(
+            "the same vs curl -o, then md5sum of the file",
+            "s",
+            1.0,
+            None,
+        ),
         download_rss: Row {
             absolute: true,
             ..Row::new(
@@ -874,8 +901,9 @@ fn main() {
         }
         if let Some(dl) = &dl {
             eprintln!("round {round}/{rounds}: download");
-            let (secs, hwm, curl) = dl.round();
+            let (secs, hwm, curl, curl_md5) = dl.round();
             rows.download.push(secs, curl);
+            rows.download_md5sum.push(secs, curl_md5);
             rows.download_rss.push(hwm, 0.0);
         }
         let Some(app) = &app else {
@@ -940,6 +968,7 @@ fn main() {
         &rows.get_transfers,
         &rows.get_messages,
         &rows.download,
+        &rows.download_md5sum,
         &rows.download_rss,
         &rows.short_tasks,
         &rows.short_tasks_official,
@@ -955,8 +984,8 @@ fn main() {
         println!("RSS, {n}");
     }
     println!(
-        "reference: the official client, except curl -o for the download and the ideal wall \
-         time for the short tasks (8 waves of 2 s of app work; the BOINC API's boinc_finish \
+        "reference: the official client, except curl -o (then md5sum, in the row that says \
+         so) for the download and the ideal wall time for the short tasks (8 waves of 2 s of app work; the BOINC API's boinc_finish \
          adds a 2 s wait of its own to every task, which no client can shorten; Ferrite starts \
          the next task during it, so only the last wave's wait adds to the wall time)"
     );

@@ -130,6 +130,34 @@ fn downloadable(f: &FileInfo) -> bool {
     !f.download_urls.is_empty() || !f.gzipped_urls.is_empty()
 }
 
+/// The names of the app-version files of the project the check asks for the MD5 of, which
+/// `ps` lists as present: what a caller may hash ahead of [`check_files`] (on every core).
+pub fn md5_wanted(ps: &ProjectState) -> Vec<&str> {
+    let app_files = app_file_names(ps);
+    let anonymous = ps.project.anonymous_platform;
+    ps.files
+        .iter()
+        .filter(|f| !f.uploaded && f.status == 1 && asks_md5(f, &app_files, anonymous))
+        .map(|f| f.name.as_str())
+        .collect()
+}
+
+/// The files the app versions of `ps` use.
+fn app_file_names(ps: &ProjectState) -> HashSet<String> {
+    ps.app_versions
+        .iter()
+        .flat_map(|v| v.file_refs.iter().map(|r| r.file_name.clone()))
+        .collect()
+}
+
+/// Whether the check asks for the MD5 of `f`: an app-version file with a known checksum,
+/// except an anonymous project's own build (only its presence counts).
+fn asks_md5(f: &FileInfo, app_files: &HashSet<String>, anonymous: bool) -> bool {
+    app_files.contains(&f.name)
+        && !f.md5_cksum.trim().is_empty()
+        && !(anonymous && crate::anonymous::is_local_file(f))
+}
+
 /// Checks the files of `ps` against the disk and applies the outcome to `ps`: files marked
 /// not present or lost, tasks moved back to waiting for their files or failed and made
 /// ready to report (at `now`). `look(name, want_md5)` says what the project directory holds
@@ -143,11 +171,7 @@ pub fn check_files(
 ) -> FileCheck {
     let mut out = FileCheck::default();
     let anonymous = ps.project.anonymous_platform;
-    let app_files: HashSet<String> = ps
-        .app_versions
-        .iter()
-        .flat_map(|v| v.file_refs.iter().map(|r| r.file_name.clone()))
-        .collect();
+    let app_files = app_file_names(ps);
     // Outputs of computations that finished: they exist nowhere else.
     let pending_outputs: HashSet<String> = ps
         .results
@@ -182,11 +206,11 @@ pub fn check_files(
         if f.status != 1 && !output {
             continue;
         }
-        let want_md5 = app_files.contains(&f.name) && !f.md5_cksum.trim().is_empty();
+        let want_md5 = asks_md5(f, &app_files, anonymous);
         // An anonymous project's own file (app_info.xml) may be replaced by a new build:
         // only its presence counts, and its size is taken as it is.
         let local = anonymous && crate::anonymous::is_local_file(f);
-        let problem = match look(&f.name, want_md5 && !local) {
+        let problem = match look(&f.name, want_md5) {
             OnDisk::Missing => Some(FileProblem::Missing),
             // An output the app wrote but the client has not yet marked present is fine.
             OnDisk::Present { .. } if f.status != 1 => None,
@@ -441,6 +465,29 @@ mod tests {
     }
 
     const GOOD_MD5: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn the_files_to_hash_ahead_are_those_the_check_hashes() {
+        let mut ps = project();
+        let mut second = file("app_lib", 50.0, GOOD_MD5, true);
+        second.status = 0; // not downloaded yet: nothing to hash
+        ps.files.push(second);
+        ps.files.push(file("app_doc", 5.0, "", true)); // no checksum
+        ps.app_versions[0]
+            .file_refs
+            .extend([fref("app_lib"), fref("app_doc")]);
+        assert_eq!(md5_wanted(&ps), ["app_1.0"]);
+        let on_disk = [
+            ("app_1.0", 100, GOOD_MD5),
+            ("app_lib", 50, GOOD_MD5),
+            ("app_doc", 5, ""),
+            ("in1", 10, ""),
+            ("in3", 10, ""),
+            ("r3_out", 0, ""),
+        ];
+        let (_, hashed) = run(&mut ps, &on_disk);
+        assert_eq!(hashed, md5_wanted(&project()));
+    }
 
     #[test]
     fn everything_in_place_changes_nothing_and_only_app_files_are_hashed() {
