@@ -325,9 +325,11 @@ impl Daemon {
                 .reclaim
                 .dropped(self.rpc.forget_stale(self.state_epoch));
             let r = clock.reclaim.due(t);
-            if r.heap {
-                // The GUIs went quiet: what replies kept goes with the burst's heap.
-                self.rpc.forget_kept_replies();
+            // The GUIs went quiet: what replies kept goes with the burst's heap.
+            match r.kept {
+                memory::Kept::Nothing => {}
+                memory::Kept::EpochParts => self.rpc.forget_epoch_parts(),
+                memory::Kept::Everything => self.rpc.forget_kept_replies(),
             }
             memory::release(r);
         };
@@ -380,6 +382,7 @@ impl Daemon {
             self.host.gpu_retry_at,
             Some(clock.next_tick),
             self.throttle.next_switch(t),
+            clock.reclaim.next_due(),
         ]
         .into_iter()
         .flatten()

@@ -17,7 +17,12 @@ use std::fs;
 
 /// Seconds after the main loop starts when the start-up's pages are handed back.
 const AFTER_START_SECS: f64 = 5.0;
-/// Seconds without a GUI RPC after which the heap of a burst of replies is handed back.
+/// Seconds without a GUI RPC after which what replies kept for the state epoch goes and the
+/// heap of the burst is handed back: `get_state` called back to back shares its parts, a
+/// GUI that calls it now and then does not keep them.
+const BRIEF_QUIET_SECS: f64 = 0.5;
+/// Seconds without a GUI RPC after which everything replies kept goes too (the results'
+/// heads, which a GUI polling `get_results` every second keeps using).
 const QUIET_SECS: f64 = 2.0;
 /// Bytes of kept replies dropped (their state epoch is over) that make the heap worth
 /// trimming at once.
@@ -28,6 +33,20 @@ const DROPPED_BYTES: usize = 256 * 1024;
 pub struct Release {
     pub heap: bool,
     pub code: bool,
+    /// What replies kept that goes first.
+    pub kept: Kept,
+}
+
+/// What replies kept between calls that is to be forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kept {
+    /// Nothing.
+    #[default]
+    Nothing,
+    /// What was kept for the current state epoch (`get_state`'s parts, pending transfers).
+    EpochParts,
+    /// All of it, the results' heads too.
+    Everything,
 }
 
 /// When to hand memory back.
@@ -37,6 +56,8 @@ pub struct Reclaimer {
     startup_at: Option<f64>,
     /// The last GUI RPC answered since the heap was last trimmed.
     gui_at: Option<f64>,
+    /// The last GUI RPC answered since the epoch's parts last went.
+    brief_at: Option<f64>,
     /// Bytes of kept replies dropped since the heap was last trimmed.
     dropped: usize,
 }
@@ -47,6 +68,7 @@ impl Reclaimer {
         Reclaimer {
             startup_at: Some(now + AFTER_START_SECS),
             gui_at: None,
+            brief_at: None,
             dropped: 0,
         }
     }
@@ -54,6 +76,19 @@ impl Reclaimer {
     /// A GUI RPC was answered at `now`.
     pub fn gui_call(&mut self, now: f64) {
         self.gui_at = Some(now);
+        self.brief_at = Some(now);
+    }
+
+    /// When something is due next, if anything is.
+    pub fn next_due(&self) -> Option<f64> {
+        [
+            self.startup_at,
+            self.brief_at.map(|t| t + BRIEF_QUIET_SECS),
+            self.gui_at.map(|t| t + QUIET_SECS),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
     }
 
     /// Kept replies of `bytes` were dropped.
@@ -66,14 +101,18 @@ impl Reclaimer {
         let mut r = Release::default();
         if self.startup_at.is_some_and(|at| now >= at) {
             self.startup_at = None;
-            r = Release {
-                heap: true,
-                code: true,
-            };
+            r.heap = true;
+            r.code = true;
+        }
+        if self.brief_at.is_some_and(|at| now >= at + BRIEF_QUIET_SECS) {
+            self.brief_at = None;
+            r.heap = true;
+            r.kept = Kept::EpochParts;
         }
         if self.gui_at.is_some_and(|at| now >= at + QUIET_SECS) {
             self.gui_at = None;
             r.heap = true;
+            r.kept = Kept::Everything;
         }
         if self.dropped >= DROPPED_BYTES {
             r.heap = true;
@@ -196,6 +235,7 @@ mod tests {
         let both = Release {
             heap: true,
             code: true,
+            kept: Kept::Nothing,
         };
         assert_eq!(r.due(105.0), both);
         assert_eq!(r.due(200.0), Release::default());
@@ -205,15 +245,35 @@ mod tests {
     fn the_heap_goes_back_when_the_gui_has_been_quiet() {
         let mut r = Reclaimer::new(0.0);
         let _ = r.due(10.0);
+        assert_eq!(r.next_due(), None);
         r.gui_call(20.0);
         r.gui_call(21.0);
-        assert_eq!(r.due(22.0), Release::default());
-        let heap = Release {
+        assert_eq!(r.next_due(), Some(21.5));
+        assert_eq!(r.due(21.4), Release::default());
+        // Half a second of quiet: the epoch's parts and the heap.
+        let brief = Release {
             heap: true,
             code: false,
+            kept: Kept::EpochParts,
         };
-        assert_eq!(r.due(23.0), heap);
+        assert_eq!(r.due(21.5), brief);
+        assert_eq!(r.next_due(), Some(23.0));
+        assert_eq!(r.due(22.0), Release::default());
+        // Two seconds: everything replies kept.
+        let all = Release {
+            heap: true,
+            code: false,
+            kept: Kept::Everything,
+        };
+        assert_eq!(r.due(23.0), all);
         assert_eq!(r.due(30.0), Release::default());
+        assert_eq!(r.next_due(), None);
+        // Calls a second apart (a GUI polling): the epoch's parts go between them, the
+        // rest stays.
+        for t in [40.0, 41.0, 42.0] {
+            r.gui_call(t);
+            assert_eq!(r.due(t + 0.6), brief);
+        }
     }
 
     #[test]
@@ -225,7 +285,7 @@ mod tests {
         r.dropped(DROPPED_BYTES / 2);
         let heap = Release {
             heap: true,
-            code: false,
+            ..Release::default()
         };
         assert_eq!(r.due(11.5), heap);
         assert_eq!(r.due(12.0), Release::default(), "counted from the trim");
@@ -274,7 +334,7 @@ Anonymous:             0 kB
         assert_eq!(before[42], "0042");
         assert_eq!(
             format!("{:?}", Release::default()),
-            "Release { heap: false, code: false }"
+            "Release { heap: false, code: false, kept: Nothing }"
         );
     }
 }

@@ -126,6 +126,12 @@ impl RpcState {
             );
         }
         heads.clear();
+        self.forget_epoch_parts();
+    }
+
+    /// Drops what was kept for the state epoch (`get_state`'s parts, the pending transfers),
+    /// current or not: the GUIs paused, and may not ask again within this epoch.
+    pub fn forget_epoch_parts(&mut self) {
         *self.pending_transfers.get_mut() = None;
         *self.state_parts.get_mut() = None;
     }
