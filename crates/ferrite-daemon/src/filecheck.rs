@@ -610,19 +610,28 @@ mod tests {
         (dir, state)
     }
 
+    /// The MD5 `verified` holds for the project's file `name` as it is on disk now.
+    fn recorded(dir: &Path, verified: &Verified, name: &str) -> Option<String> {
+        let pdir = config::project_dir(dir, URL);
+        let k = key(dir, &pdir, name).expect("key");
+        let meta = fs::metadata(pdir.join(name)).expect("meta");
+        verified.get(&k, Stamp::of(&meta)).map(str::to_owned)
+    }
+
     #[test]
     fn app_files_hashed_ahead_on_several_threads_are_what_one_would_find() {
         let (dir, mut state) = many_app_files(7);
         let mut verified = Verified::default();
         hash_ahead(dir.path(), &state, &mut verified, None, 3);
         assert_eq!(verified.len(), 7, "every app file, the damaged one too");
-        let pdir = config::project_dir(dir.path(), URL);
         for i in 0..7 {
-            let k = key(dir.path(), &pdir, &format!("app{i}")).expect("key");
-            let meta = fs::metadata(pdir.join(format!("app{i}"))).expect("meta");
             let want = md5(if i == 1 { BAD } else { GOOD });
-            assert_eq!(verified.get(&k, Stamp::of(&meta)), Some(want.as_str()));
+            assert_eq!(
+                recorded(dir.path(), &verified, &format!("app{i}")),
+                Some(want)
+            );
         }
+        let pdir = config::project_dir(dir.path(), URL);
         // The check that follows reads nothing again and judges as it would have.
         assert!(check(dir.path(), &mut state, &mut verified));
         let status: Vec<i32> = state.projects[0].files.iter().map(|f| f.status).collect();
@@ -636,15 +645,9 @@ mod tests {
         // Known files are not hashed again: damage behind the record's back goes unseen.
         let app3 = pdir.join("app3");
         overwrite(&app3, BAD, mtime(&app3));
-        let mut again = Verified::default();
-        std::mem::swap(&mut again, &mut verified);
-        hash_ahead(dir.path(), &state, &mut again, None, 3);
-        assert_eq!(again.len(), 6);
-        let k = key(dir.path(), &pdir, "app3").expect("key");
-        assert_eq!(
-            again.get(&k, Stamp::of(&fs::metadata(&app3).expect("meta"))),
-            Some(md5(GOOD).as_str())
-        );
+        hash_ahead(dir.path(), &state, &mut verified, None, 3);
+        assert_eq!(verified.len(), 6);
+        assert_eq!(recorded(dir.path(), &verified, "app3"), Some(md5(GOOD)));
     }
 
     #[test]
