@@ -424,11 +424,7 @@ pub fn summary(state: &ClientState) -> Vec<String> {
         state.active_tasks.len()
     )];
     for p in &state.projects {
-        let name = if p.project.project_name.is_empty() {
-            p.project.master_url.as_str()
-        } else {
-            p.project.project_name.as_str()
-        };
+        let name = p.project.name_or_url();
         let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
         for r in &p.results {
             *by_state.entry(result_state_name(r.state)).or_default() += 1;

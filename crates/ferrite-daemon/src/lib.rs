@@ -630,11 +630,7 @@ pub fn show_projects(state: &ClientState) -> Vec<String> {
             };
             format!(
                 "[{}] URL {}; Computer ID {id}; resource share {:.0}",
-                if p.project_name.is_empty() {
-                    &p.master_url
-                } else {
-                    &p.project_name
-                },
+                p.name_or_url(),
                 p.master_url,
                 p.resource_share
             )

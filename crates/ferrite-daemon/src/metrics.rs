@@ -247,11 +247,7 @@ fn format_value(v: f64) -> String {
 
 /// The `project` label: the project's name, or its URL before the name is known.
 fn project_label(p: &ProjectState) -> &str {
-    if p.project.project_name.is_empty() {
-        &p.project.master_url
-    } else {
-        &p.project.project_name
-    }
+    p.project.name_or_url()
 }
 
 /// A per-project gauge's value, read from the project.

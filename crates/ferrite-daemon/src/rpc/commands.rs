@@ -12,7 +12,7 @@ use ferrite_proto::cc_config::CcConfig;
 use tracing::{error, info, warn};
 
 use super::route::Command;
-use super::{set_mode, ModeKind, EXIT_ABORTED_VIA_GUI};
+use super::{named_project, set_mode, ModeKind, EXIT_ABORTED_VIA_GUI};
 use crate::config::{self, APP_CONFIG, CC_CONFIG};
 use crate::projects::WebRpcKind;
 use crate::Daemon;
@@ -143,21 +143,15 @@ impl Daemon {
     }
 
     fn rpc_result_op(&mut self, op: ResultAction, url: &str, name: &str, t: f64) -> String {
-        if url.trim().is_empty() {
-            return reply::error("Missing project URL");
-        }
-        let Some(ps) = self.state.project_mut(url) else {
-            return reply::error("No such project");
+        let ps = match named_project(&mut self.state, url) {
+            Ok(ps) => ps,
+            Err(e) => return e,
         };
         if name.is_empty() {
             return reply::error("Missing result name");
         }
         let master = ps.project.master_url.clone();
-        let project = if ps.project.project_name.is_empty() {
-            master.clone()
-        } else {
-            ps.project.project_name.clone()
-        };
+        let project = ps.project.name_or_url().to_owned();
         let Some(r) = ps.result_mut(name) else {
             return reply::error("no such result");
         };

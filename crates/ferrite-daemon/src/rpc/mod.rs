@@ -20,8 +20,8 @@ mod status;
 use std::time::Duration;
 
 use ferrite_gui_rpc::server::{ServerConfig, TcpConfig, UnixConfig, DEFAULT_PORT};
-use ferrite_gui_rpc::{auth, Body, Call, GuiRpcServer, Request, RunMode as RpcRunMode};
-use ferrite_proto::client_state::{ClientState, RunMode};
+use ferrite_gui_rpc::{auth, reply, Body, Call, GuiRpcServer, Request, RunMode as RpcRunMode};
+use ferrite_proto::client_state::{ClientState, ProjectState, RunMode};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -244,6 +244,20 @@ pub fn set_mode(
     }
 }
 
+/// The project a control request names, or the reply the official client gives for a
+/// missing or unknown URL.
+pub(super) fn named_project<'a>(
+    state: &'a mut ClientState,
+    url: &str,
+) -> Result<&'a mut ProjectState, String> {
+    if url.trim().is_empty() {
+        return Err(reply::error("Missing project URL"));
+    }
+    state
+        .project_mut(url)
+        .ok_or_else(|| reply::error("No such project"))
+}
+
 /// The mode in force: the temporary one while it lasts, else the permanent one.
 pub fn current_mode(state: &ClientState, rpc: &RpcState, kind: ModeKind, now: f64) -> RunMode {
     let t = rpc.temp[kind.index()];
@@ -448,7 +462,6 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite_gui_rpc::reply;
     use ferrite_gui_rpc::ProjectAction;
 
     fn daemon_attached_to(url: &str) -> (tempfile::TempDir, Daemon) {

@@ -8,6 +8,7 @@ use ferrite_proto::account::canonicalize_master_url;
 use ferrite_proto::client_state::{FileInfo, ProjectState, RpcReason};
 use tracing::{error, info, warn};
 
+use super::named_project;
 use crate::projects::{AttachProgress, WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
 use crate::{config, Daemon, Event};
 
@@ -57,18 +58,11 @@ impl Daemon {
     }
 
     pub(super) fn rpc_project_op(&mut self, op: ProjectAction, url: &str, t: f64) -> String {
-        if url.trim().is_empty() {
-            return reply::error("Missing project URL");
-        }
-        let Some(ps) = self.state.project_mut(url) else {
-            return reply::error("No such project");
+        let p = match named_project(&mut self.state, url) {
+            Ok(ps) => &mut ps.project,
+            Err(e) => return e,
         };
-        let p = &mut ps.project;
-        let name = if p.project_name.is_empty() {
-            p.master_url.clone()
-        } else {
-            p.project_name.clone()
-        };
+        let name = p.name_or_url().to_owned();
         match op {
             ProjectAction::Suspend => {
                 p.suspended_via_gui = true;
@@ -134,11 +128,9 @@ impl Daemon {
         file: &str,
         t: f64,
     ) -> String {
-        if url.trim().is_empty() {
-            return reply::error("Missing project URL");
-        }
-        let Some(ps) = self.state.project(url) else {
-            return reply::error("No such project");
+        let ps = match named_project(&mut self.state, url) {
+            Ok(ps) => ps,
+            Err(e) => return e,
         };
         if file.is_empty() {
             return reply::error("Missing filename");

@@ -284,6 +284,15 @@ impl Default for Project {
 }
 
 impl Project {
+    /// The name to show: the project's own, or its master URL before a reply gave one.
+    pub fn name_or_url(&self) -> &str {
+        if self.project_name.is_empty() {
+            &self.master_url
+        } else {
+            &self.project_name
+        }
+    }
+
     /// Reads `<project>`; `<master_url>` is mandatory.
     pub fn read(r: &mut XmlReader<'_>, tag: &Tag<'_>) -> Result<Project, XmlError> {
         let mut p = Project::default();
