@@ -469,15 +469,7 @@ pub fn downloaded(
     let Some(ps) = state.project(url) else {
         return;
     };
-    let hashed = ps.file(name).is_some_and(|f| {
-        f.status == 1
-            && !f.md5_cksum.trim().is_empty()
-            && !(ps.project.anonymous_platform && ferrite_project::anonymous::is_local_file(f))
-    }) && ps
-        .app_versions
-        .iter()
-        .any(|v| v.file_refs.iter().any(|r| r.file_name == name));
-    if !hashed {
+    if !existence::md5_wanted(ps).contains(&name) {
         return;
     }
     let md5 = md5.trim().to_ascii_lowercase();
