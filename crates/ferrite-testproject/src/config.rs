@@ -73,6 +73,11 @@ pub struct Args {
     /// writes it: an empty `<command_line>` first and this one last.
     #[arg(long, default_value = "")]
     pub command_line: String,
+    /// A message sent with priority `notice` in every scheduler reply that reaches the
+    /// work step (a project's way to tell its volunteers something: clients show it as a
+    /// notice from the scheduler, and drop it when a reply to a work request has none).
+    #[arg(long)]
+    pub notice: Option<String>,
 }
 
 /// One `--app` argument.

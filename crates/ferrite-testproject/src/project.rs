@@ -665,6 +665,12 @@ impl Project {
                 self.send_work(&req, &mut state, &mut reply, hostid, t);
             }
         }
+        if let Some(text) = &self.args.notice {
+            reply.messages.push(ReplyMessage {
+                priority: "notice".into(),
+                text: text.clone(),
+            });
+        }
         if req.code_sign_key.is_none() {
             reply.code_sign_key = Some(self.public_text.clone());
         }
@@ -1306,6 +1312,33 @@ mod tests {
         let cert = out.xml_signature.clone().unwrap();
         assert!(signed.check_upload_cert(&out.name, MAX_OUTPUT_BYTES, &cert));
         assert!(!signed.check_upload_cert(&out.name, MAX_OUTPUT_BYTES, ""));
+    }
+
+    #[test]
+    fn a_notice_given_goes_in_every_reply_with_the_work() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), &["--jobs", "1", "--notice", "Read the forum"]);
+        for seqno in 0..2 {
+            let r = reply(&p, &request(0, seqno, "cpid-a", &[], &[]));
+            let notices: Vec<_> = r
+                .messages
+                .iter()
+                .filter(|m| m.priority == "notice")
+                .map(|m| m.text.as_str())
+                .collect();
+            assert_eq!(notices, ["Read the forum"], "{:?}", r.messages);
+            if seqno == 0 {
+                assert_eq!(r.results.len(), 1, "the notice comes with the work");
+            }
+        }
+        let tmp2 = tempfile::tempdir().unwrap();
+        let plain = project(tmp2.path(), &["--jobs", "1"]);
+        let r = reply(&plain, &request(0, 0, "cpid-a", &[], &[]));
+        assert!(
+            r.messages.iter().all(|m| m.priority != "notice"),
+            "{:?}",
+            r.messages
+        );
     }
 
     #[test]
