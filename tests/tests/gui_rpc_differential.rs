@@ -104,6 +104,17 @@ const ZERO_OR_SET: &[(&str, &str)] = &[
     ),
 ];
 
+/// Elements that name the items of a list: besides their values, their order is compared (a
+/// GUI shows the items in the order it gets them).
+const ORDERED: &[&str] = &[
+    "project/master_url",
+    "project/project_name",
+    "result/name",
+    "workunit/name",
+    "file_transfer/name",
+    "app/name",
+];
+
 /// The read-only requests, as BOINC Manager and `boinccmd` send them: (label, request body).
 /// `{URL}` stands for the client's project URL.
 const REQUESTS: &[(&str, &str)] = &[
@@ -286,6 +297,8 @@ fn parse_reply(xml: &str) -> Result<Vec<Node>, XmlError> {
 struct Slot {
     container: bool,
     values: BTreeSet<String>,
+    /// The values in document order.
+    order: Vec<String>,
 }
 
 /// Every element path of `nodes`, with what is there.
@@ -299,6 +312,7 @@ fn flatten(nodes: &[Node], prefix: &str, out: &mut BTreeMap<String, Slot>) {
         let slot = out.entry(path.clone()).or_default();
         if n.children.is_empty() {
             slot.values.insert(n.text.clone());
+            slot.order.push(n.text.clone());
         } else {
             slot.container = true;
             flatten(&n.children, &path, out);
@@ -359,6 +373,8 @@ fn cell(values: &BTreeSet<String>, container: bool) -> String {
         .map(|v| {
             if v.is_empty() {
                 "(empty)".to_owned()
+            } else if v == " …" {
+                "…".to_owned()
             } else {
                 v.clone()
             }
@@ -386,6 +402,19 @@ fn cell(values: &BTreeSet<String>, container: bool) -> String {
         short
     };
     format!("`{short}`")
+}
+
+/// `values` for a cell beside `other`: all of them when they fit, else only those `other`
+/// lacks, after a `…` for the ones both send.
+fn only(values: &BTreeSet<String>, other: &BTreeSet<String>) -> BTreeSet<String> {
+    let len: usize = values.iter().map(|v| v.len() + 2).sum();
+    if len <= 48 || values.is_disjoint(other) {
+        return values.clone();
+    }
+    let mut out: BTreeSet<String> = values.difference(other).cloned().collect();
+    // "…" sorts after every ASCII value: put the marker first with a leading space.
+    out.insert(" …".to_owned());
+    out
 }
 
 /// The differences between two replies to `request`.
@@ -435,13 +464,26 @@ fn differences(
             (o.values.clone(), f.values.clone())
         };
         if ov == fv && o.container == f.container {
+            let ordered = ORDERED.iter().any(|p| matches(&[(p, "")], path));
+            if ordered && o.order != f.order {
+                let seq = |s: &Slot| {
+                    let joined = s.order.join(", ");
+                    cell(&BTreeSet::from([joined]), false)
+                };
+                rows.push(Row {
+                    request: request.to_owned(),
+                    element: format!("{path} (order)"),
+                    official: seq(o),
+                    ferrite: seq(f),
+                });
+            }
             continue;
         }
         rows.push(Row {
             request: request.to_owned(),
             element: path.clone(),
-            official: cell(&ov, o.container),
-            ferrite: cell(&fv, f.container),
+            official: cell(&only(&ov, &fv), o.container),
+            ferrite: cell(&only(&fv, &ov), f.container),
         });
     }
     rows
@@ -607,7 +649,7 @@ impl Client {
     }
 
     /// What the client has not reached yet of the state compared: two tasks running, both
-    /// finished tasks' uploads backing off after a failure, the project's news as notices.
+    /// finished tasks' uploads backing off after a failure, the scheduler's notice shown.
     fn missing(&self, rpc: &mut GuiRpcSession) -> Vec<&'static str> {
         let mut missing = Vec::new();
         let results = rpc.call("<get_results>\n<active_only>0</active_only>\n</get_results>\n");
@@ -824,6 +866,44 @@ fn gui_rpc_replies_match_the_official_clients() {
         undocumented.join("\n"),
         stale.join("\n")
     );
+}
+
+#[test]
+fn differences_are_outermost_elements_deterministic_values_and_list_order() {
+    let flat = |xml: &str| {
+        let mut out = BTreeMap::new();
+        flatten(&parse_reply(xml).expect("reply"), "", &mut out);
+        out
+    };
+    let official = flat(
+        "<boinc_gui_rpc_reply>\n<r>\n<result><name>b</name><state>2</state><pid>1</pid>\
+         <elapsed_time>3.5</elapsed_time><gone><x>1</x></gone></result>\n\
+         <result><name>a</name><state>4</state><pid>2</pid><elapsed_time>0</elapsed_time>\
+         </result>\n</r>\n</boinc_gui_rpc_reply>\n",
+    );
+    let ours = flat(
+        "<boinc_gui_rpc_reply>\n<r>\n<result><name>a</name><state>4</state><pid>7</pid>\
+         <elapsed_time>0</elapsed_time><new/></result>\n\
+         <result><name>b</name><state>3</state><pid>8</pid><elapsed_time>0</elapsed_time>\
+         </result>\n</r>\n</boinc_gui_rpc_reply>\n",
+    );
+    let rows: Vec<String> = differences("q", &official, &ours)
+        .iter()
+        .map(|r| format!("{} {} {}", r.element, r.official, r.ferrite))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "r/result/gone sent not sent",
+            "r/result/new not sent sent",
+            "r/result/elapsed_time `(set), 0` `0`",
+            "r/result/name (order) `b, a` `a, b`",
+            "r/result/state `2, 4` `3, 4`",
+        ],
+        "pids are not compared, times only as zero or set, and only the outermost missing \
+         element counts"
+    );
+    assert!(differences("q", &official, &official).is_empty());
 }
 
 #[test]
