@@ -489,6 +489,59 @@ fn differences(
     rows
 }
 
+/// The lines of a `get_messages` reply: body → (field → value) for every other field of the
+/// line, the first line with each body.
+fn event_log(tree: &[Node]) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for msg in tree
+        .iter()
+        .filter(|n| n.name == "msgs")
+        .flat_map(|n| &n.children)
+    {
+        let field = |name: &str| msg.children.iter().find(|c| c.name == name);
+        let Some(body) = field("body") else { continue };
+        let rest: BTreeMap<String, String> = msg
+            .children
+            .iter()
+            .filter(|c| c.name != "body" && !matches(IGNORED, &c.name))
+            .filter(|c| !matches(ZERO_OR_SET, &c.name))
+            .map(|c| (c.name.clone(), c.text.clone()))
+            .collect();
+        out.entry(body.text.clone()).or_insert(rest);
+    }
+    out
+}
+
+/// The event log lines both clients logged in the same words, compared field by field (the
+/// project a line names, its priority): one row per field, with the values that differ.
+fn same_line_differences(
+    request: &str,
+    official: &BTreeMap<String, BTreeMap<String, String>>,
+    ours: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<Row> {
+    let mut by_field: BTreeMap<&str, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+    for (body, o) in official {
+        let Some(f) = ours.get(body) else { continue };
+        for (name, ov) in o {
+            let fv = f.get(name).cloned().unwrap_or_else(|| "(not sent)".into());
+            if *ov != fv {
+                let e = by_field.entry(name).or_default();
+                e.0.insert(ov.clone());
+                e.1.insert(fv);
+            }
+        }
+    }
+    by_field
+        .into_iter()
+        .map(|(name, (o, f))| Row {
+            request: request.to_owned(),
+            element: format!("msgs/msg/{name} (same line)"),
+            official: cell(&o, false),
+            ferrite: cell(&f, false),
+        })
+        .collect()
+}
+
 /// The table in docs/migrate.md: each row with its reason.
 fn documented(doc: &str) -> BTreeMap<Row, String> {
     let section = doc
@@ -820,6 +873,7 @@ fn gui_rpc_replies_match_the_official_clients() {
     let mut found = BTreeSet::new();
     for (label, body) in REQUESTS {
         let mut trees = Vec::new();
+        let mut logs = Vec::new();
         for (c, s) in clients.iter().zip(sessions.iter_mut()) {
             let reply = c.normalise(&s.call(&body.replace("{URL}", &c.url)));
             if let Some(k) = &keep {
@@ -832,8 +886,12 @@ fn gui_rpc_replies_match_the_official_clients() {
             let mut flat = BTreeMap::new();
             flatten(&tree, "", &mut flat);
             trees.push(flat);
+            logs.push(event_log(&tree));
         }
         found.extend(differences(label, &trees[0], &trees[1]));
+        if *label == "get_messages" {
+            found.extend(same_line_differences(label, &logs[0], &logs[1]));
+        }
     }
     drop(sessions);
     drop(ferrite);
@@ -904,6 +962,30 @@ fn differences_are_outermost_elements_deterministic_values_and_list_order() {
          element counts"
     );
     assert!(differences("q", &official, &official).is_empty());
+}
+
+#[test]
+fn event_log_lines_in_the_same_words_are_compared_field_by_field() {
+    let log = |xml: &str| event_log(&parse_reply(xml).expect("reply"));
+    let official = log(
+        "<boinc_gui_rpc_reply>\n<msgs>\n\
+         <msg><project>P</project><pri>1</pri><seqno>1</seqno><body><![CDATA[\nStarted x\n]]></body><time>5</time></msg>\n\
+         <msg><project></project><pri>1</pri><seqno>2</seqno><body>Only official</body><time>6</time></msg>\n\
+         </msgs>\n</boinc_gui_rpc_reply>\n",
+    );
+    let ours = log(
+        "<boinc_gui_rpc_reply>\n<msgs>\n\
+         <msg><project>http://p/</project><pri>1</pri><seqno>9</seqno><body>Started x</body><time>7</time></msg>\n\
+         </msgs>\n</boinc_gui_rpc_reply>\n",
+    );
+    let rows = same_line_differences("get_messages", &official, &ours);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].element, "msgs/msg/project (same line)");
+    assert_eq!(
+        (rows[0].official.as_str(), rows[0].ferrite.as_str()),
+        ("`P`", "`http://p/`")
+    );
+    assert!(same_line_differences("get_messages", &official, &official).is_empty());
 }
 
 #[test]
