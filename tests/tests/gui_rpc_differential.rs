@@ -639,8 +639,9 @@ struct Client {
 }
 
 impl Client {
-    /// Starts `program` (`boinc` or `ferrited`) on `dir`, attached to `server`, with the
-    /// command line both clients take.
+    /// Starts the official client (`boinc`, when `who` is "official") or `ferrited` on
+    /// `dir`, attached to `server`, with the command line both take, and waits until it
+    /// answers GUI RPC.
     fn start(who: &'static str, dir: &Path, server: &Server) -> Client {
         let port = free_port();
         let d = dir.to_str().expect("utf-8 path");
