@@ -315,3 +315,58 @@ fn project_files_are_downloaded_linked_and_kept() {
         .count();
     assert_eq!(gets, 1, "{}", server.access_log());
 }
+
+/// A second output the result template marks `<optional/>`, which the app never writes:
+/// the task uploads the first, is reported as a success and ends valid, as with the
+/// official client (which clears the missing optional file's upload URLs); it does not wait
+/// for the missing file for ever.
+#[test]
+fn a_missing_optional_output_does_not_hold_the_report() {
+    let opts = ServerOptions {
+        jobs: 0,
+        cpu_time: 1,
+        ..ServerOptions::default()
+    };
+    let Some(server) = BoincServer::up("optional_output", &opts) else {
+        return;
+    };
+    let template = "<output_template>\n<file_info>\n<name><OUTFILE_0/></name>\n\
+        <generated_locally/>\n<upload_when_present/>\n<max_nbytes>1000000</max_nbytes>\n\
+        <url><UPLOAD_URL/></url>\n</file_info>\n<file_info>\n<name><OUTFILE_1/></name>\n\
+        <generated_locally/>\n<upload_when_present/>\n<max_nbytes>1000000</max_nbytes>\n\
+        <url><UPLOAD_URL/></url>\n</file_info>\n<result>\n<file_ref>\n\
+        <file_name><OUTFILE_0/></file_name>\n<open_name>out</open_name>\n</file_ref>\n\
+        <file_ref>\n<file_name><OUTFILE_1/></file_name>\n<open_name>never_written</open_name>\n\
+        <optional/>\n</file_ref>\n</result>\n</output_template>\n";
+    server.add_job_with_result_template("opt_job", template);
+    let client = Client::attached(&server);
+    let mut pressed = Instant::now();
+    server.wait_until(
+        "the result to be reported",
+        JOBS_LIMIT,
+        |s| {
+            if pressed.elapsed() > Duration::from_secs(30) {
+                client.update(s);
+                pressed = Instant::now();
+            }
+            s.query("select count(*) from result where server_state = 5")
+                .first()
+                .and_then(|r| r.first())
+                .is_some_and(|n| n == "1")
+        },
+        || {
+            format!(
+                "{}\n--- ferrited ---\n{}",
+                server.scheduler_log(),
+                client.output()
+            )
+        },
+    );
+    let r = server.query("select outcome, exit_status from result");
+    assert_eq!(r[0], ["1", "0"], "{r:?}\n{}", client.output());
+    let uploaded: Vec<PathBuf> = files_under(&server.project_dir().join("upload"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("opt_job"))
+        .collect();
+    assert_eq!(uploaded.len(), 1, "{uploaded:?}");
+}

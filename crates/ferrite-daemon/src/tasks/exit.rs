@@ -103,7 +103,13 @@ impl TaskTable {
                     Err(_) if !optional => {
                         bad.get_or_insert((name.clone(), ERR_FILE_MISSING));
                     }
-                    Err(_) => {}
+                    Err(_) => {
+                        // As the official client: an optional output the app did not
+                        // write has nothing to upload, and the task does not wait for it.
+                        if let Some(fi) = ps.file_mut(name) {
+                            fi.upload_urls.clear();
+                        }
+                    }
                 }
             }
             let mut succeeded = None;
