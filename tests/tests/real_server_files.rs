@@ -30,15 +30,18 @@ struct Client {
 
 impl Client {
     fn attached(server: &BoincServer) -> Client {
+        Client::attached_with(server, &[])
+    }
+
+    /// Attached, with more command-line options.
+    fn attached_with(server: &BoincServer, extra: &[&str]) -> Client {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         fs::write(dir.path().join("gui_rpc_auth.cfg"), "pw\n").expect("password");
         fs::write(dir.path().join("global_prefs_override.xml"), PREFS).expect("prefs");
-        let proc = start(
-            dir.path(),
-            port,
-            &["--attach_project", server.url(), server.account_key()],
-        );
+        let mut args = vec!["--attach_project", server.url(), server.account_key()];
+        args.extend_from_slice(extra);
+        let proc = start(dir.path(), port, &args);
         Client { proc, dir, port }
     }
 
@@ -149,7 +152,9 @@ fn element<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
 
 /// An output marked `<gzip_when_done/>` is compressed when the task ends: the upload
 /// handler stores a gzip file that decompresses to the app's upper-case text, the size and
-/// MD5 reported are the compressed file's, and the result is valid.
+/// MD5 reported are the compressed file's, and the result is valid. The client stops
+/// between the compression and the upload (`--exit_before_upload`) and starts again: the
+/// file is compressed once, and the start-up check accepts it as it is.
 #[test]
 fn a_gzip_when_done_output_reaches_the_server_compressed() {
     let opts = ServerOptions {
@@ -166,7 +171,15 @@ fn a_gzip_when_done_output_reaches_the_server_compressed() {
         <file_ref>\n<file_name><OUTFILE_0/></file_name>\n<open_name>out</open_name>\n\
         </file_ref>\n</result>\n</output_template>\n";
     server.add_job_with_result_template("gz_job", template);
-    let client = Client::attached(&server);
+    let mut client = Client::attached_with(&server, &["--exit_before_upload"]);
+    let status = client.proc.wait(JOBS_LIMIT);
+    assert!(status.success(), "{status}:\n{}", client.output());
+    assert!(
+        client.output().contains("(--exit_before_upload)"),
+        "{}",
+        client.output()
+    );
+    client.restart();
     server.wait_valid(
         1,
         (JOBS_LIMIT, Duration::from_secs(30)),
