@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod notices;
 mod pass;
 mod persist;
+pub mod project_files;
 pub mod projects;
 pub mod rpc;
 pub mod sdnotify;

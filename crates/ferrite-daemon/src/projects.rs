@@ -250,6 +250,7 @@ impl Daemon {
         if let Some(ps) = self.state.project_mut(url) {
             ps.results.clear();
             ps.workunits.clear();
+            ps.project_files.clear();
             // As the official client: an anonymous project keeps the volunteer's apps, app
             // versions and files (app_info.xml), and its directory is not cleaned out.
             anonymous = ps.project.anonymous_platform;

@@ -45,6 +45,8 @@ pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
 
 /// `ERR_FILE_TOO_BIG`: an output file is larger than its `max_nbytes`.
 const ERR_FILE_TOO_BIG: i32 = -131;
+/// `ERR_WRITE`: an output could not be compressed (`<gzip_when_done/>`).
+const ERR_WRITE: i32 = -103;
 
 use ferrite_supervise::limits::EXIT_OVERDUE_EXCEEDED;
 

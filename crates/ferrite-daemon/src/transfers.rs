@@ -647,6 +647,10 @@ impl Transfers {
                 }
             }
         }
+        if !done.upload && done.result.is_ok() {
+            // A project file that arrived gets its link file.
+            crate::project_files::write_links(&self.dir, ps, Some(&done.file));
+        }
         update_results(ps, now);
         true
     }

@@ -62,6 +62,7 @@ pub mod backoff;
 pub mod client;
 pub mod download;
 pub mod fast_md5;
+pub mod gzip;
 pub mod speed;
 pub mod throttle;
 pub mod upload;

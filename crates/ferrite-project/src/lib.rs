@@ -57,6 +57,7 @@ pub mod existence;
 pub mod files;
 pub mod master;
 pub mod names;
+pub mod project_files;
 pub mod reply;
 pub mod request;
 pub mod stats;

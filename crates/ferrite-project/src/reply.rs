@@ -444,8 +444,11 @@ pub fn apply_reply(
         });
     }
 
-    // Step 13: project files.
-    if let Some(list) = &reply.project_files {
+    // Step 13: project files. As the official client, the reply's list replaces the
+    // project's: a reply without one (the server has no `project_files.xml` any more)
+    // leaves none.
+    let list = reply.project_files.as_deref().unwrap_or_default();
+    if !list.is_empty() || !ps.project_files.is_empty() {
         let mut kept = Vec::new();
         for fr in list {
             match check_ref(fr) {

@@ -835,3 +835,68 @@ fn a_reply_with_thousands_of_jobs_is_merged_in_linear_time() {
         "merging took {took:?}"
     );
 }
+
+/// A reply carrying a server's `project_files.xml` (a `<file_info>` and the `<project_files>`
+/// that names it `stat_icon`): the file is kept and fetched, its link appears once it is
+/// present, a dangling reference is refused, and a later reply without the list leaves
+/// none, as the official client's `handle_scheduler_reply` does.
+#[test]
+fn a_replys_project_files_are_kept_fetched_and_linked() {
+    use ferrite_project::project_files::{links, to_download};
+    use ferrite_project::reply::{apply_reply, check_invariants, ApplyOptions, ObjectKind};
+    use ferrite_proto::client_state::ClientState;
+    use ferrite_proto::sched_reply::SchedulerReply;
+
+    let url = "http://127.0.0.1:18080/";
+    let files_xml = "<file_info>\n<name>logo_181.png</name>\n\
+        <url>http://127.0.0.1:18080/download/logo_181.png</url>\n<nbytes>3</nbytes>\n\
+        <md5_cksum>900150983cd24fb0d6963f7d28e17f72</md5_cksum>\n</file_info>\n\
+        <project_files>\n<file_ref>\n<file_name>logo_181.png</file_name>\n\
+        <open_name>stat_icon</open_name>\n</file_ref>\n<file_ref>\n\
+        <file_name>not_sent.png</file_name>\n<open_name>slideshow_00</open_name>\n\
+        </file_ref>\n</project_files>\n";
+    let reply = |body: &str| {
+        let text = format!(
+            "<scheduler_reply>\n<scheduler_version>803</scheduler_version>\n{body}</scheduler_reply>\n"
+        );
+        SchedulerReply::parse(&text, "sched_reply.xml")
+            .unwrap()
+            .value
+    };
+    let mut state = ClientState::parse(&fixture("state_02_tasks_running.xml"), "state")
+        .unwrap()
+        .value;
+    let verifier = |_: &str, _: &str, _: &str| true;
+    let opts = ApplyOptions::default();
+    let out = apply_reply(&mut state, url, &reply(files_xml), 1.7e9, &opts, &verifier).unwrap();
+    // The reference to a file the reply does not describe is refused, the other kept.
+    assert_eq!(out.refusals.len(), 1, "{:?}", out.refusals);
+    assert_eq!(out.refusals[0].kind, ObjectKind::ProjectFile);
+    assert_eq!(out.refusals[0].name, "not_sent.png");
+    let ps = state.project_mut(url).unwrap();
+    assert_eq!(ps.project_files.len(), 1);
+    assert_eq!(ps.project_files[0].open_name, "stat_icon");
+    check_invariants(ps).unwrap();
+    assert_eq!(to_download(ps), vec!["logo_181.png"]);
+    assert!(links(ps, None).is_empty());
+    // Downloaded and verified: the link points at it from the data directory.
+    ps.file_mut("logo_181.png").unwrap().status = 1;
+    let l = links(ps, None);
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].open_name, "stat_icon");
+    assert_eq!(
+        l[0].text,
+        "<soft_link>projects/127.0.0.1_18080/logo_181.png</soft_link>\n"
+    );
+    // The list survives the state file.
+    let again = ClientState::parse(&state.to_xml(), "state").unwrap().value;
+    assert_eq!(
+        again.project(url).unwrap().project_files,
+        state.project(url).unwrap().project_files
+    );
+    // A reply without the list (the project removed its project_files.xml) leaves none.
+    apply_reply(&mut state, url, &reply(""), 1.7e9 + 60.0, &opts, &verifier).unwrap();
+    let ps = state.project(url).unwrap();
+    assert!(ps.project_files.is_empty());
+    assert!(links(ps, None).is_empty());
+}

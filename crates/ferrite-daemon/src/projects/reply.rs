@@ -428,6 +428,11 @@ impl Daemon {
                 ReplyEvent::CodeSignKeyChanged => {
                     info!(project = %name, "code-signing key changed (signed by the old key)");
                 }
+                ReplyEvent::ProjectFilesChanged => {
+                    if let Some(ps) = self.state.project(url) {
+                        crate::project_files::write_links(&self.dir, ps, None);
+                    }
+                }
                 _ => {}
             }
         }
@@ -587,6 +592,10 @@ impl Daemon {
                     for f in &v.file_refs {
                         used.insert(&f.file_name, ());
                     }
+                }
+                // Files of `<project_files>` stay while the project lists them.
+                for f in &ps.project_files {
+                    used.insert(&f.file_name, ());
                 }
                 let pdir = config::project_dir(&self.dir, &url);
                 let mut unused = Vec::new();

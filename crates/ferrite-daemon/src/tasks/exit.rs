@@ -66,6 +66,7 @@ impl TaskTable {
                 .unwrap_or_default();
             // The first output problem: (file, error code).
             let mut bad = None;
+            let finished = matches!(x.outcome, ExitOutcome::Finished(_));
             for (name, optional) in &outputs {
                 let path = project_dir.join(name);
                 match fs::metadata(&path) {
@@ -79,6 +80,21 @@ impl TaskTable {
                                 );
                                 let _ = fs::remove_file(&path);
                                 bad.get_or_insert((name.clone(), ERR_FILE_TOO_BIG));
+                            } else if fi.gzip_when_done && finished && !fi.uploaded {
+                                // As the official client: compressed in place before its
+                                // upload; the size reported is the compressed one.
+                                match ferrite_net::gzip::compress_in_place(&path) {
+                                    Ok(n) => {
+                                        tracing::debug!(
+                                            "output {name} compressed: {len} -> {n} bytes"
+                                        );
+                                        fi.nbytes = n as f64;
+                                    }
+                                    Err(e) => {
+                                        warn!("cannot compress output {name}: {e}");
+                                        bad.get_or_insert((name.clone(), ERR_WRITE));
+                                    }
+                                }
                             } else {
                                 fi.nbytes = len;
                             }
@@ -87,7 +103,13 @@ impl TaskTable {
                     Err(_) if !optional => {
                         bad.get_or_insert((name.clone(), ERR_FILE_MISSING));
                     }
-                    Err(_) => {}
+                    Err(_) => {
+                        // As the official client: an optional output the app did not
+                        // write has nothing to upload, and the task does not wait for it.
+                        if let Some(fi) = ps.file_mut(name) {
+                            fi.upload_urls.clear();
+                        }
+                    }
                 }
             }
             let mut succeeded = None;

@@ -7,7 +7,7 @@ use tracing::{info, warn};
 use super::{ERR_RESULT_DOWNLOAD, ERR_RESULT_UPLOAD};
 
 /// Files of `ps` that need a transfer now: inputs and app files of tasks not yet runnable,
-/// outputs of tasks whose computation finished.
+/// outputs of tasks whose computation finished, project files not yet present.
 pub(super) fn wanted(ps: &ProjectState) -> Vec<(String, bool)> {
     let mut out: Vec<(String, bool)> = Vec::new();
     let mut push = |name: &str, upload: bool| {
@@ -39,6 +39,10 @@ pub(super) fn wanted(ps: &ProjectState) -> Vec<(String, bool)> {
             }
             _ => {}
         }
+    }
+    // The project's own files (a logo, ...), fetched whatever the tasks need.
+    for name in ferrite_project::project_files::to_download(ps) {
+        push(name, false);
     }
     out
 }
