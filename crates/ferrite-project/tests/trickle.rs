@@ -107,7 +107,7 @@ fn trickle_downs_are_routed_to_tasks_that_have_not_ended() {
             &Event::TrickleDown {
                 result: "running_0".into(),
                 file: "trickle_down_1795937321".into(),
-                body: "sample trickle message\n".into(),
+                body: "\nsample trickle message\n".into(),
             },
             &Event::TrickleDownDropped("done_0".into()),
             &Event::TrickleDownDropped("unknown_0".into()),

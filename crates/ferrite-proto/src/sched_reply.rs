@@ -42,36 +42,32 @@ impl TrickleDown {
     /// Reads the text between `<trickle_down>` and `</trickle_down>`.
     pub fn from_inner(inner: &str) -> TrickleDown {
         let mut t = TrickleDown::default();
-        // The rest of the start tag's line is not part of the body.
-        let inner = match inner.split_once('\n') {
-            Some((first, rest)) if first.trim().is_empty() => rest,
-            _ => inner,
-        };
-        for line in inner.split_inclusive('\n') {
+        // Whole lines, the rest of the start tag's line first (the official client keeps
+        // it in the body too); the end tag's line ends the element.
+        for line in inner.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
             if let Some(v) = leaf_value(line, "result_name") {
                 t.result_name = v.trim().to_owned();
             } else if let Some(v) = leaf_value(line, "time") {
                 t.time = leading_int(v.trim());
-            } else if !line.trim().is_empty() || !t.body.is_empty() {
+            } else {
                 t.body.push_str(line);
             }
-        }
-        if !t.body.is_empty() && !t.body.ends_with('\n') {
-            t.body.push('\n');
         }
         t
     }
 
     fn write(&self, w: &mut XmlWriter) {
-        w.open("trickle_down")
-            .text("result_name", &self.result_name)
-            .int("time", self.time);
-        // The body's lines go out as they are: the receiver keeps them byte for byte.
+        // The result's name on the start tag's line, whose rest a reader keeps in the body;
+        // the body's lines as they are, the end tag on a line of its own.
+        let mut head = String::from("<trickle_down><result_name>");
+        crate::xml::push_escaped(&mut head, &self.result_name);
+        head.push_str("</result_name>\n");
+        w.push_indent().push_raw(&head).int("time", self.time);
         w.push_raw(&self.body);
         if !self.body.is_empty() && !self.body.ends_with('\n') {
             w.push_raw("\n");
         }
-        w.close("trickle_down");
+        w.push_indent().push_raw("</trickle_down>\n");
     }
 }
 
@@ -527,7 +523,7 @@ mod tests {
     /// (`sched/trickle_echo.cpp`: the trickle-up's lines, `<variety>` removed, inside
     /// `<trickle_down>`).
     const ECHOED: &str = "<scheduler_reply>\n<scheduler_version>803</scheduler_version>\n\
-        <message_ack/>\n<trickle_down>\n      <result_name>uc_7_0</result_name>\n\
+        <message_ack/>\n<trickle_down>\n\n      <result_name>uc_7_0</result_name>\n\
         \x20     <time>1795937321</time>\nsample trickle message\n  second line\n\
         </trickle_down>\n\n</scheduler_reply>\n";
 
@@ -540,7 +536,7 @@ mod tests {
             vec![TrickleDown {
                 result_name: "uc_7_0".into(),
                 time: 1_795_937_321,
-                body: "sample trickle message\n  second line\n".into(),
+                body: "\n\nsample trickle message\n  second line\n".into(),
             }]
         );
     }
@@ -566,6 +562,9 @@ mod tests {
         let t = TrickleDown::from_inner("<result_name> r </result_name>\n<time>12abc</time>\n");
         assert_eq!((t.result_name.as_str(), t.time), ("r", 12));
         assert_eq!(t.body, "");
-        assert_eq!(TrickleDown::from_inner("<time>x</time>").time, 0);
+        assert_eq!(TrickleDown::from_inner("\n<time>x</time>\n").time, 0);
+        // The end tag's line ends the element, as the official client reads it.
+        let t = TrickleDown::from_inner("\nbody\n<time>3</time>");
+        assert_eq!((t.time, t.body.as_str()), (0, "\nbody\n"));
     }
 }
