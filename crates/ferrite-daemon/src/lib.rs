@@ -36,6 +36,7 @@ pub mod store;
 pub mod tasks;
 pub mod throttle;
 pub mod transfers;
+pub mod trickle;
 pub mod tuning;
 pub mod web;
 pub mod writer;
@@ -264,6 +265,9 @@ impl Daemon {
             daemon.save.mark_dirty(now());
         }
         daemon.tasks.recover(&mut daemon.state);
+        if daemon.find_trickle_ups() {
+            daemon.save.mark_dirty(now());
+        }
         let multiple = daemon.config.cc.options.allow_multiple_clients;
         daemon.docker.at_start(&daemon.state, multiple);
         // As the official client does at start-up: files lost in a crash or a copy are

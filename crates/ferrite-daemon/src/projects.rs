@@ -158,6 +158,8 @@ pub struct ProjectLoop {
     storage_full: bool,
     /// Retry figures (the official defaults unless the command line changed them).
     pub tuning: Tuning,
+    /// Projects with trickle-up messages sent and not yet acknowledged.
+    pub(crate) sent_trickles: crate::trickle::SentTrickles,
 }
 
 impl Default for ProjectLoop {
@@ -183,6 +185,7 @@ impl Default for ProjectLoop {
             old_results: std::collections::VecDeque::new(),
             storage_full: false,
             tuning: Tuning::default(),
+            sent_trickles: Default::default(),
         }
     }
 }

@@ -10,6 +10,7 @@
 
 mod exit;
 mod start;
+mod trickle;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
@@ -39,6 +40,7 @@ use tracing::{info, warn};
 
 use crate::config;
 use crate::snapshot::{build_world, IdMap, LiveTask, SnapshotInputs};
+pub use trickle::{log_undelivered, TrickleDownError, Trickles};
 
 /// The records of live tasks, in the data directory.
 pub const TASK_RECORDS_FILE: &str = "ferrite_tasks.json";
@@ -174,6 +176,8 @@ pub struct TaskTable {
     /// When the next tick should poll the tasks at the latest, though the core does not need
     /// a pass: soon while a task nears its end (see `finishing`), else never.
     pub fast_poll_at: f64,
+    /// Trickle-ups sent by apps and trickle-downs for them (`tasks/trickle.rs`).
+    trickles: Trickles,
 }
 
 impl TaskTable {
@@ -196,6 +200,7 @@ impl TaskTable {
             last_pass: None,
             gate: PassGate::default(),
             fast_poll_at: f64::INFINITY,
+            trickles: Trickles::default(),
         }
     }
 
@@ -560,6 +565,7 @@ impl TaskTable {
         report: &mut TickReport,
     ) {
         let mut exits = Vec::new();
+        let mut trickled = Vec::new();
         let mut checkpointed = false;
         for (key, l) in &mut self.live {
             for ev in l.task.poll(inst) {
@@ -575,6 +581,7 @@ impl TaskTable {
                     }
                     TaskEvent::Hung => warn!("task {}: app not responding; restarting it", key.1),
                     TaskEvent::Exited(x) => exits.push((key.clone(), x)),
+                    TaskEvent::TrickleUp(_) => trickled.push(key.clone()),
                     _ => {}
                 }
             }
@@ -601,6 +608,11 @@ impl TaskTable {
             report.changed = true;
             self.write_records();
         }
+        for key in &trickled {
+            self.trickle_up_sent(state, key);
+            report.changed = true;
+        }
+        self.send_trickle_downs();
         for (key, x) in exits {
             if let Some(mut l) = self.live.remove(&key) {
                 count_elapsed(state, &key.0, &mut l.counted_elapsed, x.usage.elapsed_time);

@@ -17,7 +17,7 @@
 //!
 //! **Scheduler RPC** ([`request`], [`reply`]): fill a `RequestInput` (account key, work
 //! request from `ferrite-sched`, working prefs text, share fractions, disk figures, GPUs,
-//! `now`, logs/trickle-ups you read) → `build_request(&state, &input)?.to_xml()` → write
+//! `now`, logs and trickle-ups ([`trickle`]) you read) → `build_request(&state, &input)?.to_xml()` → write
 //! `sched_request_<esc>.xml`, call `note_rpc_started(&mut project)`, POST. Parse the body
 //! with `SchedulerReply::parse` (proto) → `apply_reply(&mut state, url, &reply, now,
 //! &ApplyOptions { unsigned_apps_ok, gpu_types, current_prefs_mod_time,
@@ -26,7 +26,8 @@
 //! `project_prefs` / `gui_urls` (account file), `tasks_added` (clear per-resource work
 //! backoff), `project_down` (RPC backoff), and `events`: `Download` (start a transfer),
 //! `AbortRunning` (kill the task, then mark it aborted with exit 202), `Acked`,
-//! `FileError`, `TrickleUpsAcked`, `MasterUrlChanged`, `HostIdAssigned { new_host_cpid }`,
+//! `FileError`, `TrickleUpsAcked` (delete the sent trickle-up files), `TrickleDown` (write
+//! the file in the task's slot, tell the app), `MasterUrlChanged`, `HostIdAssigned { new_host_cpid }`,
 //! …; log every `refusals` entry (objects with unsafe names or dangling references are
 //! never stored). `reply::check_invariants` states what the state always satisfies.
 //!
@@ -61,4 +62,5 @@ pub mod project_files;
 pub mod reply;
 pub mod request;
 pub mod stats;
+pub mod trickle;
 pub mod verify;

@@ -134,8 +134,20 @@ pub enum Event {
     TrickleUpsAcked,
     /// The project-wide file list was replaced (re-link them).
     ProjectFilesChanged,
-    /// Trickle-down messages for tasks (`<trickle_down>` elements, verbatim).
-    TrickleDown(String),
+    /// A trickle-down message for a task that has not ended: write `body` as `file` in the
+    /// task's slot and tell its app (`<have_trickle_down/>`); the official client drops it
+    /// when the task has no slot (it never started, or has ended).
+    TrickleDown {
+        /// Result name.
+        result: String,
+        /// The file's name in the slot (`trickle_down_<time>`).
+        file: String,
+        /// What goes in the file.
+        body: String,
+    },
+    /// A trickle-down message for a result this client does not have, or whose task has
+    /// ended: dropped, as the official client does (`handle_trickle_down failed`).
+    TrickleDownDropped(String),
 }
 
 /// What kind of object a refusal is about.
@@ -418,7 +430,19 @@ pub fn apply_reply(
         out.events.push(Event::TrickleUpsAcked);
     }
     for t in &reply.trickle_downs {
-        out.events.push(Event::TrickleDown(t.clone()));
+        let live = at
+            .get(&t.result_name)
+            .and_then(|&i| ps.results.get(i))
+            .is_some_and(|r| r.state <= ResultState::FilesDownloaded);
+        out.events.push(if live {
+            Event::TrickleDown {
+                result: t.result_name.clone(),
+                file: crate::trickle::trickle_down_file_name(t),
+                body: t.body.clone(),
+            }
+        } else {
+            Event::TrickleDownDropped(t.result_name.clone())
+        });
     }
     let p = &mut ps.project;
     if reply.send_full_workload {

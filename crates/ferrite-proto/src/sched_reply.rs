@@ -21,6 +21,75 @@ pub struct ReplyMessage {
     pub text: String,
 }
 
+/// A trickle-down message (`<trickle_down>`): what the project sends a running task.
+///
+/// The official client reads it line by line (`client/cs_trickle.cpp:
+/// handle_trickle_down`): a line holding `<result_name>` names the task, one holding `<time>`
+/// gives the send time (the file's name, `trickle_down_<time>`), and every other line, as
+/// it is, is the body written to that file. The server's `trickle_echo` sends back the
+/// trickle-up's own lines this way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrickleDown {
+    /// The task it is for.
+    pub result_name: String,
+    /// The send time the server gave (Unix seconds; 0 when absent).
+    pub time: i64,
+    /// The other lines, each with its newline.
+    pub body: String,
+}
+
+impl TrickleDown {
+    /// Reads the text between `<trickle_down>` and `</trickle_down>`.
+    pub fn from_inner(inner: &str) -> TrickleDown {
+        let mut t = TrickleDown::default();
+        // Whole lines, the rest of the start tag's line first (the official client keeps
+        // it in the body too); the end tag's line ends the element.
+        for line in inner.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            if let Some(v) = leaf_value(line, "result_name") {
+                t.result_name = v.trim().to_owned();
+            } else if let Some(v) = leaf_value(line, "time") {
+                t.time = leading_int(v.trim());
+            } else {
+                t.body.push_str(line);
+            }
+        }
+        t
+    }
+
+    fn write(&self, w: &mut XmlWriter) {
+        // The result's name on the start tag's line, whose rest a reader keeps in the body;
+        // the body's lines as they are, the end tag on a line of its own.
+        let mut head = String::from("<trickle_down><result_name>");
+        crate::xml::push_escaped(&mut head, &self.result_name);
+        head.push_str("</result_name>\n");
+        w.push_indent().push_raw(&head).int("time", self.time);
+        w.push_raw(&self.body);
+        if !self.body.is_empty() && !self.body.ends_with('\n') {
+            w.push_raw("\n");
+        }
+        w.push_indent().push_raw("</trickle_down>\n");
+    }
+}
+
+/// The text between `<name>` and `</name>` when `line` holds them (as BOINC's `parse_str`
+/// finds a tag anywhere in a line).
+fn leaf_value<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>");
+    let start = line.find(&open)? + open.len();
+    let rest = &line[start..];
+    let end = rest.find(&format!("</{name}>")).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// The integer a text starts with, as C's `atoi` reads it (0 when there is none).
+fn leading_int(s: &str) -> i64 {
+    let end = s
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && (c == '-' || c == '+'))))
+        .map_or(s.len(), |(i, _)| i);
+    s[..end].parse().unwrap_or(0)
+}
+
 impl ReplyMessage {
     /// Whether it should be shown as a notice.
     pub fn is_notice(&self) -> bool {
@@ -108,8 +177,8 @@ pub struct SchedulerReply {
     pub message_ack: bool,
     /// The project is down; the rest of the reply is to be ignored.
     pub project_is_down: bool,
-    /// Trickle-down messages, verbatim.
-    pub trickle_downs: Vec<String>,
+    /// Trickle-down messages for tasks.
+    pub trickle_downs: Vec<TrickleDown>,
     /// The project has ended.
     pub ended: bool,
     /// Project flag: its apps use little CPU.
@@ -233,7 +302,9 @@ impl SchedulerReply {
             "delete_file_info" => self.delete_file_infos.push(r.string(t)?),
             "message_ack" => self.message_ack = r.flag(t)?,
             "project_is_down" => self.project_is_down = r.flag(t)?,
-            "trickle_down" => self.trickle_downs.push(r.raw(t)?.to_owned()),
+            "trickle_down" => self
+                .trickle_downs
+                .push(TrickleDown::from_inner(r.inner_raw(t)?)),
             "ended" => self.ended = r.flag(t)?,
             "non_cpu_intensive" => self.non_cpu_intensive = r.flag(t)?,
             "strict_memory_bound" => self.strict_memory_bound = r.flag(t)?,
@@ -388,7 +459,7 @@ impl SchedulerReply {
         }
         w.flag("message_ack", self.message_ack);
         for t in &self.trickle_downs {
-            w.raw(t);
+            t.write(&mut w);
         }
         w.flag("ended", self.ended)
             .flag("non_cpu_intensive", self.non_cpu_intensive)
@@ -440,5 +511,60 @@ impl SchedulerReply {
         }
         w.close_flat("scheduler_reply");
         w.finish()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A reply as BOINC 8.3's scheduler writes it when `trickle_echo` answered a trickle-up
+    /// (`sched/trickle_echo.cpp`: the trickle-up's lines, `<variety>` removed, inside
+    /// `<trickle_down>`).
+    const ECHOED: &str = "<scheduler_reply>\n<scheduler_version>803</scheduler_version>\n\
+        <message_ack/>\n<trickle_down>\n\n      <result_name>uc_7_0</result_name>\n\
+        \x20     <time>1795937321</time>\nsample trickle message\n  second line\n\
+        </trickle_down>\n\n</scheduler_reply>\n";
+
+    #[test]
+    fn reads_a_trickle_down_line_by_line() {
+        let reply = SchedulerReply::parse(ECHOED, "reply").unwrap().value;
+        assert!(reply.message_ack);
+        assert_eq!(
+            reply.trickle_downs,
+            vec![TrickleDown {
+                result_name: "uc_7_0".into(),
+                time: 1_795_937_321,
+                body: "\n\nsample trickle message\n  second line\n".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_trickle_down_survives_writing_and_reading() {
+        let mut reply = SchedulerReply::parse(ECHOED, "reply").unwrap().value;
+        reply.trickle_downs.push(TrickleDown {
+            result_name: "other".into(),
+            time: 5,
+            body: "<a>x</a>".into(),
+        });
+        let again = SchedulerReply::parse(&reply.to_xml(), "reply")
+            .unwrap()
+            .value;
+        assert_eq!(again.trickle_downs[0], reply.trickle_downs[0]);
+        assert_eq!(again.trickle_downs[1].body, "<a>x</a>\n");
+        assert_eq!(again.trickle_downs[1].time, 5);
+    }
+
+    #[test]
+    fn a_time_is_read_as_atoi_does() {
+        let t = TrickleDown::from_inner("<result_name> r </result_name>\n<time>12abc</time>\n");
+        assert_eq!((t.result_name.as_str(), t.time), ("r", 12));
+        assert_eq!(t.body, "");
+        assert_eq!(TrickleDown::from_inner("\n<time>x</time>\n").time, 0);
+        // The end tag's line ends the element, as the official client reads it.
+        let t = TrickleDown::from_inner("\nbody\n<time>3</time>");
+        assert_eq!((t.time, t.body.as_str()), (0, "\nbody\n"));
     }
 }

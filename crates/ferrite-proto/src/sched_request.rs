@@ -484,8 +484,14 @@ impl SchedulerRequest {
             w.open("msg_from_host")
                 .text("result_name", &m.result_name)
                 .num("time", m.time);
+            // The app's file as it is, on lines of its own: the server reads the element
+            // line by line and takes the `<variety>` line out (`sched/sched_types.cpp:
+            // MSG_FROM_HOST_DESC::parse`).
             if !m.body.is_empty() {
-                w.raw(&m.body);
+                w.push_raw(&m.body);
+                if !m.body.ends_with('\n') {
+                    w.push_raw("\n");
+                }
             }
             w.close("msg_from_host");
         }
@@ -564,4 +570,72 @@ fn split_leaf(s: &str) -> Option<(&str, &str, &str)> {
     let close = format!("</{name}>");
     let end = body.find(&close)?;
     Some((name, &body[..end], &body[end + close.len()..]))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The lines between `<msg_from_host>` and `</msg_from_host>` as BOINC's scheduler reads
+    /// them: line by line, the `<variety>` line taken out, the rest kept as the message.
+    fn as_the_server_reads(xml: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut cur: Option<(String, String)> = None;
+        for line in xml.split_inclusive('\n') {
+            if line.contains("</msg_from_host>") {
+                out.extend(cur.take());
+            } else if line.contains("<msg_from_host>") {
+                cur = Some(Default::default());
+            } else if let Some((variety, text)) = cur.as_mut() {
+                if let Some(v) = line.split("<variety>").nth(1) {
+                    *variety = v.split("</variety>").next().unwrap_or("").to_owned();
+                } else {
+                    text.push_str(line);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn trickle_ups_go_out_as_msg_from_host_the_server_can_read() {
+        let q = SchedulerRequest {
+            msgs_from_host: vec![
+                MsgFromHost {
+                    result_name: "uc_7_0".into(),
+                    time: 1_795_937_321,
+                    body: "<variety>example_app</variety>\nsample trickle message".into(),
+                },
+                MsgFromHost {
+                    result_name: "uc_8_0".into(),
+                    time: 1_795_937_322,
+                    body: "<variety>v2</variety>\n  <x>1</x>\n".into(),
+                },
+            ],
+            ..SchedulerRequest::default()
+        };
+        let xml = q.to_xml();
+        let seen = as_the_server_reads(&xml);
+        assert_eq!(seen.len(), 2, "{xml}");
+        assert_eq!(seen[0].0, "example_app");
+        let lines: Vec<&str> = seen[0].1.lines().map(str::trim).collect();
+        assert_eq!(
+            lines,
+            [
+                "<result_name>uc_7_0</result_name>",
+                "<time>1795937321</time>",
+                "sample trickle message"
+            ],
+            "{xml}"
+        );
+        // The app's lines are kept as they are.
+        assert_eq!(seen[1].0, "v2");
+        assert!(seen[1].1.ends_with("\n  <x>1</x>\n"), "{xml}");
+        // And read back (the loopback test project reads requests).
+        let back = SchedulerRequest::parse(&xml, "request").unwrap().value;
+        assert_eq!(back.msgs_from_host[0].result_name, "uc_7_0");
+        assert_eq!(back.msgs_from_host[0].time, 1_795_937_321);
+        assert_eq!(back.msgs_from_host[0].body, q.msgs_from_host[0].body);
+    }
 }

@@ -338,7 +338,9 @@ impl Daemon {
                 };
                 self.update_disk_usages();
                 let world = self.tasks.last_pass().map(|(_, w)| w.clone());
-                let input = self.request_input(&url, key, work.as_ref(), world.as_ref(), t);
+                let mut input = self.request_input(&url, key, work.as_ref(), world.as_ref(), t);
+                input.msgs_from_host = self.trickle_ups_for_request(&url);
+                let trickles = input.msgs_from_host.len();
                 let req = match build_request(&self.state, &input) {
                     Ok(r) => r,
                     Err(e) => {
@@ -387,6 +389,9 @@ impl Daemon {
                     })
                     .filter(|s| !s.is_empty());
                 let reported = req.results.len();
+                if trickles > 0 && reason != RpcReason::TrickleUp {
+                    info!(project = %name, "Sending trickle-up message");
+                }
                 info!(
                     project = %name,
                     "Sending scheduler request: {}.{}{}",

@@ -436,6 +436,7 @@ impl Daemon {
                 _ => {}
             }
         }
+        self.reply_trickles(url, out);
         // Refused jobs are errored and reported, never written.
         let refused: Vec<(String, String, i32)> = out
             .refusals
