@@ -219,17 +219,11 @@ impl ProjectLoop {
 }
 
 impl Daemon {
-    /// Resets a project: its tasks are aborted and forgotten, its files deleted, its apps
-    /// dropped; the account stays and the server is asked for new work.
+    /// Resets a project: its apps are ended (no process of theirs is left, their slots are
+    /// freed), its tasks forgotten, its files deleted, its apps dropped; the account stays
+    /// and the server is asked for new work.
     pub(crate) fn reset_project(&mut self, url: &str, t: f64) {
-        let names: Vec<String> = self
-            .state
-            .project(url)
-            .map(|p| p.results.iter().map(|r| r.name.clone()).collect())
-            .unwrap_or_default();
-        for r in &names {
-            self.tasks.abort(url, r, crate::rpc::EXIT_ABORTED_VIA_GUI);
-        }
+        self.tasks.end_project(url);
         self.state
             .active_tasks
             .retain(|a| a.project_master_url != url);

@@ -95,6 +95,8 @@ impl Daemon {
                     return reply::error("must detach using account manager");
                 }
                 let master = p.master_url.clone();
+                // As the official client: the project's apps end before it goes.
+                self.tasks.end_project(&master);
                 match config::detach_project(&self.dir, &mut self.state, &master) {
                     Ok(_) => {
                         self.forget_feeds(&master);
