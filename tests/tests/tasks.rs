@@ -532,11 +532,12 @@ fn an_overdue_task_is_named_and_aborted_past_max_overdue_days() {
     );
 }
 
-/// Detaching or resetting the project through GUI RPC while one task's app runs and the
-/// other's is stopped (suspended through GUI RPC): as with the official client, no process
-/// of either app is left (a stopped one included), their slots are emptied, and `ferrited`
-/// goes on.
-fn project_op_ends_every_app(op: &str) {
+/// Detaching the project through GUI RPC while one task's app runs and the other's is
+/// stopped (suspended through GUI RPC): as with the official client, no process of either
+/// app is left (the stopped one included), their slots are emptied, and `ferrited` goes on.
+#[test]
+fn detaching_a_project_ends_its_apps_even_a_stopped_one() {
+    let op = "project_detach";
     let d = data_dir(300, 300);
     let port = free_port();
     let mut p = start(d.path(), port);
@@ -574,14 +575,4 @@ fn project_op_ends_every_app(op: &str) {
     assert!(!state.contains("<active_task>"), "{state}");
     p.signal(libc::SIGTERM);
     assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
-}
-
-#[test]
-fn detaching_a_project_ends_its_apps_even_a_stopped_one() {
-    project_op_ends_every_app("project_detach");
-}
-
-#[test]
-fn resetting_a_project_ends_its_apps_even_a_stopped_one() {
-    project_op_ends_every_app("project_reset");
 }
