@@ -24,9 +24,6 @@ use crate::Daemon;
 
 /// `SUSPEND_REASON_USER_REQ`.
 const SUSPEND_USER_REQ: i32 = 4;
-/// The official client's default `client_download_url` (`nvc_config.xml`), the page
-/// `get_newer_version` sends GUIs to.
-const DOWNLOAD_URL: &str = "https://boinc.berkeley.edu/download.php";
 /// `CPU_SCHED_SCHEDULED`: the task's app runs.
 const SCHEDULED: i32 = 2;
 /// `NETWORK_STATUS_WANT_DISCONNECT`: "don't need connection" (no transfer or RPC pending).
@@ -296,11 +293,19 @@ impl Daemon {
             // From memory, as the official client answers: the file lags up to a minute.
             Request::GetDailyXferHistory => self.xfer_history.days().to_xml(),
             Request::GetAllProjectsList => crate::notices::project_list(&self.dir),
-            // Ferrite does not look for newer versions of itself: none is named, and the
-            // download page is the official client's default (`client_download_url`).
-            Request::GetNewerVersion => format!(
-                "<newer_version></newer_version>\n<download_url>{DOWNLOAD_URL}</download_url>\n"
-            ),
+            // Ferrite does not look for newer versions: none is named. The download page is
+            // nvc_config.xml's `client_download_url`, else the official default.
+            Request::GetNewerVersion => {
+                use ferrite_proto::nvc_config::{NvcConfig, NVC_CONFIG_FILE};
+                let nvc = read_text(&self.dir.join(NVC_CONFIG_FILE))
+                    .and_then(|t| NvcConfig::parse(&t, NVC_CONFIG_FILE).ok())
+                    .map(|p| p.value)
+                    .unwrap_or_default();
+                let mut w = XmlWriter::new();
+                w.text("newer_version", "")
+                    .text("download_url", &nvc.client_download_url);
+                w.finish()
+            }
             Request::RunGraphicsApp { .. } => {
                 reply::error("run_graphics_app RPC is currently available only on Mac OS")
             }
@@ -881,7 +886,7 @@ mod tests {
     }
 
     #[test]
-    fn newer_version_names_the_official_download_page() {
+    fn newer_version_names_the_download_page_of_nvc_config_or_the_official_one() {
         let dir = tempfile::tempdir().expect("tempdir");
         let opts = crate::cli::Options {
             dir: Some(dir.path().to_path_buf()),
@@ -894,6 +899,16 @@ mod tests {
             d.gui_rpc_reply(Request::GetNewerVersion),
             "<newer_version></newer_version>\n\
              <download_url>https://boinc.berkeley.edu/download.php</download_url>\n"
+        );
+        fs::write(
+            dir.path().join("nvc_config.xml"),
+            "<nvc_config>\n<client_download_url>https://Mirror.example/get?a=1&amp;b=2</client_download_url>\n</nvc_config>\n",
+        )
+        .expect("nvc_config");
+        assert_eq!(
+            d.gui_rpc_reply(Request::GetNewerVersion),
+            "<newer_version></newer_version>\n\
+             <download_url>https://mirror.example/get?a=1&amp;b=2</download_url>\n"
         );
     }
 }
