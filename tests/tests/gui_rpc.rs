@@ -835,3 +835,34 @@ fn unix_socket_only_and_empty_password_file() {
     assert!(p.wait(T).success(), "{}", p.output());
     assert!(!socket.exists(), "the socket is removed on exit");
 }
+
+#[test]
+fn screensaver_tasks_and_newer_version_answer_as_the_official_client() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let port = free_port();
+    let _d = ferrited_with_gui_rpc(dir.path(), port);
+
+    // Ferrite starts the fixture's saved-running tasks at once: asked until one runs.
+    let theirs = official_reply("get_screensaver_tasks_running_raw.txt");
+    let t0 = std::time::Instant::now();
+    let ours = loop {
+        let x = gui_rpc(port, None, "<get_screensaver_tasks/>\n");
+        if x.contains("<scheduler_state>2</scheduler_state>") {
+            break x;
+        }
+        assert!(t0.elapsed() < T, "no running task listed:\n{x}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let head = "<handle_get_screensaver_tasks>\n    <suspend_reason>0</suspend_reason>\n<result>\n";
+    assert!(ours.contains(head), "{ours}");
+    assert!(theirs.contains(head), "{theirs}");
+    assert!(ours
+        .trim_end()
+        .ends_with("</result>\n</handle_get_screensaver_tasks>\n</boinc_gui_rpc_reply>"));
+    // Each result as the official client writes it; the finished task is not there.
+    assert_eq!(child_names(&ours, "result"), child_names(&theirs, "result"));
+    assert!(!ours.contains("<name>wu_short_0</name>"), "{ours}");
+
+    let newer = gui_rpc(port, None, "<get_newer_version/>\n");
+    assert_eq!(newer, official_reply("get_newer_version_raw.txt"));
+}

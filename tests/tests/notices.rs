@@ -382,3 +382,45 @@ fn a_scheduler_notice_message_is_a_project_notice_not_a_client_alert() {
     assert_eq!(status["project_list_fetches"], 0, "{status}");
     let _ = boinccmd(port, Some("pw"), &["--quit"]);
 }
+
+#[test]
+fn no_info_fetch_fetches_no_project_news() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(tmp.path(), &["--jobs", "1"]);
+    let dir = client_dir(tmp.path(), "");
+    let port = free_port();
+    let p = ferrited_env(
+        &dir,
+        port,
+        &format!("{}project_list.php", server.url),
+        &["--no_info_fetch", "--attach_project", &server.url, KEY],
+    );
+    // The first reply names the news feed; the job's report is a second RPC, well after
+    // the feed would have been fetched.
+    let t0 = Instant::now();
+    loop {
+        let status = ferrite_e2e::testproject::status(&server.url);
+        if status["scheduler_rpcs"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "no report within 300 s: {status}\n{}",
+            p.output()
+        );
+        thread::sleep(Duration::from_millis(300));
+    }
+    let esc = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .replace([':', '/'], "_");
+    assert!(
+        dir.join(format!("notices/feeds_{esc}.xml")).exists(),
+        "the reply's feeds are kept"
+    );
+    let status = ferrite_e2e::testproject::status(&server.url);
+    assert_eq!(status["feed_fetches"], 0, "{status}");
+    assert_eq!(status["project_list_fetches"], 0, "{status}");
+    let _ = boinccmd(port, Some("pw"), &["--quit"]);
+}

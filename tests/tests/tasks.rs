@@ -531,3 +531,48 @@ fn an_overdue_task_is_named_and_aborted_past_max_overdue_days() {
         slot_processes(d.path())
     );
 }
+
+/// Detaching the project through GUI RPC while one task's app runs and the other's is
+/// stopped (suspended through GUI RPC): as with the official client, no process of either
+/// app is left (the stopped one included), their slots are emptied, and `ferrited` goes on.
+#[test]
+fn detaching_a_project_ends_its_apps_even_a_stopped_one() {
+    let op = "project_detach";
+    let d = data_dir(300, 300);
+    let port = free_port();
+    let mut p = start(d.path(), port);
+    let dir = d.path().to_path_buf();
+    wait_until("both apps run", Duration::from_secs(30), || {
+        slot_processes(&dir).len() >= 2
+    });
+    let r = gui_rpc(
+        port,
+        Some("testpw"),
+        &format!("<suspend_result>\n<project_url>{URL}</project_url>\n<name>wu_abort_0</name>\n</suspend_result>\n"),
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    wait_until("one app is stopped (T)", Duration::from_secs(20), || {
+        slot_processes(&dir).iter().any(|(_, st, _)| *st == 'T')
+    });
+    let r = gui_rpc(
+        port,
+        Some("testpw"),
+        &format!("<{op}>\n<project_url>{URL}</project_url>\n</{op}>\n"),
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    wait_until(
+        &format!("no app process is left after {op}"),
+        Duration::from_secs(20),
+        || slot_processes(&dir).is_empty(),
+    );
+    for n in 0..2 {
+        let slot = dir.join(format!("slots/{n}"));
+        let left = fs::read_dir(&slot).map_or(0, |e| e.count());
+        assert_eq!(left, 0, "slot {n} is emptied");
+    }
+    // The daemon is still there and answers.
+    let state = gui_rpc(port, Some("testpw"), "<get_results/>\n");
+    assert!(!state.contains("<active_task>"), "{state}");
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
+}

@@ -91,16 +91,10 @@ fn attach_prints_the_clients_refusal_and_detach_removes_the_project() {
         out.stderr
     );
     let out = c.run(&["attach", "http://127.0.0.1:1/other/", "0123456789abcdef"]);
-    assert_eq!(out.code, 1);
-    // Nothing listens there: the attach poll reports the master page failure, and, as with
-    // the official client, the project stays attached to be tried again later.
-    assert!(
-        out.stderr
-            .contains("attaching to http://127.0.0.1:1/other/ failed (-210)")
-            && out.stderr.contains("master page fetch failed"),
-        "{}",
-        out.stderr
-    );
+    // Nothing listens there, but as with the official client the attach poll answers the
+    // attach request itself (0): the master page fetch follows in the background, and the
+    // project stays attached to be tried again later.
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let projects = c.run(&["projects"]);
     assert!(
         projects.stdout.contains("127.0.0.1:1/other"),

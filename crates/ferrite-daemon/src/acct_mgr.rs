@@ -563,6 +563,10 @@ impl Daemon {
     }
 
     fn am_detach(&mut self, url: &str) {
+        if let Some(p) = self.state.project(url) {
+            let master = p.project.master_url.clone();
+            self.tasks.end_project(&master);
+        }
         match config::detach_project(&self.dir, &mut self.state, url) {
             Ok(_) => {
                 self.forget_feeds(url);

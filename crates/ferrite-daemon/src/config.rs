@@ -303,6 +303,8 @@ pub fn attach_project(
         },
         ..ProjectState::default()
     });
+    // The official client keeps its projects in name order (the new one has none yet).
+    state.sort_projects_by_name();
     Ok(())
 }
 

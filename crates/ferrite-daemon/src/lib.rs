@@ -255,6 +255,9 @@ impl Daemon {
         daemon.state.time_stats.client_start_time = daemon.host.started_at;
         daemon.refresh_usage(daemon.host.started_at);
         daemon.apply_command_line()?;
+        // As the official client after reading its state file: projects in name order, the
+        // order of the state file and of every GUI RPC reply.
+        daemon.state.sort_projects_by_name();
         if daemon.opts.show_projects {
             for line in show_projects(&daemon.state) {
                 info!("{line}");

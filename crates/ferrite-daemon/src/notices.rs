@@ -8,7 +8,9 @@
 //! suspended), keeps the fetched document as `notices/<feed>.xml`, and adds its items of the
 //! last 30 days as project notices (category empty, the project's name, title, link). Feeds
 //! a new reply leaves out are dropped with their files. At start-up the kept feed files are
-//! read again (unless `no_info_fetch`), so the notices survive a restart.
+//! read again, so the notices survive a restart. With `no_info_fetch` (command line or
+//! cc_config) no feed is fetched or read again, as in the official client;
+//! `dont_contact_ref_site` does not stop them.
 //!
 //! **Project list.** `all_projects_list.xml` is fetched from BOINC's project list URL every
 //! 14 days (a failed fetch is tried again a day later), off with `no_info_fetch` or
@@ -318,7 +320,7 @@ impl Daemon {
         let Some(http) = self.projects.http() else {
             return;
         };
-        if let Some(e) = self.feeds.due(t) {
+        if let Some(e) = self.feed_due(t) {
             debug!(target: "ferrite::notice_debug", "start fetch from {}", e.feed.url);
             let events = self.events.clone();
             let http = http.clone();
@@ -344,6 +346,17 @@ impl Daemon {
                     .await;
             });
         }
+    }
+
+    /// The feed to fetch now, if any. None with `no_info_fetch`: as the official client
+    /// (which polls its RSS feed operation only without it), project news is not fetched,
+    /// though the feeds a scheduler reply names are still kept. `dont_contact_ref_site`
+    /// leaves news alone (it stops the project list only).
+    fn feed_due(&mut self, t: f64) -> Option<FeedEntry> {
+        if self.info_fetch_off() {
+            return None;
+        }
+        self.feeds.due(t)
     }
 
     fn project_list_due(&self, t: f64) -> bool {
@@ -540,5 +553,34 @@ mod tests {
         assert!(project_list(d.path()).contains("Only"));
         fs::write(d.path().join(PROJECT_LIST_FILE), "<projects><cut").expect("write");
         assert_eq!(project_list(d.path()), bundled);
+    }
+
+    #[test]
+    fn no_info_fetch_stops_project_news_fetches_and_dont_contact_ref_site_does_not() {
+        let feeds = "<rss_feeds>\n<rss_feed>\n<url>http://p.example/notices.php</url>\n\
+                     <poll_interval>86400</poll_interval>\n</rss_feed>\n</rss_feeds>\n";
+        for (no_info_fetch, ref_site, fetched) in [
+            (true, false, false),
+            (false, true, true),
+            (false, false, true),
+        ] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let opts = crate::cli::Options {
+                dir: Some(dir.path().to_path_buf()),
+                skip_cpu_benchmarks: true,
+                no_gpus: true,
+                no_info_fetch,
+                ..crate::cli::Options::default()
+            };
+            let mut d = Daemon::start(opts, crate::logging::init()).expect("daemon");
+            d.config.cc.options.dont_contact_ref_site = ref_site;
+            d.project_feeds("http://p.example/", "P", feeds);
+            assert_eq!(d.feeds.all().len(), 1, "the reply's feeds are kept");
+            assert_eq!(
+                d.feed_due(crate::now()).is_some(),
+                fetched,
+                "no_info_fetch {no_info_fetch}, dont_contact_ref_site {ref_site}"
+            );
+        }
     }
 }

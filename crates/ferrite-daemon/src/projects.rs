@@ -108,22 +108,6 @@ pub enum WebRpcState {
     Failed(i32),
 }
 
-/// The attach started through GUI RPC, for `project_attach_poll`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AttachProgress {
-    /// Master page and first RPC not done yet.
-    InProgress(String),
-    /// Done: 0, or a BOINC error code with messages.
-    Done {
-        /// Project URL.
-        url: String,
-        /// 0 or an error code.
-        error_num: i32,
-        /// What went wrong.
-        messages: Vec<String>,
-    },
-}
-
 /// The loop's own state (the rest is in the client state).
 #[derive(Debug)]
 pub struct ProjectLoop {
@@ -145,8 +129,11 @@ pub struct ProjectLoop {
     backoffs_loaded: bool,
     /// The core's work request of the current pass predates the saved backoffs: skip it.
     fetch_after_next_pass: bool,
-    /// The GUI attach in progress or last finished.
-    pub attach: Option<AttachProgress>,
+    /// The project last attached through GUI RPC while its first contact (master page,
+    /// first scheduler RPC) has not ended: a failure of that contact is logged as the
+    /// attach's once. `project_attach_poll` does not wait for it (as in the official client,
+    /// it answers the attach request's own result: 0).
+    pub attach_pending: Option<String>,
     /// Scheduler RPCs and failures per project since start-up, for the metrics.
     rpc_counts: BTreeMap<String, (u64, u64)>,
     /// Tasks acknowledged in the last hour, oldest first (`get_old_results`).
@@ -179,7 +166,7 @@ impl Default for ProjectLoop {
             last_ready: 0,
             backoffs_loaded: false,
             fetch_after_next_pass: false,
-            attach: None,
+            attach_pending: None,
             web: Default::default(),
             rpc_counts: BTreeMap::new(),
             old_results: std::collections::VecDeque::new(),
@@ -235,17 +222,11 @@ impl ProjectLoop {
 }
 
 impl Daemon {
-    /// Resets a project: its tasks are aborted and forgotten, its files deleted, its apps
-    /// dropped; the account stays and the server is asked for new work.
+    /// Resets a project: its apps are ended (no process of theirs is left, their slots are
+    /// freed), its tasks forgotten, its files deleted, its apps dropped; the account stays
+    /// and the server is asked for new work.
     pub(crate) fn reset_project(&mut self, url: &str, t: f64) {
-        let names: Vec<String> = self
-            .state
-            .project(url)
-            .map(|p| p.results.iter().map(|r| r.name.clone()).collect())
-            .unwrap_or_default();
-        for r in &names {
-            self.tasks.abort(url, r, crate::rpc::EXIT_ABORTED_VIA_GUI);
-        }
+        self.tasks.end_project(url);
         self.state
             .active_tasks
             .retain(|a| a.project_master_url != url);

@@ -8,6 +8,7 @@
 //! slots of the state's `active_tasks` are claimed and any app still running from a previous
 //! daemon (found by its record) is ended; the task then resumes from its checkpoint.
 
+mod end;
 mod exit;
 mod start;
 mod trickle;

@@ -24,6 +24,7 @@ pub mod gpu_control;
 pub mod init_data;
 pub mod job_log;
 pub mod notices;
+pub mod nvc_config;
 pub mod prefs;
 pub mod statistics;
 pub mod version;

@@ -664,3 +664,44 @@ fn the_leaf_comparison_notices_a_lost_field() {
         ]
     );
 }
+
+#[test]
+fn projects_sort_by_name_ignoring_case_as_the_official_client() {
+    let project = |name: &str, url: &str| ProjectState {
+        project: Project {
+            master_url: url.to_owned(),
+            project_name: name.to_owned(),
+            ..Project::default()
+        },
+        ..ProjectState::default()
+    };
+    let mut s = ClientState {
+        projects: vec![
+            project("zeta", "http://z/"),
+            project("Alpha", "http://a/"),
+            project("", "http://new/"),
+            project("beta", "http://b2/"),
+            project("Beta", "http://b1/"),
+            project("alpha2", "http://a2/"),
+        ],
+        ..ClientState::default()
+    };
+    s.sort_projects_by_name();
+    let urls: Vec<&str> = s
+        .projects
+        .iter()
+        .map(|p| p.project.master_url.as_str())
+        .collect();
+    // Unnamed first; "Alpha" < "alpha2" < "beta" = "Beta" (kept in order) < "zeta".
+    assert_eq!(
+        urls,
+        [
+            "http://new/",
+            "http://a/",
+            "http://a2/",
+            "http://b2/",
+            "http://b1/",
+            "http://z/"
+        ]
+    );
+}

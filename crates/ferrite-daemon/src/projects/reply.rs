@@ -17,8 +17,8 @@ use tracing::{error, info, warn};
 
 use super::old_results::OLD_RESULT_KEEP;
 use super::{
-    disk_figures, quick_escape, resource_name, root_refusal, rpc_backoff, AttachProgress,
-    OldResult, OpDone, ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
+    disk_figures, quick_escape, resource_name, root_refusal, rpc_backoff, OldResult, OpDone,
+    ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
 };
 use crate::config::{self, write_atomic, GLOBAL_PREFS};
 use crate::Daemon;
@@ -79,24 +79,16 @@ impl Daemon {
         }
     }
 
-    /// The first contact of a GUI attach failed: the poll reports it, and, as with the
-    /// official client, the project stays attached and is tried again after the usual
-    /// back-off (a server that is down now may be up later; detaching gives up).
+    /// The first contact of a GUI attach failed: it is logged (with BOINC's error code) and,
+    /// as with the official client, the project stays attached and is tried again after the
+    /// usual back-off (a server that is down now may be up later; detaching gives up).
     pub(crate) fn attach_failed(&mut self, url: &str, error_num: i32, message: String) {
-        if let Some(AttachProgress::InProgress(u)) = &self.projects.attach {
-            if u == url {
-                warn!(
-                    project = %url,
-                    "attach: {message}; the project stays attached and will be tried again"
-                );
-                self.projects.attach = Some(AttachProgress::Done {
-                    url: url.to_owned(),
-                    error_num,
-                    messages: vec![format!(
-                        "{message}; the project stays attached and will be tried again"
-                    )],
-                });
-            }
+        if self.projects.attach_pending.as_deref() == Some(url) {
+            warn!(
+                project = %url,
+                "attach: {message} ({error_num}); the project stays attached and will be tried again"
+            );
+            self.projects.attach_pending = None;
         }
     }
 
@@ -189,18 +181,8 @@ impl Daemon {
             }
             self.store_backoffs(url);
         }
-        if let Some(AttachProgress::InProgress(u)) = &self.projects.attach {
-            if u == url {
-                let failed = outcome
-                    .messages
-                    .iter()
-                    .find(|m| m.priority.eq_ignore_ascii_case("high") || m.priority == "notice");
-                self.projects.attach = Some(AttachProgress::Done {
-                    url: url.to_owned(),
-                    error_num: 0,
-                    messages: failed.map(|m| vec![m.text.clone()]).unwrap_or_default(),
-                });
-            }
+        if self.projects.attach_pending.as_deref() == Some(url) {
+            self.projects.attach_pending = None;
         }
         self.tick_soon = true;
     }

@@ -9,7 +9,7 @@ use ferrite_proto::client_state::{FileInfo, ProjectState, RpcReason};
 use tracing::{error, info, warn};
 
 use super::named_project;
-use crate::projects::{AttachProgress, WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
+use crate::projects::{WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
 use crate::{config, Daemon, Event};
 
 impl Daemon {
@@ -95,6 +95,8 @@ impl Daemon {
                     return reply::error("must detach using account manager");
                 }
                 let master = p.master_url.clone();
+                // As the official client: the project's apps end before it goes.
+                self.tasks.end_project(&master);
                 match config::detach_project(&self.dir, &mut self.state, &master) {
                     Ok(_) => {
                         self.forget_feeds(&master);
@@ -186,8 +188,10 @@ impl Daemon {
                     ps.project.project_name = name.trim().to_owned();
                     crate::anonymous::load(&self.dir, ps, &platform);
                 }
+                // Its place among the others is by the name just given.
+                self.state.sort_projects_by_name();
                 info!(project = %canonical, "attaching to project");
-                self.projects.attach = Some(AttachProgress::InProgress(canonical));
+                self.projects.attach_pending = Some(canonical);
                 self.projects.poll_soon();
                 self.save.mark_dirty(t);
                 reply::SUCCESS.to_owned()
@@ -196,24 +200,12 @@ impl Daemon {
         }
     }
 
+    /// `project_attach_poll`: as in the official client, the result of the last
+    /// `project_attach` itself, known when it answered (the project is attached then; its
+    /// master page and first scheduler RPC follow in the background and are not waited for).
+    /// A refused attach answers an `<error>` at once, so what is polled is always 0.
     pub(super) fn rpc_project_attach_poll(&self) -> String {
-        let (error_num, messages): (i32, &[String]) = match &self.projects.attach {
-            None => (0, &[]),
-            Some(AttachProgress::InProgress(_)) => (ERR_IN_PROGRESS, &[]),
-            Some(AttachProgress::Done {
-                error_num,
-                messages,
-                ..
-            }) => (*error_num, messages),
-        };
-        let mut out = String::from("<project_attach_reply>\n");
-        for m in messages {
-            out.push_str(&format!("    <message>{}</message>\n", xml_escape(m)));
-        }
-        out.push_str(&format!(
-            "    <error_num>{error_num}</error_num>\n</project_attach_reply>\n"
-        ));
-        out
+        "<project_attach_reply>\n    <error_num>0</error_num>\n</project_attach_reply>\n".to_owned()
     }
 
     /// Starts a web RPC of the attach wizard; its poll answers -204 until it ends.
@@ -719,37 +711,74 @@ mod tests {
     }
 
     #[test]
-    fn attach_poll_says_in_progress_until_the_first_rpc() {
+    fn attach_poll_answers_the_attach_at_once_as_the_official_client() {
         let (_dir, mut d) = daemon();
-        let r = d.gui_rpc_reply(Request::ProjectAttach {
+        let attach = Request::ProjectAttach {
             project_url: "http://q.example/".into(),
             authenticator: "k".into(),
             project_name: String::new(),
             email_addr: String::new(),
             use_config_file: false,
-        });
-        assert_eq!(r, reply::SUCCESS);
+        };
+        assert_eq!(d.gui_rpc_reply(attach.clone()), reply::SUCCESS);
+        // Before the master page or any scheduler RPC: done, with no messages.
         let poll = d.gui_rpc_reply(Request::ProjectAttachPoll);
-        assert!(poll.contains("<error_num>-204</error_num>"), "{poll}");
-        let again = d.gui_rpc_reply(Request::ProjectAttach {
-            project_url: "http://q.example/".into(),
-            authenticator: "k".into(),
-            project_name: String::new(),
-            email_addr: String::new(),
-            use_config_file: false,
-        });
+        assert_eq!(
+            poll,
+            "<project_attach_reply>\n    <error_num>0</error_num>\n</project_attach_reply>\n"
+        );
+        let again = d.gui_rpc_reply(attach);
         assert!(again.contains("Already attached"), "{again}");
+        // The first contact fails: the project stays attached and the poll does not change
+        // (the official client's poll only tells the attach request's own result).
         d.attach_failed("http://q.example/", -210, "master page fetch failed".into());
         assert!(
             d.state.project("http://q.example/").is_some(),
             "the project stays attached, to be tried again"
         );
-        let poll = d.gui_rpc_reply(Request::ProjectAttachPoll);
-        assert!(poll.contains("<error_num>-210</error_num>"), "{poll}");
-        assert!(
-            poll.contains("<message>master page fetch failed; the project stays attached"),
-            "{poll}"
-        );
+        assert_eq!(d.projects.attach_pending, None);
+        assert_eq!(d.gui_rpc_reply(Request::ProjectAttachPoll), poll);
+    }
+
+    #[test]
+    fn projects_are_listed_by_name_ignoring_case_not_in_attach_order() {
+        let (_dir, mut d) = daemon();
+        let before = d.state.projects.len();
+        for (url, name) in [
+            ("http://z.example/", "zebra@home"),
+            ("http://a.example/", "Aardvark"),
+            ("http://m.example/", "mole"),
+        ] {
+            let r = d.gui_rpc_reply(Request::ProjectAttach {
+                project_url: url.into(),
+                authenticator: "k".into(),
+                project_name: name.into(),
+                email_addr: String::new(),
+                use_config_file: false,
+            });
+            assert_eq!(r, reply::SUCCESS);
+        }
+        assert_eq!(d.state.projects.len(), before + 3);
+        let names: Vec<String> = d
+            .state
+            .projects
+            .iter()
+            .map(|p| p.project.project_name.to_lowercase())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        for request in [Request::GetProjectStatus, Request::GetSimpleGuiInfo] {
+            let x = d.gui_rpc_reply(request);
+            let a = x
+                .find("<project_name>Aardvark</project_name>")
+                .expect("listed");
+            let m = x.find("<project_name>mole</project_name>").expect("listed");
+            let z = x
+                .find("<project_name>zebra@home</project_name>")
+                .expect("listed");
+            assert!(a < m && m < z, "{x}");
+        }
     }
 
     #[test]

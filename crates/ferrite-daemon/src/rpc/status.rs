@@ -24,6 +24,8 @@ use crate::Daemon;
 
 /// `SUSPEND_REASON_USER_REQ`.
 const SUSPEND_USER_REQ: i32 = 4;
+/// `CPU_SCHED_SCHEDULED`: the task's app runs.
+const SCHEDULED: i32 = 2;
 /// `NETWORK_STATUS_WANT_DISCONNECT`: "don't need connection" (no transfer or RPC pending).
 const NETWORK_WANT_DISCONNECT: i32 = 2;
 
@@ -216,6 +218,32 @@ impl Daemon {
         w.finish()
     }
 
+    /// `get_screensaver_tasks`: the CPU suspend reason, then each result whose app runs now
+    /// (scheduler state SCHEDULED), in active-task order, written as in `get_results`. The
+    /// root is `<handle_get_screensaver_tasks>`, as 7.20 writes it.
+    pub(super) fn screensaver_tasks_body(&self, t: f64) -> Body {
+        const ROOT: &str = "handle_get_screensaver_tasks";
+        let reason = self.shown_suspend_reason(ModeKind::Cpu, t);
+        let mut w = BodyWriter::new(4);
+        w.xml()
+            .open_flat(ROOT)
+            .push_raw(&format!("    <suspend_reason>{reason}</suspend_reason>\n"));
+        let jobs = &mut JobFinder::default();
+        for a in &self.state.active_tasks {
+            if self.active_task_live(a).scheduler_state != SCHEDULED {
+                continue;
+            }
+            let Some(p) = self.state.project(&a.project_master_url) else {
+                continue;
+            };
+            if let Some(r) = p.result(&a.result_name) {
+                self.write_result(jobs, p, p.workunit(&r.wu_name), r, None, &mut w);
+            }
+        }
+        w.xml().close_flat(ROOT);
+        w.finish()
+    }
+
     /// Answers a query at `t` for connection `conn` from the state as it is. The long lists
     /// are bodies of pieces, most of them kept between replies and shared; the rest is text.
     pub(super) fn query(&self, q: &Query, conn: u64, t: f64) -> Body {
@@ -223,6 +251,7 @@ impl Daemon {
             Request::GetState => self.state_xml(t),
             Request::GetResults { active_only } => self.results_body(*active_only),
             Request::GetSimpleGuiInfo => self.simple_gui_info_body(),
+            Request::GetScreensaverTasks => self.screensaver_tasks_body(t),
             Request::GetMessages {
                 seqno,
                 translatable,
@@ -264,14 +293,18 @@ impl Daemon {
             // From memory, as the official client answers: the file lags up to a minute.
             Request::GetDailyXferHistory => self.xfer_history.days().to_xml(),
             Request::GetAllProjectsList => crate::notices::project_list(&self.dir),
+            // Ferrite does not look for newer versions: none is named. The download page is
+            // nvc_config.xml's `client_download_url`, else the official default.
             Request::GetNewerVersion => {
-                "<newer_version></newer_version>\n<download_url></download_url>\n".to_owned()
-            }
-            Request::GetScreensaverTasks => {
-                let reason = self.shown_suspend_reason(ModeKind::Cpu, t);
-                format!(
-                    "<get_screensaver_tasks>\n<suspend_reason>{reason}</suspend_reason>\n</get_screensaver_tasks>\n"
-                )
+                use ferrite_proto::nvc_config::{NvcConfig, NVC_CONFIG_FILE};
+                let nvc = read_text(&self.dir.join(NVC_CONFIG_FILE))
+                    .and_then(|t| NvcConfig::parse(&t, NVC_CONFIG_FILE).ok())
+                    .map(|p| p.value)
+                    .unwrap_or_default();
+                let mut w = XmlWriter::new();
+                w.text("newer_version", "")
+                    .text("download_url", &nvc.client_download_url);
+                w.finish()
             }
             Request::RunGraphicsApp { .. } => {
                 reply::error("run_graphics_app RPC is currently available only on Mac OS")
@@ -363,7 +396,7 @@ impl Daemon {
             use ferrite_supervise::TaskState;
             // Scheduler state: 2 scheduled, 1 preempted.
             let (state, sched) = match l.task.state() {
-                TaskState::Running => (PROCESS_EXECUTING, 2),
+                TaskState::Running => (PROCESS_EXECUTING, SCHEDULED),
                 TaskState::Suspended => (PROCESS_SUSPENDED, 1),
                 TaskState::QuitPending => (PROCESS_QUIT_PENDING, 1),
                 TaskState::AbortPending => (PROCESS_ABORT_PENDING, 1),
@@ -806,6 +839,76 @@ mod tests {
         assert_eq!(
             resources_string(&usage(1.0, Some(("ATI", 0.5)))).as_deref(),
             Some("1 CPU + 0.5 AMD/ATI GPUs")
+        );
+    }
+
+    #[test]
+    fn screensaver_tasks_have_the_official_root_and_leave_out_tasks_not_running() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = crate::cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..crate::cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, crate::logging::init()).expect("daemon");
+        d.state = ferrite_proto::client_state::synthetic(1, 3);
+        let p = &d.state.projects[0];
+        let (url, result) = (p.project.master_url.clone(), p.results[0].name.clone());
+        // A task with a process record but no app running (preempted): not shown.
+        d.state.active_tasks.push(ActiveTask {
+            project_master_url: url,
+            result_name: result.clone(),
+            ..ActiveTask::default()
+        });
+        let x = d.gui_rpc_reply(Request::GetScreensaverTasks);
+        assert_eq!(
+            x,
+            "<handle_get_screensaver_tasks>\n    <suspend_reason>0</suspend_reason>\n\
+             </handle_get_screensaver_tasks>\n"
+        );
+        // The same task is in get_results' active list.
+        let active = d.gui_rpc_reply(Request::GetResults { active_only: true });
+        assert!(
+            active.contains(&format!("<name>{result}</name>")),
+            "{active}"
+        );
+        // Computing suspended by the user: the reason is the official code (4).
+        d.gui_rpc_reply(Request::SetRunMode {
+            mode: ferrite_gui_rpc::RunMode::Never,
+            duration: 0.0,
+        });
+        let x = d.gui_rpc_reply(Request::GetScreensaverTasks);
+        assert!(
+            x.contains("    <suspend_reason>4</suspend_reason>\n"),
+            "{x}"
+        );
+    }
+
+    #[test]
+    fn newer_version_names_the_download_page_of_nvc_config_or_the_official_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = crate::cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..crate::cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, crate::logging::init()).expect("daemon");
+        assert_eq!(
+            d.gui_rpc_reply(Request::GetNewerVersion),
+            "<newer_version></newer_version>\n\
+             <download_url>https://boinc.berkeley.edu/download.php</download_url>\n"
+        );
+        fs::write(
+            dir.path().join("nvc_config.xml"),
+            "<nvc_config>\n<client_download_url>https://Mirror.example/get?a=1&amp;b=2</client_download_url>\n</nvc_config>\n",
+        )
+        .expect("nvc_config");
+        assert_eq!(
+            d.gui_rpc_reply(Request::GetNewerVersion),
+            "<newer_version></newer_version>\n\
+             <download_url>https://mirror.example/get?a=1&amp;b=2</download_url>\n"
         );
     }
 }

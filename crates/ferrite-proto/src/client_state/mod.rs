@@ -458,6 +458,23 @@ impl ClientState {
             .find(|a| a.result_name == result_name && a.project_master_url == url)
     }
 
+    /// Orders the projects by name, ignoring ASCII case (C's `strcasecmp`), as the official
+    /// client keeps them (`sort_projects_by_name`, after loading the state file and after each
+    /// attach): the state file and every GUI RPC reply list projects in this order. A project
+    /// with no name yet comes first; equal names keep their order.
+    pub fn sort_projects_by_name(&mut self) {
+        self.projects.sort_by(|a, b| {
+            let key = |p: &ProjectState| {
+                p.project
+                    .project_name
+                    .bytes()
+                    .map(|c| c.to_ascii_lowercase())
+                    .collect::<Vec<u8>>()
+            };
+            key(a).cmp(&key(b))
+        });
+    }
+
     /// Every result of every project, with its project.
     pub fn results(&self) -> impl Iterator<Item = (&ProjectState, &TaskResult)> {
         self.projects
