@@ -302,11 +302,13 @@ impl Daemon {
     pub async fn run(mut self) -> anyhow::Result<()> {
         let servers = self.start_loop().await?;
         let mut clock = LoopClock::new(self.notifier.ping_interval());
+        self.sync_log_project_names();
         let reason = loop {
             let woke = self.wait(&clock).await;
             if let Some(why) = self.dispatch(woke, &mut clock.reclaim) {
                 break why;
             }
+            self.sync_log_project_names();
             let t = now();
             clock.ping_watchdog(&self.notifier);
             self.watch_host(t);
