@@ -305,4 +305,45 @@ mod tests {
         let _ = d.tick_tasks(now());
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
     }
+
+    #[test]
+    fn the_cores_rec_and_priorities_reach_the_state_and_the_gui() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = ("http://a.example/", "http://b.example/");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            attach_project: Some(vec![a.to_owned(), "key".to_owned()]),
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        config::attach_project(dir.path(), &mut d.state, b, "key").expect("attach b");
+        // What a previous session saved: A got three times B's credit lately.
+        for (url, rec) in [(a, 150.0), (b, 50.0)] {
+            let p = &mut d.state.project_mut(url).expect("project").project;
+            p.rec = rec;
+            p.resource_share = 100.0;
+        }
+        let t = now();
+        let _ = d.tick_tasks(t);
+        let rec = |d: &Daemon, url: &str| d.state.project(url).expect("project").project.rec;
+        assert!((rec(&d, a) - 150.0).abs() < 0.01, "{}", rec(&d, a));
+        assert!((rec(&d, b) - 50.0).abs() < 0.01, "{}", rec(&d, b));
+        let rec_time = d.state.project(a).expect("a").project.rec_time;
+        assert!(rec_time >= t, "{rec_time}");
+        // Equal shares: −(REC part)/(share part).
+        assert!((d.tasks.sched_priority(a) + 1.5).abs() < 1e-3);
+        assert!((d.tasks.sched_priority(b) + 0.5).abs() < 1e-3);
+        let state = d.gui_rpc_reply(ferrite_gui_rpc::Request::GetState);
+        assert!(
+            state.contains("<sched_priority>-1.500000</sched_priority>"),
+            "{state}"
+        );
+        assert!(
+            state.contains("<sched_priority>-0.500000</sched_priority>"),
+            "{state}"
+        );
+        assert!(state.contains("<rec>150.000000</rec>"), "{state}");
+    }
 }

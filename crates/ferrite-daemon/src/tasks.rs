@@ -9,6 +9,7 @@
 //! daemon (found by its record) is ended; the task then resumes from its checkpoint.
 
 mod exit;
+mod rec;
 mod start;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -172,6 +173,10 @@ pub struct TaskTable {
     /// When the next tick should poll the tasks at the latest, though the core does not need
     /// a pass: soon while a task nears its end (see `finishing`), else never.
     pub fast_poll_at: f64,
+    /// Whether the core started from the REC the state file saved (at the first pass).
+    rec_loaded: bool,
+    /// Each project's CPU scheduling priority at the last pass, by project id.
+    sched_priorities: Vec<f64>,
 }
 
 impl TaskTable {
@@ -194,6 +199,8 @@ impl TaskTable {
             last_pass: None,
             gate: PassGate::default(),
             fast_poll_at: f64::INFINITY,
+            rec_loaded: false,
+            sched_priorities: Vec::new(),
         }
     }
 
@@ -517,6 +524,7 @@ impl TaskTable {
             self.gate.wake_by(t);
         }
         self.last_pass = Some((out, world));
+        self.publish_rec(state);
         if report.changed {
             self.write_records();
         }

@@ -130,6 +130,9 @@ pub struct TransferProgress {
     pub xfer_speed: f64,
     /// The URL.
     pub url: String,
+    /// The file's `<persistent_file_xfer>` as the official client shows it while the
+    /// transfer runs: the time so far with this attempt's, the bytes moved so far.
+    pub record: String,
 }
 
 /// The daemon's transfers.
@@ -792,17 +795,63 @@ impl Transfers {
         true
     }
 
-    /// Live figures of a transfer under way.
-    pub fn gui_progress(&self, project: &str, file: &str) -> Option<TransferProgress> {
-        let a = self.active.get(&(project.to_owned(), file.to_owned()))?;
+    /// Live figures of the transfer of `f` (a file of `project`) under way.
+    pub fn gui_progress(&self, project: &str, f: &FileInfo) -> Option<TransferProgress> {
+        let a = self.active.get(&(project.to_owned(), f.name.clone()))?;
         let now_at = a.progress.load(Ordering::Relaxed);
-        let secs = a.started.elapsed().as_secs_f64().max(1e-3);
+        let elapsed = a.started.elapsed().as_secs_f64();
+        let secs = elapsed.max(1e-3);
+        let mut retry = f
+            .persistent_file_xfer
+            .as_deref()
+            .map(Retry::parse)
+            .unwrap_or_default();
+        retry.time_so_far += elapsed;
+        retry.last_bytes_xferred = now_at as f64;
         Some(TransferProgress {
             bytes_xferred: now_at as f64,
             file_offset: a.start_offset as f64,
             xfer_speed: now_at.saturating_sub(a.start_offset) as f64 / secs,
             url: a.url.clone(),
+            record: retry.to_xml(),
         })
+    }
+
+    /// Seconds until the project's transfers in this direction may go again after repeated
+    /// failures (`FILE_XFER_BACKOFF`: the GUI's "project backoff"); `None` when they may go.
+    pub fn project_backoff(&self, project: &str, upload: bool, now: f64) -> Option<f64> {
+        let b = self.backoff.get(&(project.to_owned(), upload))?;
+        (b.next_xfer_time > now).then_some(b.next_xfer_time - now)
+    }
+
+    /// Test support: the project's transfers in this direction back off until `until`.
+    #[cfg(test)]
+    pub(crate) fn set_project_backoff(&mut self, project: &str, upload: bool, until: f64) {
+        let b = self
+            .backoff
+            .entry((project.to_owned(), upload))
+            .or_default();
+        b.failures = ferrite_net::backoff::PROJECT_FAILURE_LIMIT;
+        b.next_xfer_time = until;
+    }
+
+    /// Test support: the transfer of `file` has been under way for `secs` seconds and has
+    /// reached byte `at` (nothing runs it).
+    #[cfg(test)]
+    pub(crate) fn pretend_active(&mut self, project: &str, file: &str, secs: u64, at: u64) {
+        let started = Instant::now()
+            .checked_sub(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(Instant::now);
+        self.active.insert(
+            (project.to_owned(), file.to_owned()),
+            Active {
+                cancel: CancellationToken::new(),
+                progress: Arc::new(AtomicU64::new(at)),
+                start_offset: 0,
+                started,
+                url: "http://127.0.0.1/upload".to_owned(),
+            },
+        );
     }
 
     /// Stops every transfer (partial files stay for the next start).

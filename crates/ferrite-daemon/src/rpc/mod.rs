@@ -109,10 +109,11 @@ pub struct PendingTransfer {
     pub file: usize,
     /// Waiting to be sent (else to be fetched).
     pub upload: bool,
-    /// `<file_transfer>` to `<status>`, then the file's retry record when it has one.
+    /// `<file_transfer>` to `<status>`.
     pub head: bytes::Bytes,
-    /// Whether `head` ends with the retry record (else the reply writes one of the time).
-    pub has_record: bool,
+    /// The file's retry record as saved, when it has one (else the reply writes one of the
+    /// time); a transfer under way shows its live figures instead.
+    pub record: Option<bytes::Bytes>,
 }
 
 impl RpcState {
@@ -148,9 +149,11 @@ impl RpcState {
         }
         let pending = self.pending_transfers.get_mut();
         if pending.as_ref().is_some_and(|(e, _)| *e != epoch) {
-            freed += pending
-                .take()
-                .map_or(0, |(_, list)| list.iter().map(|t| t.head.len()).sum());
+            freed += pending.take().map_or(0, |(_, list)| {
+                list.iter()
+                    .map(|t| t.head.len() + t.record.as_ref().map_or(0, |r| r.len()))
+                    .sum()
+            });
         }
         freed
     }
