@@ -261,7 +261,8 @@ impl Daemon {
     }
 
     /// Puts the disk figures of now into the state, at most once a minute: each project's
-    /// `disk_usage` (its present files) and the host's `d_total`/`d_free`, so GUIs never
+    /// `disk_usage` (its present files) and `disk_share` (its share of the space the
+    /// preferences allow), and the host's `d_total`/`d_free`, so GUIs never
     /// show the figures a previous session saved.
     pub(crate) fn refresh_usage(&mut self, t: f64) {
         if t < self.host.next_usage_refresh {
@@ -271,6 +272,10 @@ impl Daemon {
         let d = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
         for ps in &mut self.state.projects {
             ps.project.disk_usage = d.used.get(&ps.project.master_url).copied().unwrap_or(0.0);
+        }
+        let shares = projects::disk_shares(&self.state, d.allowed, t);
+        for (ps, share) in self.state.projects.iter_mut().zip(shares) {
+            ps.project.disk_share = share;
         }
         if let Some((total, free)) = projects::volume_space(&self.dir) {
             self.state.host_info.d_total = total;
