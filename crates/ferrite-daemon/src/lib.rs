@@ -465,6 +465,7 @@ impl Daemon {
         if let Some(http) = self.project_http(t) {
             self.tick_transfers(&http, t);
             self.tick_projects(&http, t);
+            self.count_text_traffic(&http, t);
         }
         self.tick_acct_mgr(t);
         self.tick_info(t);

@@ -188,6 +188,26 @@ impl Transfers {
         self.active.len()
     }
 
+    /// Bytes moved outside file transfers (scheduler requests and replies, web pages) count
+    /// toward the daily transfer limit too, as in the official client.
+    pub fn count_other_traffic(&mut self, now: f64, bytes: u64) {
+        if bytes > 0 {
+            *self
+                .daily
+                .entry((now / 86400.0).floor() as i64)
+                .or_default() += bytes;
+        }
+    }
+
+    /// Whether the preferences' daily transfer limit (`daily_xfer_limit_mb` over
+    /// `daily_xfer_period_days`) is used up: no file transfer starts then.
+    pub fn over_daily_limit(&self, prefs: &GlobalPrefs, now: f64) -> bool {
+        prefs.daily_xfer_limit_mb > 0.0
+            && prefs.daily_xfer_period_days > 0
+            && self.bytes_in_period(now, prefs.daily_xfer_period_days) as f64
+                >= prefs.daily_xfer_limit_mb * 1e6
+    }
+
     /// Bytes moved in the current daily-limit period.
     fn bytes_in_period(&self, now: f64, days: i32) -> u64 {
         let today = (now / 86400.0).floor() as i64;
@@ -217,11 +237,8 @@ impl Transfers {
             ctx.prefs.max_bytes_sec_down.max(0.0) as u64,
             ctx.prefs.max_bytes_sec_up.max(0.0) as u64,
         );
-        if ctx.prefs.daily_xfer_limit_mb > 0.0 && ctx.prefs.daily_xfer_period_days > 0 {
-            let used = self.bytes_in_period(now, ctx.prefs.daily_xfer_period_days) as f64;
-            if used >= ctx.prefs.daily_xfer_limit_mb * 1e6 {
-                return false;
-            }
+        if self.over_daily_limit(ctx.prefs, now) {
+            return false;
         }
         let max_total = usize::try_from(ctx.cc.max_file_xfers)
             .ok()
