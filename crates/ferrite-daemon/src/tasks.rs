@@ -598,6 +598,7 @@ impl TaskTable {
             if let Some(a) = active_task_mut(state, key) {
                 a.current_cpu_time = u.cpu_time;
                 a.working_set_size = u.working_set as f64;
+                a.swap_size = u.swap_size as f64;
                 a.working_set_size_smoothed = if a.working_set_size_smoothed > 0.0 {
                     0.9 * a.working_set_size_smoothed + 0.1 * u.working_set as f64
                 } else {
