@@ -123,6 +123,9 @@ fn attached_ferrited_downloads_runs_uploads_and_reports_twenty_jobs_of_two_apps(
         history.days[0].up > 0.0 && history.days[0].down > 0.0,
         "{xfer}"
     );
+    // Scheduler requests and replies count too, as every HTTP body does in the official
+    // client: the 20 outputs alone are 260 bytes, each request several kB.
+    assert!(history.days[0].up > 4096.0, "{xfer}");
     // The app files were verified against the project's key before they ran.
     let log = client.output();
     assert!(log.contains("code-signing key stored"), "{log}");
