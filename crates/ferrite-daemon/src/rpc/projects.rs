@@ -337,30 +337,33 @@ impl Daemon {
                     out.shared(kept.get_or_insert_with(|| no_record(x.upload)));
                 }
             }
-            let mut w = inside();
-            if let Some(p) = &progress {
-                let nbytes = transfer_nbytes(f, x.upload);
-                let left = (nbytes - p.bytes_xferred).max(0.0);
-                let eta = if p.xfer_speed > 0.0 {
-                    left / p.xfer_speed
-                } else {
-                    0.0
-                };
-                w.open("file_xfer")
-                    .f64("estimated_xfer_time_remaining", eta)
-                    .f64("bytes_xferred", p.bytes_xferred)
-                    .f64("file_offset", p.file_offset)
-                    .f64("xfer_speed", p.xfer_speed)
-                    .text("url", &p.url)
-                    .close("file_xfer");
-            }
             let backoff = backoffs
                 .get(x.project)
                 .and_then(|b| b[usize::from(x.upload)]);
-            if let Some(b) = backoff {
-                w.f64("project_backoff", b);
+            // Most listed files neither move nor wait for their project: nothing more.
+            if progress.is_some() || backoff.is_some() {
+                let mut w = inside();
+                if let Some(p) = &progress {
+                    let nbytes = transfer_nbytes(f, x.upload);
+                    let left = (nbytes - p.bytes_xferred).max(0.0);
+                    let eta = if p.xfer_speed > 0.0 {
+                        left / p.xfer_speed
+                    } else {
+                        0.0
+                    };
+                    w.open("file_xfer")
+                        .f64("estimated_xfer_time_remaining", eta)
+                        .f64("bytes_xferred", p.bytes_xferred)
+                        .f64("file_offset", p.file_offset)
+                        .f64("xfer_speed", p.xfer_speed)
+                        .text("url", &p.url)
+                        .close("file_xfer");
+                }
+                if let Some(b) = backoff {
+                    w.f64("project_backoff", b);
+                }
+                out.xml().push_raw(w.as_str());
             }
-            out.xml().push_raw(w.as_str());
             out.xml().push_raw("</file_transfer>\n");
         }
         out.xml().close_flat("file_transfers");
