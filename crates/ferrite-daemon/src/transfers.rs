@@ -825,9 +825,15 @@ impl Transfers {
             .unwrap_or_default();
         retry.time_so_far += elapsed;
         retry.last_bytes_xferred = now_at as f64;
+        // As the official FILE_XFER: a download's bytes count from the start of the file
+        // and its offset is 0; an upload's offset is where the server had it.
         Some(TransferProgress {
             bytes_xferred: now_at as f64,
-            file_offset: a.start_offset as f64,
+            file_offset: if retry.is_upload {
+                a.start_offset as f64
+            } else {
+                0.0
+            },
             xfer_speed: now_at.saturating_sub(a.start_offset) as f64 / secs,
             url: a.url.clone(),
             record: retry.to_xml(),
@@ -852,10 +858,16 @@ impl Transfers {
         b.next_xfer_time = until;
     }
 
-    /// Test support: the transfer of `file` has been under way for `secs` seconds and has
-    /// reached byte `at` (nothing runs it).
+    /// Test support: the transfer of `file` has been under way for `secs` seconds from byte
+    /// `from` and has reached byte `at` (nothing runs it).
     #[cfg(test)]
-    pub(crate) fn pretend_active(&mut self, project: &str, file: &str, secs: u64, at: u64) {
+    pub(crate) fn pretend_active(
+        &mut self,
+        project: &str,
+        file: &str,
+        secs: u64,
+        (from, at): (u64, u64),
+    ) {
         let started = Instant::now()
             .checked_sub(std::time::Duration::from_secs(secs))
             .unwrap_or_else(Instant::now);
@@ -864,7 +876,7 @@ impl Transfers {
             Active {
                 cancel: CancellationToken::new(),
                 progress: Arc::new(AtomicU64::new(at)),
-                start_offset: 0,
+                start_offset: from,
                 started,
                 url: "http://127.0.0.1/upload".to_owned(),
             },

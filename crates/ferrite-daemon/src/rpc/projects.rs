@@ -837,7 +837,7 @@ mod tests {
         let (_dir, mut d, url) = daemon_with_two_uploads();
         let t = 1_795_000_000.0;
         // out_a has been sending for 5 s and reached byte 400.
-        d.transfers.pretend_active(&url, "out_a", 5, 400);
+        d.transfers.pretend_active(&url, "out_a", 5, (0, 400));
         let x = d.rpc_file_transfers(t).to_text();
         let a = transfer_of(&x, "out_a");
         let num = |e: &str, tag: &str| -> f64 {
@@ -863,6 +863,36 @@ mod tests {
         let b = transfer_of(&x, "out_b");
         assert!(!b.contains("<file_xfer>"), "{b}");
         assert!(b.contains("<time_so_far>0.000000</time_so_far>"), "{b}");
+        // A download resumed at byte 300 of its partial file: its bytes count from the
+        // start of the file, its offset is 0, its speed counts this attempt's bytes only.
+        let ps = &mut d.state.projects[0];
+        ps.files.push(FileInfo {
+            name: "in_c".into(),
+            nbytes: 1000.0,
+            ..FileInfo::default()
+        });
+        ps.workunits.push(Workunit {
+            name: "wu_c".into(),
+            input_files: vec![FileRef {
+                file_name: "in_c".into(),
+                ..FileRef::default()
+            }],
+            ..Workunit::default()
+        });
+        ps.results.push(TaskResult {
+            name: "r_c".into(),
+            wu_name: "wu_c".into(),
+            state: ResultState::FilesDownloading,
+            ..TaskResult::default()
+        });
+        d.transfers.pretend_active(&url, "in_c", 5, (300, 500));
+        d.state_epoch += 1;
+        let x = d.rpc_file_transfers(t).to_text();
+        let c = transfer_of(&x, "in_c");
+        assert_eq!(num(c, "bytes_xferred"), 500.0, "{c}");
+        assert_eq!(num(c, "file_offset"), 0.0, "{c}");
+        assert!(num(c, "xfer_speed") <= 200.0 / 5.0, "{c}");
+        assert!(c.contains("<is_upload>0</is_upload>"), "{c}");
     }
 
     #[test]
