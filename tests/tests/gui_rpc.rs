@@ -191,6 +191,59 @@ fn boinccmd_reads_state_tasks_projects_and_status() {
     assert!(public.contains("<notices>\n</notices>"), "{public}");
 }
 
+/// The `<msg>` elements of a `get_messages` reply as (project, body).
+fn messages(reply: &str) -> Vec<(String, String)> {
+    reply
+        .split("<msg>")
+        .skip(1)
+        .map(|m| {
+            let project = m
+                .split("<project>")
+                .nth(1)
+                .and_then(|p| p.split("</project>").next())
+                .unwrap_or_default();
+            let body = m
+                .split("<![CDATA[")
+                .nth(1)
+                .and_then(|b| b.split("]]>").next())
+                .unwrap_or_default();
+            (project.to_owned(), body.trim().to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn event_log_lines_about_a_project_carry_its_name() {
+    let dir = fixture_data_dir("02_tasks_running");
+    let port = free_port();
+    let mut d = ferrited_with_gui_rpc(dir.path(), port);
+    // The tasks of the state start again: their lines name the project as the official
+    // client's do (the Manager's "show only this project" filter keys on it).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let started = loop {
+        let reply = gui_rpc(
+            port,
+            None,
+            "<get_messages>\n<seqno>0</seqno>\n</get_messages>\n",
+        );
+        let found: Vec<(String, String)> = messages(&reply)
+            .into_iter()
+            .filter(|(_, b)| b.starts_with("starting task "))
+            .collect();
+        if !found.is_empty() || std::time::Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!started.is_empty(), "no task started: {}", d.output());
+    for (project, body) in &started {
+        assert_eq!(project, "Fixture Project", "{body}");
+    }
+    ok(&boinccmd(port, PW, &["--quit"]));
+    let status = d.wait(T);
+    assert!(status.success(), "{}", d.output());
+}
+
 #[test]
 fn boinccmd_control_ops_change_the_state_and_it_is_saved() {
     let dir = fixture_data_dir("02_tasks_running");

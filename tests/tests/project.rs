@@ -123,6 +123,9 @@ fn attached_ferrited_downloads_runs_uploads_and_reports_twenty_jobs_of_two_apps(
         history.days[0].up > 0.0 && history.days[0].down > 0.0,
         "{xfer}"
     );
+    // Scheduler requests and replies count too, as every HTTP body does in the official
+    // client: the 20 outputs alone are 260 bytes, each request several kB.
+    assert!(history.days[0].up > 4096.0, "{xfer}");
     // The app files were verified against the project's key before they ran.
     let log = client.output();
     assert!(log.contains("code-signing key stored"), "{log}");
@@ -295,6 +298,49 @@ fn upload_errors_are_retried_or_reported_as_the_server_says() {
         }
         assert_eq!(s["duplicate_reports"], 0);
     }
+}
+
+#[test]
+fn repeated_upload_failures_show_the_project_backoff_and_the_time_spent() {
+    // Three outputs refused with HTTP 500: from the third failure the project's uploads back
+    // off, and the Manager shows "Upload: pending (project backoff: …)".
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_server, _client, port) = faulty(tmp.path(), "upload-500:3", 3, "");
+    let t0 = Instant::now();
+    let xfers = loop {
+        let x = gui_rpc(port, Some("pw"), "<get_file_transfers/>\n");
+        if x.contains("<project_backoff>") || t0.elapsed() > Duration::from_secs(90) {
+            break x;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let held: Vec<&str> = xfers
+        .split("<file_transfer>")
+        .skip(1)
+        .filter(|t| t.contains("<project_backoff>"))
+        .collect();
+    assert!(!held.is_empty(), "no project backoff shown: {xfers}");
+    let num = |e: &str, tag: &str| -> f64 {
+        e.split(&format!("<{tag}>"))
+            .nth(1)
+            .and_then(|v| v.split('<').next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {tag}: {e}"))
+    };
+    for t in &held {
+        assert!(t.contains("<is_upload>1</is_upload>"), "{t}");
+        assert!(num(t, "project_backoff") > 0.0, "{t}");
+    }
+    // The failed attempts' time is kept (the Manager's elapsed column).
+    assert!(
+        held.iter()
+            .any(|t| num(t, "num_retries") >= 1.0 && num(t, "time_so_far") > 0.0),
+        "{xfers}"
+    );
+    // The project's properties: "File uploads deferred for".
+    let state = gui_rpc(port, Some("pw"), "<get_project_status/>\n");
+    assert!(state.contains("<upload_backoff>"), "{state}");
+    assert!(!state.contains("<download_backoff>"), "{state}");
 }
 
 #[test]

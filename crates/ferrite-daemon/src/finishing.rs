@@ -231,6 +231,7 @@ pub fn watch(live: &mut HashMap<Key, Live>, now: Instant) -> (bool, bool) {
                 changed = true;
                 let (seen, since) = w.timings(now);
                 info!(
+                    project = %key.0,
                     "task {} is finishing (its app called boinc_finish and uses no CPU): its \
                      CPU goes to the next task while it exits (line seen {seen} ms after the \
                      start, CPU idle {since} ms later)",
@@ -240,6 +241,7 @@ pub fn watch(live: &mut HashMap<Key, Live>, now: Instant) -> (bool, bool) {
             Change::Ended => {
                 changed = true;
                 info!(
+                    project = %key.0,
                     "task {} is no longer finishing: its CPU counts again",
                     key.1
                 );

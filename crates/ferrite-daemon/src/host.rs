@@ -211,12 +211,31 @@ impl Daemon {
         }
     }
 
-    /// Whether the CPU benchmarks are due (first start, or older than 30 days).
-    pub(crate) fn benchmarks_due(&self, now: f64) -> bool {
+    /// Whether the CPU benchmarks are due (first start, or older than 30 days). With
+    /// `--skip_cpu_benchmarks` (or cc_config's) they never are: when they would be, the
+    /// default figures stand in for missing ones and `p_calculated` becomes now, as the
+    /// official client's `cpu_benchmarks_set_defaults` does.
+    pub(crate) fn benchmarks_due(&mut self, now: f64) -> bool {
         let skip = self.opts.skip_cpu_benchmarks || self.config.cc.options.skip_cpu_benchmarks;
-        !skip
-            && !self.host.benchmarks_running
-            && ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now)
+        let due = !self.host.benchmarks_running
+            && ferrite_hostinfo::benchmarks_due(self.state.host_info.p_calculated, now);
+        if due && skip {
+            let d = BenchmarkResult::defaults();
+            let h = &mut self.state.host_info;
+            for (x, default) in [
+                (&mut h.p_fpops, d.p_fpops),
+                (&mut h.p_iops, d.p_iops),
+                (&mut h.p_membw, d.p_membw),
+            ] {
+                if *x <= 0.0 {
+                    *x = default;
+                }
+            }
+            h.p_calculated = now;
+            self.state_epoch += 1;
+            self.save.mark_dirty(now);
+        }
+        due && !skip
     }
 
     /// Starts the CPU benchmarks on a blocking thread, unless they are already running.
@@ -261,7 +280,8 @@ impl Daemon {
     }
 
     /// Puts the disk figures of now into the state, at most once a minute: each project's
-    /// `disk_usage` (its present files) and the host's `d_total`/`d_free`, so GUIs never
+    /// `disk_usage` (its present files) and `disk_share` (its share of the space the
+    /// preferences allow), and the host's `d_total`/`d_free`, so GUIs never
     /// show the figures a previous session saved.
     pub(crate) fn refresh_usage(&mut self, t: f64) {
         if t < self.host.next_usage_refresh {
@@ -271,6 +291,10 @@ impl Daemon {
         let d = projects::disk_figures(&self.dir, &self.state, &self.config.prefs.prefs);
         for ps in &mut self.state.projects {
             ps.project.disk_usage = d.used.get(&ps.project.master_url).copied().unwrap_or(0.0);
+        }
+        let shares = projects::disk_shares(&self.state, d.allowed, t);
+        for (ps, share) in self.state.projects.iter_mut().zip(shares) {
+            ps.project.disk_share = share;
         }
         if let Some((total, free)) = projects::volume_space(&self.dir) {
             self.state.host_info.d_total = total;
@@ -357,5 +381,30 @@ impl Daemon {
         }
         self.suspended = (reason, gpu_reason);
         (reason, gpu_reason, user_active)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{cli, logging, now, Daemon};
+
+    #[test]
+    fn skipped_benchmarks_still_set_p_calculated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        d.state.host_info.p_calculated = 0.0;
+        let t = now();
+        assert!(!d.benchmarks_due(t));
+        assert_eq!(d.state.host_info.p_calculated, t);
+        assert!(d.state.host_info.p_fpops > 0.0);
+        // Not due again for 30 days: p_calculated stays.
+        assert!(!d.benchmarks_due(t + 60.0));
+        assert_eq!(d.state.host_info.p_calculated, t);
     }
 }

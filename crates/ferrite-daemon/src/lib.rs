@@ -310,11 +310,13 @@ impl Daemon {
     pub async fn run(mut self) -> anyhow::Result<()> {
         let servers = self.start_loop().await?;
         let mut clock = LoopClock::new(self.notifier.ping_interval());
+        self.sync_log_project_names();
         let reason = loop {
             let woke = self.wait(&clock).await;
             if let Some(why) = self.dispatch(woke, &mut clock.reclaim) {
                 break why;
             }
+            self.sync_log_project_names();
             let t = now();
             clock.ping_watchdog(&self.notifier);
             self.watch_host(t);
@@ -471,6 +473,7 @@ impl Daemon {
         if let Some(http) = self.project_http(t) {
             self.tick_transfers(&http, t);
             self.tick_projects(&http, t);
+            self.count_text_traffic(&http, t);
         }
         self.tick_acct_mgr(t);
         self.tick_info(t);

@@ -7,6 +7,19 @@ use ferrite_proto::client_state::ResultState;
 use crate::{config, filecheck, metrics, projects, tasks, transfers, Daemon};
 
 impl Daemon {
+    /// The texts exchanged over HTTP since the last pass (scheduler requests and replies,
+    /// master pages, web RPCs, news feeds) count in the daily transfer history and toward the
+    /// daily transfer limit, as every HTTP body does in the official client; file bodies are
+    /// counted when their transfers end.
+    pub(crate) fn count_text_traffic(&mut self, http: &ferrite_net::HttpClient, t: f64) {
+        let (down, up) = http.take_text_bytes();
+        let tz = self.state.host_info.timezone;
+        self.xfer_history.add(t, tz, down, false);
+        self.xfer_history.add(t, tz, up, true);
+        self.transfers
+            .count_other_traffic(t, down.saturating_add(up));
+    }
+
     /// A transfer attempt ended ([`Event::Transfer`](crate::Event::Transfer)): the byte
     /// counts and the daily history learn it, then the transfers apply it to the state.
     pub(crate) fn transfer_done(&mut self, done: transfers::TransferDone, t: f64) {
@@ -304,5 +317,110 @@ mod tests {
         assert!((d.state.time_stats.client_start_time - now()).abs() < 60.0);
         let _ = d.tick_tasks(now());
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 2.5 * 86_400.0);
+    }
+
+    #[test]
+    fn the_cores_rec_and_priorities_reach_the_state_and_the_gui() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = ("http://a.example/", "http://b.example/");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            attach_project: Some(vec![a.to_owned(), "key".to_owned()]),
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        config::attach_project(dir.path(), &mut d.state, b, "key").expect("attach b");
+        // What a previous session saved: A got three times B's credit lately.
+        for (url, rec) in [(a, 150.0), (b, 50.0)] {
+            let p = &mut d.state.project_mut(url).expect("project").project;
+            p.rec = rec;
+            p.resource_share = 100.0;
+        }
+        let t = now();
+        let _ = d.tick_tasks(t);
+        let rec = |d: &Daemon, url: &str| d.state.project(url).expect("project").project.rec;
+        assert!((rec(&d, a) - 150.0).abs() < 0.01, "{}", rec(&d, a));
+        assert!((rec(&d, b) - 50.0).abs() < 0.01, "{}", rec(&d, b));
+        let rec_time = d.state.project(a).expect("a").project.rec_time;
+        assert!(rec_time >= t, "{rec_time}");
+        // Equal shares: −(REC part)/(share part).
+        assert!((d.tasks.sched_priority(a) + 1.5).abs() < 1e-3);
+        assert!((d.tasks.sched_priority(b) + 0.5).abs() < 1e-3);
+        let state = d.gui_rpc_reply(ferrite_gui_rpc::Request::GetState);
+        assert!(
+            state.contains("<sched_priority>-1.500000</sched_priority>"),
+            "{state}"
+        );
+        assert!(
+            state.contains("<sched_priority>-0.500000</sched_priority>"),
+            "{state}"
+        );
+        assert!(state.contains("<rec>150.000000</rec>"), "{state}");
+    }
+
+    /// A loopback HTTP server that answers one request with `reply`; returns its URL.
+    fn one_reply_server(reply: &'static str) -> String {
+        use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/cgi", listener.local_addr().expect("addr"));
+        std::thread::spawn(move || {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut r = BufReader::new(stream);
+            let mut len = 0;
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; len];
+            let _ = r.read_exact(&mut body);
+            let _ = write!(
+                r.get_mut(),
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn scheduler_rpc_bytes_count_in_the_daily_transfer_history() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            ..cli::Options::default()
+        };
+        let mut d = Daemon::start(opts, logging::init()).expect("daemon");
+        let t = now();
+        let http = d.project_http(t).expect("http client");
+        let reply = "<scheduler_reply>\n</scheduler_reply>\n";
+        let url = one_reply_server(reply);
+        let request = "<scheduler_request>\n".repeat(50);
+        let got = http
+            .clone()
+            .post_scheduler(&url, request.clone())
+            .await
+            .expect("rpc");
+        assert_eq!(got, reply);
+        d.count_text_traffic(&http, t);
+        let days = &d.xfer_history.days().days;
+        assert_eq!(days.len(), 1, "{days:?}");
+        assert_eq!(days[0].up, request.len() as f64);
+        assert_eq!(days[0].down, reply.len() as f64);
+        // Counted once.
+        d.count_text_traffic(&http, t);
+        assert_eq!(d.xfer_history.days().days[0].up, request.len() as f64);
+        // And toward the daily limit: a limit of what was moved stops file transfers.
+        d.config.prefs.prefs.daily_xfer_limit_mb = (request.len() + reply.len()) as f64 / 1e6;
+        d.config.prefs.prefs.daily_xfer_period_days = 1;
+        assert!(d.transfers.over_daily_limit(&d.config.prefs.prefs, t));
     }
 }

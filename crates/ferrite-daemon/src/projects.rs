@@ -34,7 +34,7 @@ mod old_results;
 mod poll;
 mod reply;
 
-pub(crate) use disk::{disk_figures, volume_space};
+pub(crate) use disk::{disk_figures, disk_shares, volume_space};
 pub use old_results::{old_results_xml, OldResult};
 
 /// `ERR_NO_APP_VERSION`: no usable (signed, supported) app version for a job.

@@ -10,6 +10,7 @@
 
 mod end;
 mod exit;
+mod rec;
 mod start;
 mod trickle;
 
@@ -179,6 +180,10 @@ pub struct TaskTable {
     pub fast_poll_at: f64,
     /// Trickle-ups sent by apps and trickle-downs for them (`tasks/trickle.rs`).
     trickles: Trickles,
+    /// Whether the core started from the REC the state file saved (at the first pass).
+    rec_loaded: bool,
+    /// Each project's CPU scheduling priority at the last pass, by project id.
+    sched_priorities: Vec<f64>,
 }
 
 impl TaskTable {
@@ -202,6 +207,8 @@ impl TaskTable {
             gate: PassGate::default(),
             fast_poll_at: f64::INFINITY,
             trickles: Trickles::default(),
+            rec_loaded: false,
+            sched_priorities: Vec::new(),
         }
     }
 
@@ -244,7 +251,9 @@ impl TaskTable {
                     self.held
                         .insert((a.project_master_url.clone(), a.result_name.clone()), slot);
                 }
-                Err(e) => warn!("task {}: cannot claim slot {n}: {e}", a.result_name),
+                Err(e) => {
+                    warn!(project = %a.project_master_url, "task {}: cannot claim slot {n}: {e}", a.result_name)
+                }
             }
         }
         self.write_records();
@@ -404,6 +413,7 @@ impl TaskTable {
             }
             if self.abort_result(state, &key.0, &key.1, EXIT_UNSTARTED_LATE, now) {
                 warn!(
+                    project = %key.0,
                     "aborting task {}: not started and deadline has passed",
                     key.1
                 );
@@ -424,7 +434,7 @@ impl TaskTable {
                 .is_some_and(|a| a.checkpoint_cpu_time > 0.0);
             if run.contains(&id) {
                 if st == TaskState::Suspended {
-                    info!("resuming task {}", key.1);
+                    info!(project = %key.0, "resuming task {}", key.1);
                     l.task.resume(inst);
                     l.run_started_at = now;
                 }
@@ -434,6 +444,7 @@ impl TaskTable {
                     // official client does with every task over the RAM limit.
                     if st == TaskState::Running {
                         info!(
+                            project = %key.0,
                             "suspending task {} (its working set exceeds the RAM limit; it has \
                              no checkpoint yet, so it stays in memory)",
                             key.1
@@ -447,6 +458,7 @@ impl TaskTable {
                         ""
                     };
                     info!(
+                        project = %key.0,
                         "preempting task {} ({why}quit; it restarts from its checkpoint)",
                         key.1
                     );
@@ -455,12 +467,13 @@ impl TaskTable {
             } else if st == TaskState::Running {
                 if quit_when_suspended && checkpointed {
                     info!(
+                        project = %key.0,
                         "removing task {} from memory (it restarts from its checkpoint)",
                         key.1
                     );
                     l.task.quit(inst);
                 } else {
-                    info!("suspending task {}", key.1);
+                    info!(project = %key.0, "suspending task {}", key.1);
                     l.task.suspend(inst);
                 }
             }
@@ -477,12 +490,13 @@ impl TaskTable {
                 continue;
             }
             if inputs.exit_before_start {
-                info!("exiting before task {} starts (exit_before_start)", key.1);
+                info!(project = %key.0, "exiting before task {} starts (exit_before_start)", key.1);
                 report.exit_before_start = true;
                 break;
             }
             if let Some(name) = crate::filecheck::missing_file(&self.dir, state, &key.0, &key.1) {
                 warn!(
+                    project = %key.0,
                     "cannot start task {}: file {name} is missing; checking the project's files",
                     key.1
                 );
@@ -500,7 +514,7 @@ impl TaskTable {
                     report.started += 1;
                 }
                 Err(msg) => {
-                    warn!("cannot start task {}: {msg}; retrying later", key.1);
+                    warn!(project = %key.0, "cannot start task {}: {msg}; retrying later", key.1);
                     self.not_before.insert(key, now + START_RETRY_SECS);
                 }
             }
@@ -518,6 +532,7 @@ impl TaskTable {
             self.gate.wake_by(t);
         }
         self.last_pass = Some((out, world));
+        self.publish_rec(state);
         if report.changed {
             self.write_records();
         }
@@ -578,9 +593,11 @@ impl TaskTable {
                         }
                     }
                     TaskEvent::LimitExceeded(lim) => {
-                        warn!("task {}: {}", key.1, lim.message());
+                        warn!(project = %key.0, "task {}: {}", key.1, lim.message());
                     }
-                    TaskEvent::Hung => warn!("task {}: app not responding; restarting it", key.1),
+                    TaskEvent::Hung => {
+                        warn!(project = %key.0, "task {}: app not responding; restarting it", key.1)
+                    }
                     TaskEvent::Exited(x) => exits.push((key.clone(), x)),
                     TaskEvent::TrickleUp(_) => trickled.push(key.clone()),
                     _ => {}
@@ -591,6 +608,7 @@ impl TaskTable {
             if let Some(a) = active_task_mut(state, key) {
                 a.current_cpu_time = u.cpu_time;
                 a.working_set_size = u.working_set as f64;
+                a.swap_size = u.swap_size as f64;
                 a.working_set_size_smoothed = if a.working_set_size_smoothed > 0.0 {
                     0.9 * a.working_set_size_smoothed + 0.1 * u.working_set as f64
                 } else {
@@ -630,11 +648,11 @@ impl TaskTable {
         let mut changed = false;
         for (url, name, days) in overdue_tasks(state, now) {
             if max_days >= 0.0 && days > max_days {
-                warn!("Task {name} is {days:.2} days overdue; aborting it.");
+                warn!(project = %url, "Task {name} is {days:.2} days overdue; aborting it.");
                 self.abort_result(state, &url, &name, EXIT_OVERDUE_EXCEEDED, now);
                 changed = true;
             } else {
-                info!(
+                info!(project = %url,
                     "Task {name} is {days:.2} days overdue; you may not get credit for it. \
                      Consider aborting it."
                 );

@@ -130,6 +130,9 @@ pub struct TransferProgress {
     pub xfer_speed: f64,
     /// The URL.
     pub url: String,
+    /// The file's `<persistent_file_xfer>` as the official client shows it while the
+    /// transfer runs: the time so far with this attempt's, the bytes moved so far.
+    pub record: String,
 }
 
 /// The daemon's transfers.
@@ -185,6 +188,26 @@ impl Transfers {
         self.active.len()
     }
 
+    /// Bytes moved outside file transfers (scheduler requests and replies, web pages) count
+    /// toward the daily transfer limit too, as in the official client.
+    pub fn count_other_traffic(&mut self, now: f64, bytes: u64) {
+        if bytes > 0 {
+            *self
+                .daily
+                .entry((now / 86400.0).floor() as i64)
+                .or_default() += bytes;
+        }
+    }
+
+    /// Whether the preferences' daily transfer limit (`daily_xfer_limit_mb` over
+    /// `daily_xfer_period_days`) is used up: no file transfer starts then.
+    pub fn over_daily_limit(&self, prefs: &GlobalPrefs, now: f64) -> bool {
+        prefs.daily_xfer_limit_mb > 0.0
+            && prefs.daily_xfer_period_days > 0
+            && self.bytes_in_period(now, prefs.daily_xfer_period_days) as f64
+                >= prefs.daily_xfer_limit_mb * 1e6
+    }
+
     /// Bytes moved in the current daily-limit period.
     fn bytes_in_period(&self, now: f64, days: i32) -> u64 {
         let today = (now / 86400.0).floor() as i64;
@@ -214,11 +237,8 @@ impl Transfers {
             ctx.prefs.max_bytes_sec_down.max(0.0) as u64,
             ctx.prefs.max_bytes_sec_up.max(0.0) as u64,
         );
-        if ctx.prefs.daily_xfer_limit_mb > 0.0 && ctx.prefs.daily_xfer_period_days > 0 {
-            let used = self.bytes_in_period(now, ctx.prefs.daily_xfer_period_days) as f64;
-            if used >= ctx.prefs.daily_xfer_limit_mb * 1e6 {
-                return false;
-            }
+        if self.over_daily_limit(ctx.prefs, now) {
+            return false;
         }
         let max_total = usize::try_from(ctx.cc.max_file_xfers)
             .ok()
@@ -796,17 +816,75 @@ impl Transfers {
         true
     }
 
-    /// Live figures of a transfer under way.
-    pub fn gui_progress(&self, project: &str, file: &str) -> Option<TransferProgress> {
-        let a = self.active.get(&(project.to_owned(), file.to_owned()))?;
+    /// Live figures of the transfer of `f` (a file of `project`) under way.
+    pub fn gui_progress(&self, project: &str, f: &FileInfo) -> Option<TransferProgress> {
+        let a = self.active.get(&(project.to_owned(), f.name.clone()))?;
         let now_at = a.progress.load(Ordering::Relaxed);
-        let secs = a.started.elapsed().as_secs_f64().max(1e-3);
+        let elapsed = a.started.elapsed().as_secs_f64();
+        let secs = elapsed.max(1e-3);
+        let mut retry = f
+            .persistent_file_xfer
+            .as_deref()
+            .map(Retry::parse)
+            .unwrap_or_default();
+        retry.time_so_far += elapsed;
+        retry.last_bytes_xferred = now_at as f64;
+        // As the official FILE_XFER: a download's bytes count from the start of the file
+        // and its offset is 0; an upload's offset is where the server had it.
         Some(TransferProgress {
             bytes_xferred: now_at as f64,
-            file_offset: a.start_offset as f64,
+            file_offset: if retry.is_upload {
+                a.start_offset as f64
+            } else {
+                0.0
+            },
             xfer_speed: now_at.saturating_sub(a.start_offset) as f64 / secs,
             url: a.url.clone(),
+            record: retry.to_xml(),
         })
+    }
+
+    /// Seconds until the project's transfers in this direction may go again after repeated
+    /// failures (`FILE_XFER_BACKOFF`: the GUI's "project backoff"); `None` when they may go.
+    pub fn project_backoff(&self, project: &str, upload: bool, now: f64) -> Option<f64> {
+        let b = self.backoff.get(&(project.to_owned(), upload))?;
+        (b.next_xfer_time > now).then_some(b.next_xfer_time - now)
+    }
+
+    /// Test support: the project's transfers in this direction back off until `until`.
+    #[cfg(test)]
+    pub(crate) fn set_project_backoff(&mut self, project: &str, upload: bool, until: f64) {
+        let b = self
+            .backoff
+            .entry((project.to_owned(), upload))
+            .or_default();
+        b.failures = ferrite_net::backoff::PROJECT_FAILURE_LIMIT;
+        b.next_xfer_time = until;
+    }
+
+    /// Test support: the transfer of `file` has been under way for `secs` seconds from byte
+    /// `from` and has reached byte `at` (nothing runs it).
+    #[cfg(test)]
+    pub(crate) fn pretend_active(
+        &mut self,
+        project: &str,
+        file: &str,
+        secs: u64,
+        (from, at): (u64, u64),
+    ) {
+        let started = Instant::now()
+            .checked_sub(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(Instant::now);
+        self.active.insert(
+            (project.to_owned(), file.to_owned()),
+            Active {
+                cancel: CancellationToken::new(),
+                progress: Arc::new(AtomicU64::new(at)),
+                start_offset: from,
+                started,
+                url: "http://127.0.0.1/upload".to_owned(),
+            },
+        );
     }
 
     /// Stops every transfer (partial files stay for the next start).

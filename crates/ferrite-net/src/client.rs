@@ -222,6 +222,16 @@ pub struct HttpClient {
     pub(crate) up: std::sync::Arc<crate::throttle::Throttle>,
     /// The settings it was built with (timeouts and caps are applied per read).
     pub(crate) config: HttpConfig,
+    /// Bytes of the texts exchanged (scheduler requests and replies, web pages), shared by
+    /// every clone; file bodies are counted by their transfers.
+    pub(crate) text_bytes: std::sync::Arc<TextBytes>,
+}
+
+/// Bytes sent and received in text exchanges since they were last taken.
+#[derive(Debug, Default)]
+pub(crate) struct TextBytes {
+    down: std::sync::atomic::AtomicU64,
+    up: std::sync::atomic::AtomicU64,
 }
 
 /// The proxy URL, credentials in its user part (reqwest reads them from there for both
@@ -298,6 +308,7 @@ impl HttpClient {
             down: Default::default(),
             up: Default::default(),
             config,
+            text_bytes: Default::default(),
         })
     }
 
@@ -355,6 +366,25 @@ impl HttpClient {
         Ok(resp)
     }
 
+    /// Bytes (received, sent) in the text exchanges of this client and its clones since the
+    /// last call: scheduler requests and replies, master pages, web RPCs, news feeds (the
+    /// official client counts every HTTP body in its daily transfer history, not only the
+    /// files').
+    pub fn take_text_bytes(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering;
+        (
+            self.text_bytes.down.swap(0, Ordering::Relaxed),
+            self.text_bytes.up.swap(0, Ordering::Relaxed),
+        )
+    }
+
+    fn count_text(&self, down: usize, up: usize) {
+        use std::sync::atomic::Ordering;
+        let n = |x: usize| u64::try_from(x).unwrap_or(u64::MAX);
+        self.text_bytes.down.fetch_add(n(down), Ordering::Relaxed);
+        self.text_bytes.up.fetch_add(n(up), Ordering::Relaxed);
+    }
+
     /// Reads a reply body as text, refusing more than `limit` bytes and bounding each
     /// wait for data by the read timeout.
     pub(crate) async fn read_text(
@@ -387,6 +417,7 @@ impl HttpClient {
                 return Err(too_large());
             }
             body.extend_from_slice(&chunk);
+            self.count_text(chunk.len(), 0);
         }
         String::from_utf8(body).map_err(|_| NetError::NotUtf8 {
             url: url.to_owned(),
@@ -405,6 +436,7 @@ impl HttpClient {
     /// (parse it with `ferrite_proto::sched_reply::SchedulerReply::parse`).
     pub async fn post_scheduler(&self, url: &str, request: String) -> Result<String, NetError> {
         check_url(url)?;
+        self.count_text(0, request.len());
         let req = self
             .inner
             .post(url)

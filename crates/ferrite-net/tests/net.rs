@@ -1076,3 +1076,25 @@ async fn a_download_trickling_below_the_low_speed_limit_is_given_up() {
     assert_eq!(o.nbytes, 30_000);
     assert_eq!(std::fs::read(&t.dest).unwrap(), data);
 }
+
+#[tokio::test]
+async fn text_exchanges_are_counted_for_the_daily_transfer_history() {
+    let f = start(&["--jobs", "1"]);
+    let c = client();
+    assert_eq!(c.take_text_bytes(), (0, 0));
+    // A clone shares the count.
+    let text = c
+        .clone()
+        .post_scheduler(&format!("{}cgi", f.url()), REQUEST.to_owned())
+        .await
+        .unwrap();
+    let (down, up) = c.take_text_bytes();
+    assert_eq!(up, REQUEST.len() as u64);
+    assert_eq!(down, text.len() as u64);
+    assert_eq!(c.take_text_bytes(), (0, 0), "taken once");
+    let cfg = c
+        .get_text(&ferrite_project::attach::get_project_config_url(f.url()))
+        .await
+        .unwrap();
+    assert_eq!(c.take_text_bytes(), (cfg.len() as u64, 0));
+}

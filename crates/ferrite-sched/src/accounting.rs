@@ -145,6 +145,27 @@ impl RecBook {
         self.last_time = Some(now);
     }
 
+    /// Starts project `p` from the REC a state file saved (`<rec>`, one figure for all
+    /// resources, as the official client keeps it), counted on the CPU; a project the book
+    /// already credits keeps what it has. Non-finite or negative figures are ignored.
+    pub fn seed(&mut self, p: ProjectId, rec: f64) {
+        if !(rec.is_finite() && rec > 0.0) {
+            return;
+        }
+        let i = p.index();
+        if self.rec.len() <= i {
+            self.rec.resize_with(i + 1, Vec::new);
+        }
+        let row = &mut self.rec[i];
+        if row.iter().any(|x| *x != 0.0) {
+            return;
+        }
+        if row.is_empty() {
+            row.push(0.0);
+        }
+        row[0] = rec;
+    }
+
     /// REC used for priority on resource `r`.
     pub fn rec_for(&self, p: ProjectId, r: ResourceId, mode: RecMode) -> f64 {
         let Some(row) = self.rec.get(p.index()) else {
@@ -259,6 +280,33 @@ mod tests {
         // Without the GPU job, no overcommit.
         w.jobs.pop();
         assert_eq!(cpu_job_scale(&w), 1.0);
+    }
+
+    #[test]
+    fn a_saved_rec_seeds_an_empty_row_only() {
+        let mut book = RecBook::default();
+        book.seed(ProjectId(2), 150.0);
+        assert_eq!(book.rec.len(), 3);
+        assert_eq!(
+            book.rec_for(ProjectId(2), ResourceId(0), RecMode::Global),
+            150.0
+        );
+        // Already credited: kept.
+        book.seed(ProjectId(2), 7.0);
+        assert_eq!(
+            book.rec_for(ProjectId(2), ResourceId(0), RecMode::Global),
+            150.0
+        );
+        book.seed(ProjectId(0), f64::NAN);
+        book.seed(ProjectId(1), -3.0);
+        assert_eq!(
+            book.rec_for(ProjectId(0), ResourceId(0), RecMode::Global),
+            0.0
+        );
+        assert_eq!(
+            book.rec_for(ProjectId(1), ResourceId(0), RecMode::Global),
+            0.0
+        );
     }
 
     #[test]

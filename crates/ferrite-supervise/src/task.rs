@@ -158,6 +158,9 @@ pub struct TaskUsage {
     pub working_set_smoothed: u64,
     /// Peak working set of this episode, bytes.
     pub peak_working_set: u64,
+    /// Current virtual size of the tree, bytes (what the official 7.20 client reports as a
+    /// task's `swap_size`: the processes' VmSize).
+    pub swap_size: u64,
     /// Peak virtual size of the tree in this episode, bytes (`final_peak_swap_size`).
     pub peak_swap_size: u64,
     /// Last fraction done the app reported (or the resumed one).
@@ -646,6 +649,7 @@ impl Task {
             (self.usage.working_set_smoothed + self.usage.working_set) / 2
         };
         self.usage.peak_working_set = self.usage.peak_working_set.max(tree.working_set);
+        self.usage.swap_size = tree.swap_size;
         self.usage.peak_swap_size = self.usage.peak_swap_size.max(tree.swap_size);
         self.members.extend(tree.members);
     }

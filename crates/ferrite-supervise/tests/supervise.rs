@@ -440,6 +440,12 @@ fn working_set_of_a_memory_hog_is_reported() {
     }
     assert!(task.usage().working_set >= 90 << 20, "{:?}", task.usage());
     assert!(task.usage().peak_working_set >= task.usage().working_set);
+    // The virtual size (the GUI's swap size) holds at least what is resident.
+    assert!(
+        task.usage().swap_size >= task.usage().working_set,
+        "{:?}",
+        task.usage()
+    );
     task.abort(198, Instant::now());
     let (exit, _) = run(&mut task, secs(15.0));
     let exit = exit.unwrap();

@@ -27,6 +27,38 @@ pub(crate) fn volume_space(path: &Path) -> Option<(f64, f64)> {
     Some((s.blocks() as f64 * frag, s.blocks_available() as f64 * frag))
 }
 
+/// Each project's disk share (`<disk_share>` of the state and the GUI RPCs), in the order of
+/// the state's projects: the space `allowed` divided by ferrite-sched's disk policy (by
+/// resource share, with what modest projects leave lent to the greedy ones), from each
+/// project's `disk_usage`, `desired_disk_usage` and resource share.
+pub(crate) fn disk_shares(state: &ClientState, allowed: f64, now: f64) -> Vec<f64> {
+    use ferrite_sched::disk::{plan, DiskInput, ProjectDisk};
+    let input = DiskInput {
+        // A limit of `allowed` bytes, whatever the volume: the plan divides it.
+        total: 0.0,
+        free: allowed,
+        used_total: 0.0,
+        projects: state
+            .projects
+            .iter()
+            .map(|ps| ProjectDisk {
+                usage: ps.project.disk_usage,
+                desired: ps.project.desired_disk_usage,
+                resource_share: ps.project.resource_share,
+            })
+            .collect(),
+        files: Vec::new(),
+    };
+    // No preference limits here: `allowed` is the limit they set.
+    let prefs = ferrite_sched::Prefs {
+        disk_max_used_gb: 0.0,
+        disk_max_used_pct: 0.0,
+        disk_min_free_gb: 0.0,
+        ..ferrite_sched::Prefs::default()
+    };
+    plan(&prefs, &input, now).shares
+}
+
 pub(crate) fn disk_figures(
     dir: &Path,
     state: &ClientState,
@@ -55,5 +87,32 @@ pub(crate) fn disk_figures(
         allowed,
         used_total,
         used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_shares_divide_the_allowed_space_by_resource_share() {
+        let xml = "<client_state>\
+            <project><master_url>http://a.example/</master_url><resource_share>100</resource_share>\
+            <disk_usage>1000</disk_usage></project>\
+            <project><master_url>http://b.example/</master_url><resource_share>300</resource_share>\
+            </project></client_state>";
+        let state = ClientState::parse(xml, "client_state.xml")
+            .expect("state")
+            .value;
+        let shares = disk_shares(&state, 46e9, 0.0);
+        // Weights: share + a tenth of the largest share (130, 330 of 460).
+        assert_eq!(shares.len(), 2);
+        assert!((shares[0] - 13e9).abs() < 1.0, "{shares:?}");
+        assert!((shares[1] - 33e9).abs() < 1.0, "{shares:?}");
+        // A project that wants more than its quota gets what the modest one leaves.
+        let mut state = state;
+        state.projects[1].project.desired_disk_usage = 40e9;
+        let shares = disk_shares(&state, 46e9, 0.0);
+        assert!((shares[1] - (46e9 - 1000.0)).abs() < 1.0, "{shares:?}");
     }
 }

@@ -144,6 +144,8 @@ struct Inner {
     generation: u64,
     /// Generation each connection last read, by connection id.
     seen: HashMap<u64, u64>,
+    /// Each attached project's name by master URL (only projects that have one).
+    names: HashMap<String, String>,
 }
 
 /// The bounded message and notice store.
@@ -163,14 +165,45 @@ impl MessageLog {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds an event-log line (redacted).
+    /// Sets the names of the attached projects, as (master URL, name) pairs; a pair with an
+    /// empty name is left out. A line or notice logged about a project by its master URL
+    /// then shows the project's name, as the official client's lines (`msg_printf(project,
+    /// …)`: the project's name, or its master URL while it has none) do.
+    pub fn set_project_names<'a>(&self, names: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        let names = names
+            .into_iter()
+            .filter(|(_, name)| !name.is_empty())
+            .map(|(url, name)| (url.to_owned(), name.to_owned()))
+            .collect();
+        self.lock().names = names;
+    }
+
+    /// What a line about `project` (a master URL or a name) shows as its project: the name
+    /// of the project with that master URL when it has one, else `project` itself.
+    pub fn project_name(&self, project: &str) -> String {
+        if project.is_empty() {
+            return String::new();
+        }
+        let g = self.lock();
+        g.names
+            .get(project)
+            .map_or_else(|| project.to_owned(), Clone::clone)
+    }
+
+    /// Adds an event-log line (redacted); `project` may be the project's master URL (see
+    /// [`project_name`](Self::project_name)).
     pub fn push(&self, project: &str, priority: i32, time: f64, body: &str) {
         let mut g = self.lock();
         g.next_seqno += 1;
         let seqno = g.next_seqno;
+        let project = g
+            .names
+            .get(project)
+            .map_or(project, String::as_str)
+            .to_owned();
         let entry = Entry::new(&Message {
             seqno,
-            project: project.to_owned(),
+            project,
             priority,
             time: time as i64,
             body: redact(body),
@@ -420,6 +453,7 @@ impl<S: Subscriber> Layer<S> for MessageLayer {
         }
         let t = crate::now();
         let log = MessageLog::global();
+        v.project = log.project_name(&v.project);
         if notice && v.category == "scheduler" {
             log.push(
                 &v.project,
@@ -755,5 +789,41 @@ mod tests {
             marked.contains("<![CDATA[\n_(\"Suspended\") on ]]]]><![CDATA[> purpose\n]]>"),
             "{marked}"
         );
+    }
+
+    #[test]
+    fn a_line_about_a_project_by_its_url_shows_the_project_name() {
+        let log = MessageLog::default();
+        let url = "http://einstein.example/";
+        log.set_project_names([(url, "Einstein@Home"), ("http://new.example/", "")]);
+        log.push(url, PRI_INFO, 1e9, "Finished upload of a_0");
+        log.push(
+            "http://new.example/",
+            PRI_INFO,
+            1e9,
+            "fetching the master page",
+        );
+        log.push("Einstein@Home", PRI_INFO, 1e9, "Sending scheduler request");
+        log.push("", PRI_INFO, 1e9, "general line");
+        let all = log.msgs_after(0, false).to_text();
+        let projects: Vec<&str> = all
+            .split("<project>")
+            .skip(1)
+            .filter_map(|x| x.split("</project>").next())
+            .collect();
+        assert_eq!(
+            projects,
+            ["Einstein@Home", "http://new.example/", "Einstein@Home", ""]
+        );
+        assert_eq!(log.project_name(url), "Einstein@Home");
+        assert_eq!(
+            log.project_name("http://other.example/"),
+            "http://other.example/"
+        );
+        // A renamed project: the names are replaced as a whole.
+        log.set_project_names([(url, "E@H")]);
+        assert_eq!(log.project_name(url), "E@H");
+        log.set_project_names([]);
+        assert_eq!(log.project_name(url), url);
     }
 }

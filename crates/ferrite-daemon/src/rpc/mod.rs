@@ -75,6 +75,8 @@ pub struct RpcState {
     state_parts: std::cell::RefCell<Option<StateParts>>,
     /// The files waiting for a transfer, found for a state epoch.
     pending_transfers: std::cell::RefCell<Option<(u64, std::sync::Arc<[PendingTransfer]>)>>,
+    /// The (master URL, name) of each project as the event log was last told them.
+    log_names: Vec<(String, String)>,
 }
 
 /// The parts of a `get_state` reply that stay the same within a state epoch, as written.
@@ -107,10 +109,11 @@ pub struct PendingTransfer {
     pub file: usize,
     /// Waiting to be sent (else to be fetched).
     pub upload: bool,
-    /// `<file_transfer>` to `<status>`, then the file's retry record when it has one.
+    /// `<file_transfer>` to `<status>`.
     pub head: bytes::Bytes,
-    /// Whether `head` ends with the retry record (else the reply writes one of the time).
-    pub has_record: bool,
+    /// The file's retry record as saved, when it has one (else the reply writes one of the
+    /// time); a transfer under way shows its live figures instead.
+    pub record: Option<bytes::Bytes>,
 }
 
 impl RpcState {
@@ -146,9 +149,11 @@ impl RpcState {
         }
         let pending = self.pending_transfers.get_mut();
         if pending.as_ref().is_some_and(|(e, _)| *e != epoch) {
-            freed += pending
-                .take()
-                .map_or(0, |(_, list)| list.iter().map(|t| t.head.len()).sum());
+            freed += pending.take().map_or(0, |(_, list)| {
+                list.iter()
+                    .map(|t| t.head.len() + t.record.as_ref().map_or(0, |r| r.len()))
+                    .sum()
+            });
         }
         freed
     }
@@ -311,6 +316,40 @@ impl RpcServerHandle {
 }
 
 impl Daemon {
+    /// Tells the event log the projects' names when they changed (an attach, a detach, a
+    /// scheduler reply with a name), so that lines logged about a project by its master URL
+    /// show its name, as the official client's do.
+    pub(crate) fn sync_log_project_names(&mut self) {
+        let projects = &self.state.projects;
+        let same = self.rpc.log_names.len() == projects.len()
+            && self
+                .rpc
+                .log_names
+                .iter()
+                .zip(projects)
+                .all(|((url, name), ps)| {
+                    *url == ps.project.master_url && *name == ps.project.project_name
+                });
+        if same {
+            return;
+        }
+        self.rpc.log_names = projects
+            .iter()
+            .map(|ps| {
+                (
+                    ps.project.master_url.clone(),
+                    ps.project.project_name.clone(),
+                )
+            })
+            .collect();
+        messages::MessageLog::global().set_project_names(
+            self.rpc
+                .log_names
+                .iter()
+                .map(|(url, name)| (url.as_str(), name.as_str())),
+        );
+    }
+
     /// The server settings from the command line and `cc_config.xml`.
     fn gui_rpc_config(&self, password: auth::Password) -> ServerConfig {
         let mut cfg = ServerConfig::new(password);
@@ -475,6 +514,27 @@ mod tests {
         };
         let daemon = Daemon::start(opts, crate::logging::init()).expect("daemon");
         (dir, daemon)
+    }
+
+    #[test]
+    fn the_event_log_is_told_the_project_names_as_they_change() {
+        let url = "http://names.example/";
+        let (_dir, mut d) = daemon_attached_to(url);
+        let log = messages::MessageLog::global();
+        d.sync_log_project_names();
+        // No name yet: lines show the master URL.
+        assert_eq!(log.project_name(url), url);
+        d.state.projects[0].project.project_name = "Names@Home".to_owned();
+        d.sync_log_project_names();
+        assert_eq!(log.project_name(url), "Names@Home");
+        // A line logged by master URL shows the name.
+        tracing::info!(project = %url, "names test: Finished download of in_1");
+        let msgs = log.msgs_after(0, false).to_text();
+        let line = msgs
+            .split("<msg>")
+            .find(|m| m.contains("names test: Finished download of in_1"))
+            .expect("line logged");
+        assert!(line.contains("<project>Names@Home</project>"), "{line}");
     }
 
     #[test]

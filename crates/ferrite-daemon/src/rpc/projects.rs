@@ -255,9 +255,11 @@ impl Daemon {
     /// `get_file_transfers`: one `<file_transfer>` per file waiting for or in a transfer
     /// (official layout: `FILE_INFO::write_gui`). What stays the same within a state epoch
     /// (the file's description and retry record) is written once per epoch and shared; a
-    /// file without a retry record gets one of the time, written once per reply.
+    /// file without a retry record gets one of the time, written once per reply. A transfer
+    /// under way shows its live record (time so far, bytes moved) and its `<file_xfer>`; a
+    /// project whose transfers in that direction back off shows `<project_backoff>`, the
+    /// seconds left.
     pub(super) fn rpc_file_transfers(&self, t: f64) -> ferrite_gui_rpc::Body {
-        use ferrite_proto::xml::XmlWriter;
         let list = self.rpc.pending_transfers(self.state_epoch, || {
             self.state
                 .projects
@@ -273,13 +275,7 @@ impl Daemon {
                 })
                 .collect()
         });
-        // A writer one level inside `<file_transfer>`, for the parts written per reply.
-        let inside = || {
-            let mut w = XmlWriter::new();
-            w.open("file_transfer");
-            w.clear();
-            w
-        };
+        let inside = transfer_part;
         let no_record = |upload: bool| {
             let mut w = inside();
             w.open("persistent_file_xfer")
@@ -295,7 +291,20 @@ impl Daemon {
         let (mut down, mut up) = (None, None);
         // Progress is looked up only while transfers run (most listed files wait).
         let moving = self.transfers.active_count() > 0;
-        let mut out = super::body::BodyWriter::new(list.len() * 3 + 2);
+        // Each project's backoff per direction (download, upload), looked up once.
+        let backoffs: Vec<[Option<f64>; 2]> = self
+            .state
+            .projects
+            .iter()
+            .map(|ps| {
+                let url = &ps.project.master_url;
+                [
+                    self.transfers.project_backoff(url, false, t),
+                    self.transfers.project_backoff(url, true, t),
+                ]
+            })
+            .collect();
+        let mut out = super::body::BodyWriter::new(list.len() * 4 + 2);
         out.xml().open_flat("file_transfers");
         for x in list.iter() {
             let Some(ps) = self.state.projects.get(x.project) else {
@@ -305,29 +314,46 @@ impl Daemon {
                 continue;
             };
             out.shared(&x.head);
-            if !x.has_record {
-                let kept = if x.upload { &mut up } else { &mut down };
-                out.shared(kept.get_or_insert_with(|| no_record(x.upload)));
-            }
             let progress = moving
-                .then(|| self.transfers.gui_progress(&ps.project.master_url, &f.name))
+                .then(|| self.transfers.gui_progress(&ps.project.master_url, f))
                 .flatten();
-            if let Some(p) = progress {
-                let nbytes = transfer_nbytes(f, x.upload);
-                let left = (nbytes - p.bytes_xferred).max(0.0);
-                let eta = if p.xfer_speed > 0.0 {
-                    left / p.xfer_speed
-                } else {
-                    0.0
-                };
+            match (&progress, &x.record) {
+                (Some(p), _) => {
+                    let mut w = inside();
+                    w.raw(&p.record);
+                    out.xml().push_raw(w.as_str());
+                }
+                (None, Some(record)) => out.shared(record),
+                (None, None) => {
+                    let kept = if x.upload { &mut up } else { &mut down };
+                    out.shared(kept.get_or_insert_with(|| no_record(x.upload)));
+                }
+            }
+            let backoff = backoffs
+                .get(x.project)
+                .and_then(|b| b[usize::from(x.upload)]);
+            // Most listed files neither move nor wait for their project: nothing more.
+            if progress.is_some() || backoff.is_some() {
                 let mut w = inside();
-                w.open("file_xfer")
-                    .f64("estimated_xfer_time_remaining", eta)
-                    .f64("bytes_xferred", p.bytes_xferred)
-                    .f64("file_offset", p.file_offset)
-                    .f64("xfer_speed", p.xfer_speed)
-                    .text("url", &p.url)
-                    .close("file_xfer");
+                if let Some(p) = &progress {
+                    let nbytes = transfer_nbytes(f, x.upload);
+                    let left = (nbytes - p.bytes_xferred).max(0.0);
+                    let eta = if p.xfer_speed > 0.0 {
+                        left / p.xfer_speed
+                    } else {
+                        0.0
+                    };
+                    w.open("file_xfer")
+                        .f64("estimated_xfer_time_remaining", eta)
+                        .f64("bytes_xferred", p.bytes_xferred)
+                        .f64("file_offset", p.file_offset)
+                        .f64("xfer_speed", p.xfer_speed)
+                        .text("url", &p.url)
+                        .close("file_xfer");
+                }
+                if let Some(b) = backoff {
+                    w.f64("project_backoff", b);
+                }
                 out.xml().push_raw(w.as_str());
             }
             out.xml().push_raw("</file_transfer>\n");
@@ -459,6 +485,14 @@ fn transfer_nbytes(f: &FileInfo, upload: bool) -> f64 {
     }
 }
 
+/// A writer one level inside `<file_transfer>`, for its parts written apart.
+fn transfer_part() -> ferrite_proto::xml::XmlWriter {
+    let mut w = ferrite_proto::xml::XmlWriter::new();
+    w.open("file_transfer");
+    w.clear();
+    w
+}
+
 /// A pending transfer of file `f` (at `file` in project `project`'s files) with its
 /// `<file_transfer>` element up to the parts written per reply.
 fn transfer_head(
@@ -477,15 +511,17 @@ fn transfer_head(
         .f64("nbytes", transfer_nbytes(f, upload))
         .f64("max_nbytes", f.max_nbytes)
         .int("status", f.status);
-    if let Some(x) = &f.persistent_file_xfer {
-        w.raw(x);
-    }
+    let record = f.persistent_file_xfer.as_deref().map(|x| {
+        let mut r = transfer_part();
+        r.raw(x);
+        super::body::kept(r.finish())
+    });
     super::PendingTransfer {
         project,
         file,
         upload,
         head: super::body::kept(w.finish()),
-        has_record: f.persistent_file_xfer.is_some(),
+        record,
     }
 }
 
@@ -708,6 +744,147 @@ mod tests {
         }
         let x = d.gui_rpc_reply(Request::GetFileTransfers);
         assert_eq!(x.matches("<file_transfer>").count(), 1, "{x}");
+    }
+
+    /// A project with two outputs waiting to be sent: `out_a` tried before (a retry record
+    /// with 30 s spent), `out_b` not yet.
+    fn daemon_with_two_uploads() -> (tempfile::TempDir, Daemon, String) {
+        let (dir, mut d) = daemon();
+        let ps = &mut d.state.projects[0];
+        ps.project.project_name = "P".into();
+        let url = ps.project.master_url.clone();
+        let file = |name: &str| FileInfo {
+            name: name.into(),
+            nbytes: 1000.0,
+            status: 1,
+            ..FileInfo::default()
+        };
+        ps.files = vec![file("out_a"), file("out_b")];
+        ps.files[0].persistent_file_xfer = Some(
+            "<persistent_file_xfer>\n<num_retries>2</num_retries>\n\
+             <first_request_time>1000.0</first_request_time>\n\
+             <next_request_time>2000.0</next_request_time>\n<time_so_far>30.0</time_so_far>\n\
+             <last_bytes_xferred>100.0</last_bytes_xferred>\n<is_upload>1</is_upload>\n\
+             </persistent_file_xfer>"
+                .into(),
+        );
+        ps.results.push(TaskResult {
+            name: "r".into(),
+            state: ResultState::FilesUploading,
+            output_files: ["out_a", "out_b"]
+                .iter()
+                .map(|n| FileRef {
+                    file_name: (*n).into(),
+                    ..FileRef::default()
+                })
+                .collect(),
+            ..TaskResult::default()
+        });
+        (dir, d, url)
+    }
+
+    /// The `<file_transfer>` element of file `name` in a `get_file_transfers` reply.
+    fn transfer_of<'a>(x: &'a str, name: &str) -> &'a str {
+        x.split("<file_transfer>")
+            .find(|t| t.contains(&format!("<name>{name}</name>")))
+            .unwrap_or_else(|| panic!("{name} not listed: {x}"))
+    }
+
+    #[test]
+    fn uploads_held_by_the_project_backoff_show_it() {
+        let (_dir, mut d, url) = daemon_with_two_uploads();
+        let t = 1_795_000_000.0;
+        let x = d.rpc_file_transfers(t).to_text();
+        assert!(!x.contains("project_backoff"), "{x}");
+        // Repeated failures: the project's uploads back off 708 s more; downloads do not.
+        d.transfers.set_project_backoff(&url, true, t + 708.0);
+        let x = d.rpc_file_transfers(t).to_text();
+        for name in ["out_a", "out_b"] {
+            let e = transfer_of(&x, name);
+            assert!(
+                e.contains("    <project_backoff>708.000000</project_backoff>\n</file_transfer>"),
+                "{e}"
+            );
+        }
+        // The project's properties: "File uploads deferred for".
+        d.transfers
+            .set_project_backoff(&url, true, crate::now() + 1000.0);
+        let state = d.gui_rpc_reply(Request::GetState);
+        let up: f64 = state
+            .split("<upload_backoff>")
+            .nth(1)
+            .and_then(|v| v.split('<').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no upload_backoff: {state}"));
+        assert!(up > 0.0, "{up}");
+        assert!(!state.contains("<download_backoff>"), "{state}");
+        // Over: no backoff shown.
+        d.transfers.set_project_backoff(&url, true, t + 708.0);
+        let x = d.rpc_file_transfers(t + 709.0).to_text();
+        assert!(!x.contains("project_backoff"), "{x}");
+    }
+
+    #[test]
+    fn a_transfer_under_way_shows_its_time_so_far_and_bytes() {
+        let (_dir, mut d, url) = daemon_with_two_uploads();
+        let t = 1_795_000_000.0;
+        // out_a has been sending for 5 s and reached byte 400.
+        d.transfers.pretend_active(&url, "out_a", 5, (0, 400));
+        let x = d.rpc_file_transfers(t).to_text();
+        let a = transfer_of(&x, "out_a");
+        let num = |e: &str, tag: &str| -> f64 {
+            e.split(&format!("<{tag}>"))
+                .nth(1)
+                .and_then(|v| v.split('<').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {tag}: {e}"))
+        };
+        assert!(num(a, "time_so_far") >= 35.0, "{a}");
+        assert_eq!(num(a, "last_bytes_xferred"), 400.0, "{a}");
+        assert_eq!(num(a, "num_retries"), 2.0, "{a}");
+        assert_eq!(num(a, "first_request_time"), 1000.0, "{a}");
+        assert_eq!(num(a, "bytes_xferred"), 400.0, "{a}");
+        assert!(num(a, "xfer_speed") > 0.0, "{a}");
+        assert!(a.contains("<is_upload>1</is_upload>"), "{a}");
+        // The persistent record comes before the live one.
+        assert!(
+            a.find("</persistent_file_xfer>") < a.find("<file_xfer>"),
+            "{a}"
+        );
+        // The one waiting keeps its record of the time.
+        let b = transfer_of(&x, "out_b");
+        assert!(!b.contains("<file_xfer>"), "{b}");
+        assert!(b.contains("<time_so_far>0.000000</time_so_far>"), "{b}");
+        // A download resumed at byte 300 of its partial file: its bytes count from the
+        // start of the file, its offset is 0, its speed counts this attempt's bytes only.
+        let ps = &mut d.state.projects[0];
+        ps.files.push(FileInfo {
+            name: "in_c".into(),
+            nbytes: 1000.0,
+            ..FileInfo::default()
+        });
+        ps.workunits.push(Workunit {
+            name: "wu_c".into(),
+            input_files: vec![FileRef {
+                file_name: "in_c".into(),
+                ..FileRef::default()
+            }],
+            ..Workunit::default()
+        });
+        ps.results.push(TaskResult {
+            name: "r_c".into(),
+            wu_name: "wu_c".into(),
+            state: ResultState::FilesDownloading,
+            ..TaskResult::default()
+        });
+        d.transfers.pretend_active(&url, "in_c", 5, (300, 500));
+        d.state_epoch += 1;
+        let x = d.rpc_file_transfers(t).to_text();
+        let c = transfer_of(&x, "in_c");
+        assert_eq!(num(c, "bytes_xferred"), 500.0, "{c}");
+        assert_eq!(num(c, "file_offset"), 0.0, "{c}");
+        assert!(num(c, "xfer_speed") <= 200.0 / 5.0, "{c}");
+        assert!(c.contains("<is_upload>0</is_upload>"), "{c}");
     }
 
     #[test]

@@ -373,9 +373,20 @@ impl Daemon {
     fn project_extra(&self, p: &ProjectState) -> ProjectGuiExtra {
         let dir = config::project_dir(&self.dir, &p.project.master_url);
         let dir = fs::canonicalize(&dir).unwrap_or(dir);
+        let url = &p.project.master_url;
+        let now = crate::now();
         ProjectGuiExtra {
             project_dir: dir.display().to_string(),
-            gui_urls: config::account_gui_urls(&self.dir, &p.project.master_url),
+            gui_urls: config::account_gui_urls(&self.dir, url),
+            sched_priority: self.tasks.sched_priority(url),
+            download_backoff: self
+                .transfers
+                .project_backoff(url, false, now)
+                .unwrap_or(0.0),
+            upload_backoff: self
+                .transfers
+                .project_backoff(url, true, now)
+                .unwrap_or(0.0),
             ..ProjectGuiExtra::default()
         }
     }

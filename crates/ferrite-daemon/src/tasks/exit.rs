@@ -18,12 +18,13 @@ impl TaskTable {
         if x.outcome.will_restart() {
             if let ExitOutcome::TemporaryExit(t) = &x.outcome {
                 info!(
+                    project = %key.0,
                     "task {} exited temporarily ({}); retry in {:.0} s",
                     key.1, t.reason, t.delay
                 );
                 self.not_before.insert(key.clone(), now + t.delay.max(0.0));
             } else {
-                info!("task {} stopped ({:?}); it resumes later", key.1, x.outcome);
+                info!(project = %key.0, "task {} stopped ({:?}); it resumes later", key.1, x.outcome);
             }
             if let Some(a) = active_task_mut(state, key) {
                 set_checkpoint(a, x.usage.checkpoint);
@@ -38,7 +39,7 @@ impl TaskTable {
             .map(|ps| slot_files(ps, &self.dir, key))
             .unwrap_or_default();
         if let Err(e) = slot.move_copied_outputs(&files) {
-            warn!("task {}: {e}", key.1);
+            warn!(project = %key.0, "task {}: {e}", key.1);
         }
         // As the official client: a VirtualBox app that says the CPU's virtualisation
         // extensions are off sets <p_vm_extensions_disabled> until the next start.
@@ -129,13 +130,13 @@ impl TaskTable {
                     r.completed_time = now;
                     match (&x.outcome, &bad) {
                         (ExitOutcome::Finished(_), None) => {
-                            info!("task {} finished; outputs ready for upload", key.1);
+                            info!(project = %key.0, "task {} finished; outputs ready for upload", key.1);
                             r.state = ResultState::FilesUploading;
                             r.exit_status = 0;
                             report.finished += 1;
                         }
                         (ExitOutcome::Finished(_), Some((name, code))) => {
-                            warn!("task {} finished, but its output {name} is unusable", key.1);
+                            warn!(project = %key.0, "task {} finished, but its output {name} is unusable", key.1);
                             r.state = ResultState::ComputeError;
                             r.exit_status = *code;
                             r.ready_to_report = true;
@@ -149,6 +150,7 @@ impl TaskTable {
                             // official client's abort_task does.
                             r.state = if let Some(l) = &x.limit {
                                 warn!(
+                                    project = %key.0,
                                     "task {} aborted: {} (exit status {status})",
                                     key.1,
                                     l.message()
@@ -156,6 +158,7 @@ impl TaskTable {
                                 ResultState::Aborted
                             } else {
                                 warn!(
+                                    project = %key.0,
                                     "task {} ended with a computation error ({outcome:?}, exit status {status})",
                                     key.1
                                 );
@@ -195,7 +198,7 @@ impl TaskTable {
             .active_tasks
             .retain(|a| !(a.project_master_url == key.0 && a.result_name == key.1));
         if let Err(e) = self.slots.release(slot) {
-            warn!("task {}: cannot clean its slot: {e}", key.1);
+            warn!(project = %key.0, "task {}: cannot clean its slot: {e}", key.1);
         }
         self.not_before.remove(key);
         self.write_records();

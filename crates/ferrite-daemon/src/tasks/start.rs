@@ -186,7 +186,7 @@ impl TaskTable {
                 return Err(format!("{e}"));
             }
         };
-        info!(
+        info!(project = %key.0,
             "starting task {} in slot {} (pid {}){}",
             key.1,
             slot.number(),
