@@ -430,7 +430,8 @@ impl BoincServer {
     /// Makes one job like `mkjobs.sh` does (the same input text for the same `name`), whose
     /// workunit carries `command_line` instead of the stock `-cpu_time N` (the stock app
     /// `upper_case` also knows `-early_exit`, `-early_crash`, `-early_sleep`); returns the
-    /// workunit's name.
+    /// workunit's name. `create_work` fails on a single quote in it (it does not escape the
+    /// workunit's SQL).
     pub fn add_job_with_command_line(&self, name: &str, command_line: &str) -> String {
         let tpl = self.project_dir().join(format!("templates/{name}_in"));
         let stock = fs::read_to_string(self.project_dir().join("templates/upper_case_in"))
