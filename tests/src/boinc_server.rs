@@ -478,6 +478,45 @@ impl BoincServer {
         ));
     }
 
+    /// Makes one job like `mkjobs.sh` does (the same input text for the same `name`), whose
+    /// workunit carries `command_line` instead of the stock `-cpu_time N` (the stock app
+    /// `upper_case` also knows `-early_exit`, `-early_crash`, `-early_sleep`); returns the
+    /// workunit's name. `create_work` fails on a single quote in it (it does not escape the
+    /// workunit's SQL).
+    pub fn add_job_with_command_line(&self, name: &str, command_line: &str) -> String {
+        let tpl = self.project_dir().join(format!("templates/{name}_in"));
+        let stock = fs::read_to_string(self.project_dir().join("templates/upper_case_in"))
+            .expect("the stock input template");
+        let (head, rest) = stock
+            .split_once("<command_line>")
+            .expect("the stock template has a command line");
+        let tail = rest
+            .split_once("</command_line>")
+            .map(|(_, t)| t)
+            .expect("</command_line>");
+        fs::write(
+            &tpl,
+            format!("{head}<command_line>{command_line}</command_line>{tail}"),
+        )
+        .expect("write an input template");
+        let input = self.root().join(format!("jobinputs/{name}.txt"));
+        fs::create_dir_all(input.parent().expect("parent")).expect("mkdir");
+        fs::write(
+            &input,
+            "the quick brown fox jumps over the lazy dog; the quick brown fox jumps again\n",
+        )
+        .expect("write an input");
+        self.project_script(&format!(
+            "bin/stage_file_native --copy {input} >/dev/null && \
+             bin/create_work --appname upper_case --wu_name {name} \
+             --wu_template templates/{name}_in --result_template templates/upper_case_out \
+             --min_quorum 1 --target_nresults 1 --rsc_fpops_est 1e10 --rsc_fpops_bound 1e13 \
+             --delay_bound 86400 {name}.txt",
+            input = input.display()
+        ));
+        name.to_owned()
+    }
+
     /// Stops the project (`bin/stop`: daemons stopped, the scheduler answers "project down").
     pub fn stop_project(&self) {
         self.project_script("bin/stop");

@@ -240,6 +240,16 @@ fn the_dashboard_shows_the_work_and_its_actions_go_through_gui_rpc() {
         ),
         T,
     );
+    // As BOINC Manager shows it: a task whose computing is over (uploading, aborted, in
+    // error) is at 100 %.
+    let shown = browser.execute(&format!(
+        "return document.querySelector('#tasks tr[data-task=\"{victim}\"] progress').value"
+    ));
+    assert_eq!(
+        shown.as_f64(),
+        Some(1.0),
+        "the aborted task's progress: {shown}"
+    );
     let results = gui_rpc(gui, Some("pw"), "<get_results/>\n");
     let block = results
         .split("<result>")

@@ -54,6 +54,27 @@ pub fn remaining_secs(world: &World, job: &Job) -> f64 {
     (estimated_duration(world, job) - job.elapsed.max(0.0)).max(0.0)
 }
 
+/// The fraction done the GUI shows of a running task (the official client's
+/// `ACTIVE_TASK::write_gui`): what the app reported, unless it reported nothing (≤ 0) or
+/// nonsense (> 1) and more than a minute has elapsed; then `1 - exp(-elapsed / est)`
+/// with `est = fpops_est / flops` (the workunit's FLOPs estimate over the app version's
+/// speed, no correction factor), which rises steadily towards 1.
+///
+/// Only for display (GUI RPC, metrics): the scheduling estimates keep the reported
+/// fraction ([`estimated_duration`] makes its own guess from the static estimate, as
+/// BOINC's `est_dur` does).
+pub fn shown_fraction_done(reported: f64, elapsed: f64, fpops_est: f64, flops: f64) -> f64 {
+    if (reported > 0.0 && reported <= 1.0) || elapsed <= 60.0 {
+        return reported;
+    }
+    let est = fpops_est / flops;
+    let x = elapsed / est;
+    if x.is_nan() {
+        return reported;
+    }
+    1.0 - (-x).exp()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +115,37 @@ mod tests {
         j.fraction_done = 0.8;
         j.elapsed_at_fraction = 4000.0;
         assert!((estimated_duration(&w, &j) - 5000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_task_without_reported_progress_shows_a_rising_guess_after_a_minute() {
+        // 3600 s of work at the version's speed.
+        let (fpops, flops) = (3.6e12, 1e9);
+        let shown =
+            |reported: f64, elapsed: f64| shown_fraction_done(reported, elapsed, fpops, flops);
+        // The first minute: what the app said, even nothing.
+        assert_eq!(shown(0.0, 0.0), 0.0);
+        assert_eq!(shown(0.0, 60.0), 0.0);
+        // Then 1 - exp(-elapsed / estimate), rising with (virtual) time.
+        let mut last = 0.0;
+        for elapsed in [61.0, 600.0, 1800.0, 3600.0, 7200.0, 36000.0] {
+            let f = shown(0.0, elapsed);
+            assert!(
+                (f - (1.0 - (-elapsed / 3600.0f64).exp())).abs() < 1e-12,
+                "{elapsed}: {f}"
+            );
+            assert!(f > last && f < 1.0, "{elapsed}: {f}");
+            last = f;
+        }
+        assert!((shown(0.0, 3600.0) - 0.632_120_558_8).abs() < 1e-9);
+        // A fraction above 1 is replaced too; a sane one is kept.
+        assert!((shown(1.5, 3600.0) - 0.632_120_558_8).abs() < 1e-9);
+        assert_eq!(shown(1.5, 30.0), 1.5);
+        assert_eq!(shown(0.25, 7200.0), 0.25);
+        assert_eq!(shown(1.0, 7200.0), 1.0);
+        // No estimate: a job of no FLOPs is all but done; an unknown speed shows nothing.
+        assert_eq!(shown_fraction_done(0.0, 120.0, 0.0, 1e9), 1.0);
+        assert_eq!(shown_fraction_done(0.0, 120.0, 3.6e12, 0.0), 0.0);
+        assert_eq!(shown_fraction_done(0.0, 120.0, 0.0, 0.0), 0.0);
     }
 }

@@ -145,6 +145,56 @@ impl ExitOutcome {
             _ => 0,
         }
     }
+
+    /// The line the official client's `handle_exited_app` adds to the result's
+    /// `stderr_out` (in a `<message>` element, see [`stderr_message`]) when the app ends in
+    /// error on its own: `process exited with code N (0xN, -M)` for a non-zero exit,
+    /// `process got signal N` for a crash by signal, `process exit, unknown` for any other
+    /// wait status. `None` for successes, restarts and requested aborts (whose reason is
+    /// the aborter's to give).
+    pub fn error_message(&self) -> Option<String> {
+        match self {
+            ExitOutcome::ExitedWithError(c)
+            | ExitOutcome::Crashed {
+                exit_code: Some(c), ..
+            } => Some(format!(
+                "process exited with code {c} (0x{:x}, {})",
+                *c as u32,
+                !0xff_i32 | *c
+            )),
+            ExitOutcome::Crashed {
+                signal: Some(s), ..
+            } => Some(format!("process got signal {s}")),
+            ExitOutcome::Unknown(_) => Some("process exit, unknown".to_owned()),
+            _ => None,
+        }
+    }
+}
+
+/// A reason a result failed, as BOINC's `report_result_error` appends it to `stderr_out`
+/// (the text is followed directly by the closing tag).
+pub fn stderr_message(why: &str) -> String {
+    format!("<message>\n{why}</message>\n")
+}
+
+/// A result's `stderr_out` once its app has ended for good, as the official client builds
+/// it: what it held before, the reason the task failed (if it did, see
+/// [`stderr_message`]), then the app's `stderr.txt` as it is in `<stderr_txt>`. Without
+/// the final line break, which the state and request writers add (as BOINC does when the
+/// text lacks one).
+pub fn stderr_out_after_exit(previous: &str, why: Option<&str>, stderr: &str) -> String {
+    let mut out = String::with_capacity(previous.len() + stderr.len() + 128);
+    out.push_str(previous.trim_end_matches('\n'));
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    if let Some(why) = why {
+        out.push_str(&stderr_message(why));
+    }
+    out.push_str("<stderr_txt>\n");
+    out.push_str(stderr);
+    out.push_str("\n</stderr_txt>");
+    out
 }
 
 /// Signals that mean "killed from outside, restart the job".
@@ -216,6 +266,79 @@ mod tests {
 
     fn fin() -> Option<FinishFile> {
         Some(FinishFile::parse("0\n"))
+    }
+
+    #[test]
+    fn error_messages_are_the_official_lines() {
+        let m = |o: ExitOutcome| o.error_message();
+        assert_eq!(
+            m(ExitOutcome::ExitedWithError(1)).as_deref(),
+            Some("process exited with code 1 (0x1, -255)")
+        );
+        assert_eq!(
+            m(ExitOutcome::ExitedWithError(42)).as_deref(),
+            Some("process exited with code 42 (0x2a, -214)")
+        );
+        // The API's crash handler exits 193.
+        assert_eq!(
+            m(classify(
+                ProcessExit::Exited(193),
+                Requested::Nothing,
+                None,
+                None
+            ))
+            .as_deref(),
+            Some("process exited with code 193 (0xc1, -63)")
+        );
+        assert_eq!(
+            m(classify(
+                ProcessExit::Signaled(11),
+                Requested::Nothing,
+                None,
+                None
+            ))
+            .as_deref(),
+            Some("process got signal 11")
+        );
+        assert_eq!(
+            m(ExitOutcome::Unknown(0x7f)).as_deref(),
+            Some("process exit, unknown")
+        );
+        for quiet in [
+            classify(ProcessExit::Exited(0), Requested::Nothing, fin(), None),
+            classify(ProcessExit::Exited(0), Requested::Nothing, None, None),
+            classify(ProcessExit::Signaled(9), Requested::Nothing, None, None),
+            ExitOutcome::Quit,
+            ExitOutcome::Aborted(203),
+        ] {
+            assert_eq!(quiet.error_message(), None, "{quiet:?}");
+        }
+        assert_eq!(
+            stderr_message("process got signal 6"),
+            "<message>\nprocess got signal 6</message>\n"
+        );
+    }
+
+    #[test]
+    fn stderr_out_holds_the_reason_then_the_apps_stderr_as_it_is() {
+        assert_eq!(
+            stderr_out_after_exit(
+                "",
+                Some("process exited with code 3 (0x3, -253)"),
+                "about to fail\n"
+            ),
+            "<message>\nprocess exited with code 3 (0x3, -253)</message>\n\
+             <stderr_txt>\nabout to fail\n\n</stderr_txt>"
+        );
+        assert_eq!(
+            stderr_out_after_exit("", None, "done"),
+            "<stderr_txt>\ndone\n</stderr_txt>"
+        );
+        // What an earlier step wrote stays first.
+        assert_eq!(
+            stderr_out_after_exit("<message>\nearlier</message>\n", None, ""),
+            "<message>\nearlier</message>\n<stderr_txt>\n\n</stderr_txt>"
+        );
     }
 
     #[test]

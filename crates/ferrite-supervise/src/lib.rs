@@ -23,6 +23,7 @@
 //!    later with `resume_from = record.checkpoint()`; otherwise
 //!    `slot.move_copied_outputs(&files)` and `slots.release(slot)`.
 
+pub mod cmdline;
 pub mod exit;
 pub mod limits;
 pub mod msg;

@@ -290,6 +290,7 @@ impl Project {
                             resends: 0,
                             reported_time: None,
                             uploaded_files: Vec::new(),
+                            stderr_out: None,
                         });
                         s.counters.jobs_made += 1;
                     }
@@ -490,6 +491,7 @@ impl Project {
                     "resends": j.resends,
                     "reported_time": j.reported_time,
                     "uploaded_files": j.uploaded_files,
+                    "stderr_out": j.stderr_out,
                 })
             })
             .collect();
@@ -635,6 +637,7 @@ impl Project {
                     job.status = ResultStatus::Reported;
                     job.exit_status = Some(r.exit_status);
                     job.client_state = Some(r.state.as_i32());
+                    job.stderr_out = Some(r.stderr_out.clone());
                     job.reports = 1;
                     job.reported_time = Some(t);
                     state.counters.results_reported += 1;

@@ -51,6 +51,9 @@ pub struct Job {
     pub reported_time: Option<f64>,
     /// Output files received completely.
     pub uploaded_files: Vec<String>,
+    /// The reported `<stderr_out>` text (CDATA unwrapped), once reported.
+    #[serde(default)]
+    pub stderr_out: Option<String>,
 }
 
 /// An account created through `create_account.php`.

@@ -436,6 +436,33 @@ impl Daemon {
         }
     }
 
+    /// A task's process figures as the GUI is shown them: a fraction done guessed from the
+    /// elapsed time when the app reports none (the official `write_gui`). The scheduling
+    /// estimates keep the reported fraction.
+    fn shown_progress(
+        &self,
+        p: &ProjectState,
+        wu: Option<&Workunit>,
+        r: &TaskResult,
+        mut live: ActiveTaskGui,
+    ) -> ActiveTaskGui {
+        let Some(wu) = wu else {
+            return live;
+        };
+        let flops = p
+            .app_version(&wu.app_name, &r.platform, r.version_num, &r.plan_class)
+            .map(|v| v.usage.flops)
+            .filter(|f| *f > 0.0)
+            .unwrap_or(self.state.host_info.p_fpops);
+        live.fraction_done = ferrite_sched::estimate::shown_fraction_done(
+            live.fraction_done,
+            live.elapsed_time,
+            wu.rsc_fpops_est,
+            flops,
+        );
+        live
+    }
+
     /// The time a result still needs, as the scheduling core estimates it (the official
     /// `est_dur`: fraction-done and static estimates blended by the fraction done), with
     /// the app's latest report when it runs. `None` before the core's first pass saw it.
@@ -506,6 +533,7 @@ impl Daemon {
         let a = self.state.active_task(&p.project.master_url, &r.name);
         let live = a.map(|a| self.active_task_live(a));
         let extra = self.result_extra(jobs, p, wu, r, a, live.as_ref());
+        let live = live.map(|l| self.shown_progress(p, wu, r, l));
         let url = &p.project.master_url;
         match pos {
             Some(i) => self.rpc.result_heads.borrow_mut().write(i, r, url, out),
@@ -603,6 +631,7 @@ impl Daemon {
                 let a = self.state.active_task(&p.project.master_url, &r.name);
                 let live = a.map(|a| self.active_task_live(a));
                 let extra = self.result_extra(jobs, p, wu, r, a, live.as_ref());
+                let live = live.map(|l| self.shown_progress(p, wu, r, l));
                 gui::write_result(
                     r,
                     &p.project.master_url,

@@ -120,12 +120,22 @@ impl TaskTable {
                 r.final_peak_working_set_size = x.usage.peak_working_set as f64;
                 r.final_peak_swap_size = x.usage.peak_swap_size as f64;
                 r.final_peak_disk_usage = x.usage.peak_disk_usage as f64;
-                let block = format!("<stderr_txt>\n{}\n</stderr_txt>", x.stderr.trim_end());
-                r.stderr_out = if r.stderr_out.is_empty() {
-                    block
-                } else {
-                    format!("{}\n{block}", r.stderr_out)
-                };
+                // As the official client: why the app failed (`report_result_error`'s
+                // `<message>`), then what it wrote to stderr.
+                let why = (r.state < ResultState::ComputeError
+                    && !matches!(x.outcome, ExitOutcome::Finished(_)))
+                .then(|| {
+                    x.limit
+                        .as_ref()
+                        .map(|l| l.message())
+                        .or_else(|| x.outcome.error_message())
+                })
+                .flatten();
+                r.stderr_out = ferrite_supervise::exit::stderr_out_after_exit(
+                    &r.stderr_out,
+                    why.as_deref(),
+                    &x.stderr,
+                );
                 if r.state < ResultState::ComputeError {
                     r.completed_time = now;
                     match (&x.outcome, &bad) {

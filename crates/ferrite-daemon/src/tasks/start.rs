@@ -128,21 +128,27 @@ impl TaskTable {
             self.held.insert(key.clone(), slot);
             return Err(e);
         }
-        let mut args: Vec<String> = av.cmdline.split_whitespace().map(str::to_owned).collect();
-        // `app_config.xml` `<app_version><cmdline>` adds to the version's own arguments.
-        if let Some(o) = inputs.app_configs.get(&key.0).and_then(|c| {
+        // `app_config.xml` `<app_version><cmdline>` replaces the version's own arguments.
+        let app_config = inputs.app_configs.get(&key.0).and_then(|c| {
             c.app_versions
                 .iter()
                 .find(|o| o.app_name == av.app_name && o.plan_class == av.plan_class)
-        }) {
-            args.extend(o.cmdline.split_whitespace().map(str::to_owned));
-        }
-        args.extend(wu.command_line.split_whitespace().map(str::to_owned));
+                .map(|o| o.cmdline.as_str())
+        });
         // Apps older than API 7.5 learn their GPU from `--device N` (newer ones read
         // `init_data.xml`).
-        if let Some((_, dev)) = gpu_device.filter(|_| !api_at_least(&av.api_version, 7, 5)) {
-            args.extend(["--device".to_owned(), dev.device_num.to_string()]);
+        let devices: Vec<u32> = gpu_device
+            .filter(|_| !api_at_least(&av.api_version, 7, 5))
+            .map(|(_, dev)| dev.device_num)
+            .into_iter()
+            .collect();
+        let args = ferrite_supervise::cmdline::CommandLine {
+            job: &wu.command_line,
+            app_version: &av.cmdline,
+            app_config,
+            devices: &devices,
         }
+        .args();
         let flops = if av.usage.flops > 0.0 {
             av.usage.flops
         } else {

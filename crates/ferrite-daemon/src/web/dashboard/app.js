@@ -227,7 +227,9 @@ function renderTasks(results) {
     const name = child(r, "name");
     const url = child(r, "project_url");
     const state = taskState(r, at);
-    const frac = at ? num(at, "fraction_done") : (state === "ready to report" ? 1 : 0);
+    // As BOINC Manager: the app's report while it has a process record, else 0 before
+    // and 100 % after computing (uploading, errors and aborts included).
+    const frac = at ? num(at, "fraction_done") : (num(r, "state") >= 3 ? 1 : 0);
     const target = "<project_url>" + xmlText(url) + "</project_url><name>" + xmlText(name) + "</name>";
     const suspended = flag(r, "suspended_via_gui");
     const active = !["error", "aborted", "ready to report", "reported", "uploading"].includes(state);
