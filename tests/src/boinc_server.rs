@@ -415,39 +415,6 @@ impl BoincServer {
         name.to_owned()
     }
 
-    /// Makes one job like `mkjobs.sh` does, whose command line is `command_line` (in place of
-    /// the template's `-cpu_time N`); returns the workunit's name.
-    pub fn add_job_with_command_line(&self, name: &str, command_line: &str) -> String {
-        let dir = self.project_dir();
-        let stock = fs::read_to_string(dir.join("templates/upper_case_in"))
-            .expect("read the input template");
-        let (head, rest) = stock
-            .split_once("<command_line>")
-            .expect("the input template has a command line");
-        let (_, tail) = rest
-            .split_once("</command_line>")
-            .expect("the command line ends");
-        let template = format!("{head}<command_line>{command_line}</command_line>{tail}");
-        fs::write(dir.join(format!("templates/{name}_in")), template)
-            .expect("write an input template");
-        let input = self.root().join(format!("jobinputs/{name}.txt"));
-        fs::create_dir_all(input.parent().expect("parent")).expect("mkdir");
-        fs::write(
-            &input,
-            format!("the quick brown fox {name} jumps over the lazy dog\n"),
-        )
-        .expect("write an input");
-        self.project_script(&format!(
-            "bin/stage_file_native --copy {input} >/dev/null && \
-             bin/create_work --appname upper_case --wu_name {name} \
-             --wu_template templates/{name}_in --result_template templates/upper_case_out \
-             --min_quorum 1 --target_nresults 1 --rsc_fpops_est 1e10 --rsc_fpops_bound 1e13 \
-             --delay_bound 86400 {name}.txt",
-            input = input.display()
-        ));
-        name.to_owned()
-    }
-
     /// Adds a daemon (`<daemon><cmd>…</cmd></daemon>`) to the project's `config.xml` and
     /// starts it (`bin/start` starts the daemons that are not running).
     pub fn add_daemon(&self, cmd: &str) {
