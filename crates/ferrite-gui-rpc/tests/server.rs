@@ -647,8 +647,8 @@ async fn at_the_limit_the_quietest_connection_makes_room() {
         conn.send(&doc("<get_message_count/>")).await;
         assert!(conn.reply().await.is_some());
     }
-    // The second connection is the more recently active one.
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The second connection is the more recently active one: it speaks again after the first
+    // one's last reply came.
     second.send(&doc("<get_message_count/>")).await;
     assert!(second.reply().await.is_some());
     // A third client is served: the connection quiet the longest (the first) is closed for it.

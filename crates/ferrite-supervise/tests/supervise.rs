@@ -818,12 +818,19 @@ fn dropping_a_task_kills_its_tree() {
     let (_slot, cfg) = api_task(&dd, "drop", 1, &["--forever", "--fork"]);
     let task = Task::start(cfg, Instant::now()).unwrap();
     let pid = task.pid();
-    std::thread::sleep(Duration::from_millis(500));
-    let members: Vec<i32> = sample_tree(pid, &[])
-        .members
-        .iter()
-        .map(|m| m.pid)
-        .collect();
+    // Once the app has forked its child.
+    let deadline = Instant::now() + secs(10.0);
+    let members: Vec<i32> = loop {
+        let members: Vec<i32> = sample_tree(pid, &[])
+            .members
+            .iter()
+            .map(|m| m.pid)
+            .collect();
+        if members.len() >= 2 || Instant::now() >= deadline {
+            break members;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(members.len() >= 2, "{members:?}");
     drop(task);
     let deadline = Instant::now() + secs(5.0);
@@ -856,7 +863,14 @@ fn orphan_from_a_previous_daemon_is_found_by_pid_and_ended() {
     let dd = DataDir::new();
     let (slot, cfg) = api_task(&dd, "orphan", 1, &["--forever"]);
     let task = Task::start(cfg, Instant::now()).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Once the app runs (the forked child has become it: its command line is the app's).
+    let deadline = Instant::now() + secs(10.0);
+    while !std::fs::read(format!("/proc/{}/cmdline", task.pid()))
+        .is_ok_and(|c| c.windows(9).any(|w| w == b"--forever"))
+    {
+        assert!(Instant::now() < deadline, "the app never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // The "previous daemon" goes away without stopping its app.
     let record = task.abandon();
     let pid = record.pid.unwrap();
