@@ -81,6 +81,8 @@ if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && [ "${FERRITE_NO_INSTALL:-0}"
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
         chmod +x /usr/sbin/policy-rc.d
         cleanup_policy=1
+        # Gone again even when apt-get fails.
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
     fi
     # The packages with a service that were not installed before this run.
     new_services=()
@@ -101,7 +103,10 @@ if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && [ "${FERRITE_NO_INSTALL:-0}"
         esac
         systemctl stop "$unit" >/dev/null 2>&1 || true
     done
-    if [ "$cleanup_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+    if [ "$cleanup_policy" = 1 ]; then
+        rm -f /usr/sbin/policy-rc.d
+        trap - EXIT
+    fi
     mapfile -t need < <(missing_peers)
     if [ "${#need[@]}" -gt 0 ]; then
         echo "still missing after apt-get install: ${need[*]}" >&2
