@@ -102,7 +102,13 @@ fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(6));
+    // The attach's scheduler request, made on the full disk, has had its answer: whatever
+    // that request could have fetched is in the server's count by now.
+    let said = client.output().find("not asking for work").expect("said");
+    ferrite_e2e::inspect::wait_until("a scheduler request on the full disk", T, || {
+        let after = client.output()[said..].to_owned();
+        after.contains("Scheduler request completed") || after.contains("Scheduler request failed")
+    });
     let s = status(&server.url);
     assert_eq!(
         s["results_sent"],
