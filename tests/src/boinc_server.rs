@@ -35,11 +35,7 @@ pub fn kit_or_skip(test: &str) -> Option<PathBuf> {
                 Some(k) => format!("BOINC_SERVER_KIT={} has no up.sh", k.display()),
                 None => "no BOINC server kit (set BOINC_SERVER_KIT)".to_owned(),
             };
-            assert!(
-                std::env::var("CI").map(|v| v != "true").unwrap_or(true),
-                "{test}: {why}; CI must run the real-server tests"
-            );
-            eprintln!("SKIPPED {test}: {why}");
+            crate::skip(test, &why);
             None
         }
     }

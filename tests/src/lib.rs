@@ -263,9 +263,86 @@ pub fn installed(programs: &[&str]) -> bool {
     })
 }
 
-/// Whether Debian's official client and `boinccmd` are installed (`.ci/run` installs them).
+/// Whether Debian's official client and `boinccmd` are installed (`tests/run.sh` installs
+/// them when run as root).
 pub fn official_client_installed() -> bool {
     installed(&["boinc", "boinccmd"])
+}
+
+/// Whether this run is CI's (`CI` set to anything but empty or `false`): there a missing peer
+/// is a failure, not a skip.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// The Debian package that provides program `program`, for the `apt-get install` hint.
+pub fn debian_package(program: &str) -> &str {
+    match program {
+        "boinc" | "boinccmd" => "boinc-client",
+        "boincmgr" => "boinc-manager",
+        "Xvfb" => "xvfb",
+        "xwd" => "x11-apps",
+        "promtool" => "prometheus",
+        "chromedriver" => "chromium-driver",
+        "systemd-analyze" | "systemd-sysusers" => "systemd",
+        "setpriv" | "ionice" | "unshare" => "util-linux",
+        "dpkg-deb" => "dpkg",
+        other => other,
+    }
+}
+
+/// Skips test `test` for reason `why`: prints `SKIPPED <test>: <why>` and, when
+/// `FERRITE_SKIPPED_LOG` names a file (`tests/run.sh` sets it), appends the line there so the
+/// run can list every skip at its end. Under CI ([`in_ci`]) it panics instead: CI installs
+/// every peer and runs as root, so a skip there would hide a test that never ran.
+pub fn skip(test: &str, why: &str) {
+    assert!(!in_ci(), "{test}: {why}; CI must run this test");
+    let line = format!("SKIPPED {test}: {why}");
+    eprintln!("{line}");
+    if let Some(log) = std::env::var_os("FERRITE_SKIPPED_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(log) {
+            // One write per line: the tests of a binary run on several threads.
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+}
+
+/// Whether every one of `programs` (the Debian peers test `test` runs) is on the `PATH`; when
+/// one is not, the test is skipped (see [`skip`]) naming what is missing and the `apt-get
+/// install` line that brings it, and this returns false. A test starts with
+/// `if !peer_or_skip("name", &["boinc", "boinccmd"]) { return; }`.
+pub fn peer_or_skip(test: &str, programs: &[&str]) -> bool {
+    let missing: Vec<&str> = programs
+        .iter()
+        .copied()
+        .filter(|p| !installed(&[p]))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let mut packages: Vec<&str> = missing.iter().map(|p| debian_package(p)).collect();
+    packages.dedup();
+    skip(
+        test,
+        &format!(
+            "{} not installed (apt-get install {})",
+            missing.join(", "),
+            packages.join(" ")
+        ),
+    );
+    false
+}
+
+/// Whether this process runs as root; when not, test `test` is skipped (see [`skip`]) saying
+/// what it needs root for (`for_what`), and this returns false.
+pub fn root_or_skip(test: &str, for_what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    skip(test, &format!("needs root {for_what}"));
+    false
 }
 
 /// The official BOINC client running on a data directory, on a loopback GUI RPC port.
@@ -625,6 +702,12 @@ pub fn boinccmd_bounded(
     args: &[&str],
     timeout: Duration,
 ) -> CmdOutput {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    assert!(
+        *INSTALLED.get_or_init(|| installed(&["boinccmd"])),
+        "this test drives ferrited with Debian's boinccmd, which is not installed \
+         (apt-get install boinc-client; tests/run.sh does as root)"
+    );
     let cwd = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new("boinccmd");
     cmd.current_dir(cwd.path())

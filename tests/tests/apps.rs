@@ -361,8 +361,16 @@ fn a_suspended_task_uses_no_cpu_and_continues_when_resumed() {
         Duration::from_secs(20),
         || gui_result(port, "wu_susp_0").contains("<active_task_state>9</active_task_state>"),
     );
-    // Give the app's API a moment to act on <suspend/>, then measure.
-    thread::sleep(Duration::from_millis(1500));
+    // Once the app's API has acted on <suspend/> (its CPU time stands still over half a
+    // second), measure.
+    let mut last = cpu_secs(pid);
+    wait_until("the app stops computing", Duration::from_secs(20), || {
+        thread::sleep(Duration::from_millis(500));
+        let now = cpu_secs(pid);
+        let still = now - last < 0.02;
+        last = now;
+        still
+    });
     let c0 = cpu_secs(pid);
     thread::sleep(Duration::from_secs(3));
     let c1 = cpu_secs(pid);

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use ferrite_e2e::{bin, free_port, gui_rpc, official_client_installed, run_bounded, Proc};
+use ferrite_e2e::{bin, free_port, gui_rpc, peer_or_skip, run_bounded, Proc};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -39,8 +39,10 @@ fn checked_in_options() -> Vec<(String, usize)> {
 fn the_checked_in_option_list_is_the_installed_clients() {
     let checked_in = checked_in_options();
     assert!(checked_in.len() >= 40, "{checked_in:?}");
-    if !official_client_installed() {
-        eprintln!("official client not installed: checked-in list only");
+    if !peer_or_skip(
+        "the_checked_in_option_list_is_the_installed_clients (against boinc --help)",
+        &["boinc"],
+    ) {
         return;
     }
     let out = Command::new("boinc")
@@ -206,7 +208,10 @@ fn daemon_logs_to_stdoutdae(dir: &Path, args: &[String], port: u16) {
 #[test]
 fn ferrited_starts_with_every_official_option() {
     let mut options = checked_in_options();
-    if official_client_installed() {
+    if peer_or_skip(
+        "ferrited_starts_with_every_official_option (options from boinc --help)",
+        &["boinc"],
+    ) {
         if let Ok(out) = Command::new("boinc").arg("--help").output() {
             for o in help_options(&String::from_utf8_lossy(&out.stdout)) {
                 if !options.contains(&o) {

@@ -251,8 +251,10 @@ fn unwritable_data_directory_is_a_clear_error() {
 
 #[test]
 fn full_disk_keeps_the_last_good_state_and_recovers_when_space_returns() {
-    if !is_root() {
-        eprintln!("needs root to mount a small tmpfs; CI runs as root");
+    if !ferrite_e2e::root_or_skip(
+        "full_disk_keeps_the_last_good_state_and_recovers_when_space_returns",
+        "to mount a small tmpfs",
+    ) {
         return;
     }
     let base = tempfile::tempdir().expect("tempdir");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrite_e2e::testproject::{client_dir, Server, ShellApp, KEY};
 use ferrite_e2e::webdriver::Browser;
-use ferrite_e2e::{free_port, gui_rpc, workspace_root, Proc};
+use ferrite_e2e::{free_port, gui_rpc, peer_or_skip, workspace_root, Proc};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -55,6 +55,12 @@ fn seed_history(dir: &Path, url: &str, now: u64) {
 
 #[test]
 fn the_dashboard_shows_the_work_and_its_actions_go_through_gui_rpc() {
+    if !peer_or_skip(
+        "the_dashboard_shows_the_work_and_its_actions_go_through_gui_rpc",
+        &["chromium", "chromedriver"],
+    ) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tmp");
     // `alpha` jobs finish at once (job log, credit, transfers); `beta` jobs run for minutes.
     let server = Server::start_apps(

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use ferrite_e2e::testproject::{client_dir, Server, KEY};
 use ferrite_e2e::{
-    bin, boinccmd, copy_dir, fixtures, free_port, gui_rpc, official_client_installed,
-    OfficialClient, Proc,
+    bin, boinccmd, copy_dir, fixtures, free_port, gui_rpc, peer_or_skip, OfficialClient, Proc,
 };
 
 /// The (category, project name) of each notice in a `get_notices` reply, in order.
@@ -81,8 +80,10 @@ fn data_dir_copy(name: &str, dst: &Path, oddities: bool) {
 
 #[test]
 fn get_notices_matches_the_official_client_on_real_data_dirs() {
-    if !official_client_installed() {
-        eprintln!("skipped: Debian's boinc-client is not installed (see .ci/run)");
+    if !peer_or_skip(
+        "get_notices_matches_the_official_client_on_real_data_dirs",
+        &["boinc", "boinccmd"],
+    ) {
         return;
     }
     for (name, oddities) in [

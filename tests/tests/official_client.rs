@@ -4,16 +4,28 @@
 use std::fs;
 use std::time::Duration;
 
-use ferrite_e2e::{copy_dir, fixture_data_dir, OfficialClient, Proc};
+use ferrite_e2e::{copy_dir, fixture_data_dir, peer_or_skip, OfficialClient, Proc};
 use ferrite_proto::client_state::ClientState;
 
 #[test]
 fn official_client_loads_the_state_ferrite_wrote() {
+    if !peer_or_skip(
+        "official_client_loads_the_state_ferrite_wrote",
+        &["boinc", "boinccmd"],
+    ) {
+        return;
+    }
     round_trip_through_ferrite("02_tasks_running");
 }
 
 #[test]
 fn official_client_loads_what_ferrite_wrote_from_a_boinc_8_layout() {
+    if !peer_or_skip(
+        "official_client_loads_what_ferrite_wrote_from_a_boinc_8_layout",
+        &["boinc", "boinccmd"],
+    ) {
+        return;
+    }
     round_trip_through_ferrite("8x_layout");
 }
 

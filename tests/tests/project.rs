@@ -148,6 +148,30 @@ fn wait_log(client: &mut Proc, needle: &str) {
     client.wait_for(needle, Duration::from_secs(60));
 }
 
+/// When the daemon's one project may next ask its scheduler (`min_rpc_time` in its GUI RPC
+/// project status, once it lists the project), and the time now, both in Unix seconds.
+fn next_rpc_and_now(port: u16) -> (f64, f64) {
+    let mut project = String::new();
+    ferrite_e2e::inspect::wait_until(
+        "the daemon lists the project",
+        Duration::from_secs(30),
+        || {
+            project = gui_rpc(port, Some("pw"), "<get_project_status/>\n");
+            project.contains("<min_rpc_time>")
+        },
+    );
+    let next: f64 = project
+        .split_once("<min_rpc_time>")
+        .and_then(|(_, rest)| rest.split_once('<'))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a number in min_rpc_time: {project}"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    (next, now)
+}
+
 /// `boinccmd` with the test password; must succeed.
 fn cmd(port: u16, args: &[&str]) {
     let out = boinccmd(port, Some("pw"), args);
@@ -169,9 +193,14 @@ fn scheduler_errors_back_off_and_an_update_recovers() {
             "{fault}: {}",
             client.output()
         );
-        // Backed off: the server hears nothing more for a while.
+        // Backed off: the project's next RPC is set ahead of now, and the server has heard
+        // nothing more.
         let before = status(&server.url)["scheduler_rpcs"].clone();
-        std::thread::sleep(Duration::from_secs(3));
+        let (next, now) = next_rpc_and_now(port);
+        assert!(
+            next > now,
+            "{fault}: backed off (next RPC at {next}, now {now})"
+        );
         assert_eq!(
             status(&server.url)["scheduler_rpcs"],
             before,
@@ -202,8 +231,14 @@ fn a_project_down_for_maintenance_is_told_and_waited_for() {
     );
     wait_log(&mut client, "Project requested delay of 3600 seconds");
     wait_log(&mut client, "next attempt in 3600 s");
+    // The hour is kept: the next RPC is set at least most of an hour ahead, and the server
+    // has heard nothing more.
     let before = status(&server.url)["scheduler_rpcs"].clone();
-    std::thread::sleep(Duration::from_secs(3));
+    let (next, now) = next_rpc_and_now(port);
+    assert!(
+        next > now + 3000.0,
+        "the hour's delay is kept (next RPC at {next}, now {now})"
+    );
     assert_eq!(status(&server.url)["scheduler_rpcs"], before, "backed off");
     // The project is back; "Update" goes through the delay.
     cmd(port, &["--project", &server.url, "update"]);
@@ -443,7 +478,14 @@ fn an_rpc_backoff_survives_a_daemon_restart() {
     let before = status(&server.url)["scheduler_rpcs"].clone();
     let dir = tmp.path().join("client");
     let client = start_client(&dir, port, None);
-    std::thread::sleep(Duration::from_secs(4));
+    // The restarted daemon loaded the backoff: its project's next RPC is still ahead of now,
+    // and it has not asked the server meanwhile.
+    let (next, now) = next_rpc_and_now(port);
+    assert!(
+        next > now,
+        "the restarted daemon keeps the backoff (next RPC at {next}, now {now}):\n{}",
+        client.output()
+    );
     assert_eq!(
         status(&server.url)["scheduler_rpcs"],
         before,
@@ -778,7 +820,18 @@ fn outside_the_network_hours_nothing_is_sent_and_the_gui_says_why() {
     );
     let port = free_port();
     let client = start_client(&dir, port, Some(&server.url));
-    std::thread::sleep(Duration::from_secs(6));
+    // Once the daemon has attached the project (waiting for its master page) and its GUI
+    // says the network is off for the time of day, nothing may have reached the server.
+    ferrite_e2e::inspect::wait_until(
+        "the project attached and the network off for the time of day",
+        Duration::from_secs(30),
+        || {
+            gui_rpc(port, Some("pw"), "<get_cc_status/>\n")
+                .contains("<network_suspend_reason>8</network_suspend_reason>")
+                && gui_rpc(port, Some("pw"), "<get_project_status/>\n")
+                    .contains(&format!("<master_url>{}</master_url>", server.url))
+        },
+    );
     let s = status(&server.url);
     let requests: u64 = s["traffic"]["endpoints"]
         .as_object()

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::boinc_server::{BoincServer, ServerOptions};
-use ferrite_e2e::{boinccmd, free_port, official_client_installed, OfficialClient, Proc};
+use ferrite_e2e::{boinccmd, free_port, peer_or_skip, OfficialClient, Proc};
 
 /// Leaf paths below `<scheduler_request>` (`host_info/p_fpops`) with their first value.
 /// GPU and OpenCL descriptions depend on the host's devices and are compared as one element.
@@ -189,12 +189,7 @@ fn differences(
 #[test]
 fn scheduler_requests_match_the_official_clients() {
     let test = "scheduler_requests_match_the_official_clients";
-    if !official_client_installed() {
-        assert!(
-            std::env::var("CI").map(|v| v != "true").unwrap_or(true),
-            "{test}: CI installs boinc-client"
-        );
-        eprintln!("SKIPPED {test}: the official client is not installed");
+    if !peer_or_skip(test, &["boinc", "boinccmd"]) {
         return;
     }
     let opts = ServerOptions {

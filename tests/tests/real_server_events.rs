@@ -59,6 +59,21 @@ impl Client {
         );
     }
 
+    /// Seconds until the project may next be asked (its `min_rpc_time` in GUI RPC, less now).
+    fn next_rpc_in(&self) -> f64 {
+        let status = ferrite_e2e::gui_rpc(self.port, Some("pw"), "<get_project_status/>\n");
+        let next: f64 = status
+            .split_once("<min_rpc_time>")
+            .and_then(|(_, rest)| rest.split_once('<'))
+            .and_then(|(n, _)| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("a number in min_rpc_time: {status}"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs_f64();
+        next - now
+    }
+
     /// The messages a GUI shows.
     fn messages(&self) -> String {
         boinccmd(self.port, Some("pw"), &["--get_messages", "0"]).stdout
@@ -364,8 +379,14 @@ fn a_project_down_for_maintenance_is_waited_for_then_used() {
         },
     );
     let posts = scheduler_posts(&server);
-    // The reply asked for an hour: 20 s later, no second request.
-    std::thread::sleep(Duration::from_secs(20));
+    // The reply asked for an hour, and the client keeps it: its next request is most of an
+    // hour away, and none has gone out since.
+    let wait_s = client.next_rpc_in();
+    assert!(
+        wait_s > 3000.0,
+        "next request in {wait_s} s:\n{}",
+        client.output()
+    );
     assert_eq!(
         scheduler_posts(&server),
         posts,

@@ -28,7 +28,16 @@ fn stopped_while_running(base: &Path, jobs: u32) -> (Server, PathBuf, u16) {
     let port = free_port();
     let mut client = start_client(&dir, port, Some(&server.url));
     client.wait_for("starting task", T);
-    std::thread::sleep(Duration::from_millis(500));
+    // Once every job's input (one each, `<app>_wu_<n>_in`) is downloaded.
+    let want: usize = jobs.parse().expect("jobs");
+    ferrite_e2e::inspect::wait_until("every job's input downloaded", T, || {
+        client
+            .output()
+            .lines()
+            .filter(|l| l.contains("Finished download of") && l.contains("_wu_"))
+            .count()
+            >= want
+    });
     stop(&mut client);
     let s = status(&server.url);
     assert_eq!(s["results_reported"], 0, "nothing finished yet: {s}");

@@ -295,8 +295,12 @@ fn ferrite_as(ids: Option<(u32, u32)>, args: &[&str]) -> (i32, String) {
 
 #[test]
 fn the_unix_socket_refuses_users_without_permission_and_control_without_the_password() {
+    let test = "the_unix_socket_refuses_users_without_permission_and_control_without_the_password";
+    if !ferrite_e2e::root_or_skip(test, "to run a client as another user") {
+        return;
+    }
     let Some(nobody) = nobody() else {
-        eprintln!("SKIPPED: needs root and a `nobody` user to run a client as another user");
+        ferrite_e2e::skip(test, "there is no `nobody` user to run a client as");
         return;
     };
     let base = tempfile::tempdir().expect("tmp");
@@ -396,8 +400,8 @@ fn boinccmd_in_ns(pid: i32, host: &str, password: Option<&str>, args: &[&str]) -
 
 #[test]
 fn gui_rpc_from_a_host_not_in_remote_hosts_cfg_is_refused() {
-    if !ferrite_e2e::official_client_installed() {
-        eprintln!("SKIPPED: needs boinccmd (see .ci/run)");
+    let test = "gui_rpc_from_a_host_not_in_remote_hosts_cfg_is_refused";
+    if !ferrite_e2e::peer_or_skip(test, &["boinccmd", "unshare"]) {
         return;
     }
     // A private network namespace whose loopback device also carries 10.77.0.1: a peer at
@@ -408,7 +412,10 @@ fn gui_rpc_from_a_host_not_in_remote_hosts_cfg_is_refused() {
         .map(|s| s.success())
         .unwrap_or(false);
     if !probe {
-        eprintln!("SKIPPED: cannot make a network namespace here (unshare -n)");
+        ferrite_e2e::skip(
+            test,
+            "cannot make a network namespace here (unshare -n needs root or user namespaces)",
+        );
         return;
     }
     let dir = ferrite_e2e::fixture_data_dir("02_tasks_running");

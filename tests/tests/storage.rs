@@ -15,7 +15,7 @@ use ferrite_e2e::inspect::{load_state as load, result_names};
 use ferrite_e2e::testproject::{
     all_reported, client_dir_in, reported, set_executable, start_client, status, Server, Tmpfs,
 };
-use ferrite_e2e::{boinccmd, fixture_data_dir, free_port, Proc};
+use ferrite_e2e::{boinccmd, fixture_data_dir, free_port, skip, Proc};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -23,15 +23,17 @@ const T: Duration = Duration::from_secs(30);
 const SMALL_DISK_PREFS: &str = "<disk_min_free_gb>0</disk_min_free_gb>\n\
      <disk_max_used_pct>100</disk_max_used_pct>\n<disk_max_used_gb>0</disk_max_used_gb>";
 
-/// A tmpfs of `size` at `base/data`, or `None` (after saying why) when it cannot be mounted.
-fn small_disk(base: &Path, size: &str) -> Option<(Tmpfs, PathBuf)> {
+/// A tmpfs of `size` at `base/data`, or `None` when it cannot be mounted: test `test` is
+/// then skipped (a failure under CI, which runs as root).
+fn small_disk(test: &str, base: &Path, size: &str) -> Option<(Tmpfs, PathBuf)> {
     let dir = base.join("data");
     fs::create_dir_all(&dir).expect("mkdir");
     match Tmpfs::mount(&dir, &format!("size={size}")) {
         Ok(m) => Some((m, dir)),
         Err(e) => {
-            eprintln!(
-                "SKIPPED: cannot mount a {size} tmpfs ({e}); run as root to test a full disk"
+            skip(
+                test,
+                &format!("cannot mount a {size} tmpfs ({e}); run as root to test a full disk"),
             );
             None
         }
@@ -64,7 +66,11 @@ fn messages(port: u16) -> String {
 #[test]
 fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself() {
     let base = tempfile::tempdir().expect("tmp");
-    let Some((_mount, data)) = small_disk(base.path(), "16m") else {
+    let Some((_mount, data)) = small_disk(
+        "a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself",
+        base.path(),
+        "16m",
+    ) else {
         return;
     };
     let server = Server::start(base.path(), &["--jobs", "3"]);
@@ -96,7 +102,13 @@ fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(6));
+    // The attach's scheduler request, made on the full disk, has had its answer: whatever
+    // that request could have fetched is in the server's count by now.
+    let said = client.output().find("not asking for work").expect("said");
+    ferrite_e2e::inspect::wait_until("a scheduler request on the full disk", T, || {
+        let after = client.output()[said..].to_owned();
+        after.contains("Scheduler request completed") || after.contains("Scheduler request failed")
+    });
     let s = status(&server.url);
     assert_eq!(
         s["results_sent"],
@@ -136,7 +148,11 @@ fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself
 #[test]
 fn a_download_that_fills_the_disk_resumes_by_itself_when_space_returns() {
     let base = tempfile::tempdir().expect("tmp");
-    let Some((_mount, data)) = small_disk(base.path(), "16m") else {
+    let Some((_mount, data)) = small_disk(
+        "a_download_that_fills_the_disk_resumes_by_itself_when_space_returns",
+        base.path(),
+        "16m",
+    ) else {
         return;
     };
     // One job with a 4 MiB input, fetched at 1 MB/s; the disk fills up while it comes.
@@ -218,7 +234,11 @@ fn a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_ag
     // same way. (A data directory on a read-only file system at start-up is refused with a
     // clear error: `daemon.rs`, unwritable_data_directory_is_a_clear_error.)
     let base = tempfile::tempdir().expect("tmp");
-    let Some((_mount, data)) = small_disk(base.path(), "16m") else {
+    let Some((_mount, data)) = small_disk(
+        "a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_again_by_itself",
+        base.path(),
+        "16m",
+    ) else {
         return;
     };
     let fixture = fixture_data_dir("02_tasks_running");
@@ -231,7 +251,10 @@ fn a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_ag
     let good = fs::read_to_string(data.join("client_state.xml")).expect("state");
 
     if !immutable(&data, true) {
-        eprintln!("SKIPPED: chattr +i is not supported here");
+        skip(
+            "a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_again_by_itself",
+            "chattr +i is not supported on this file system",
+        );
         return;
     }
     // A change to save: the volunteer suspends a project.

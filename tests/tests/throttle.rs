@@ -15,7 +15,9 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrite_e2e::inspect::{make_writable, refit_file, slot_processes, stat_fields, state_letter};
+use ferrite_e2e::inspect::{
+    make_writable, refit_file, slot_processes, stat_fields, state_letter, wait_until,
+};
 use ferrite_e2e::{boinc_test_app, fixture_data_dir, free_port, gui_rpc, Proc};
 
 const URL: &str = "http://127.0.0.1:18080/";
@@ -190,14 +192,22 @@ fn a_limit_of_30_percent_holds_a_busy_app_well_below_the_wall_time() {
     // A task the user suspends stays stopped; once resumed it is throttled again.
     let name = "wu_long_0";
     result_op(port, "suspend_result", name);
-    thread::sleep(Duration::from_millis(500));
+    wait_until(
+        "the suspended task stopped",
+        Duration::from_secs(10),
+        || state_letter(pid) == Some('T'),
+    );
     let seen = states_over(pid, Duration::from_secs(3));
     assert!(
         !seen.is_empty() && seen.iter().all(|s| *s == 'T'),
         "a suspended task stays stopped: {seen:?}"
     );
     result_op(port, "resume_result", name);
-    thread::sleep(Duration::from_millis(500));
+    wait_until(
+        "the resumed task continued",
+        Duration::from_secs(10),
+        || state_letter(pid).is_some_and(|s| s != 'T'),
+    );
     let (_, runnable, _) = measure(pid, Duration::from_secs(3));
     assert!(
         runnable > 0.05,
@@ -334,7 +344,12 @@ fn a_throttled_boinc_api_app_suspended_by_the_user_uses_no_cpu_until_resumed() {
         "suspend_result",
         "spin_0",
     );
-    thread::sleep(Duration::from_secs(2));
+    // Once the app has acted on <suspend/> (half a second without computing), measure.
+    wait_until(
+        "the suspended app stops computing",
+        Duration::from_secs(20),
+        || measure(pid, Duration::from_millis(500)).0 < 0.03,
+    );
     let (cpu, _, _) = measure(pid, Duration::from_secs(4));
     assert!(cpu < 0.03, "a suspended app computes: CPU share {cpu:.3}");
     // Resumed, it computes again (the throttle continues what it stopped), throttled.
@@ -344,7 +359,10 @@ fn a_throttled_boinc_api_app_suspended_by_the_user_uses_no_cpu_until_resumed() {
         "resume_result",
         "spin_0",
     );
-    thread::sleep(Duration::from_secs(2));
+    // Once it computes again, measure how much.
+    wait_until("the resumed app computes", Duration::from_secs(20), || {
+        measure(pid, Duration::from_millis(500)).0 > 0.0
+    });
     let (cpu, runnable, _) = measure(pid, Duration::from_secs(4));
     eprintln!(
         "API app resumed: CPU {:.0}% of the wall time, runnable {:.0}%",

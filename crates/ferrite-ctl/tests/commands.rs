@@ -216,7 +216,7 @@ fn benchmark_runs_and_messages_follow_shows_new_lines() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ferrite");
-    std::thread::sleep(Duration::from_millis(500));
+    // No pause needed: --since shows every line after `last`, whenever it connects.
     assert_eq!(c.json(&["benchmark"]), serde_json::json!({ "ok": true }));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

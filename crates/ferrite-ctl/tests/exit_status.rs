@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ferrite_e2e::{
-    bin, ferrite_bounded, ferrited_with_gui_rpc, fixture_data_dir, free_port,
-    official_client_installed, run_bounded, OfficialClient,
+    bin, ferrite_bounded, ferrited_with_gui_rpc, fixture_data_dir, free_port, peer_or_skip,
+    run_bounded, OfficialClient,
 };
 
 const T: Duration = Duration::from_secs(60);
@@ -151,8 +151,10 @@ fn exit_statuses_and_closed_pipes() {
 
 #[test]
 fn reading_commands_work_against_the_official_client() {
-    if !official_client_installed() {
-        eprintln!("official client not installed (.ci/run installs boinc-client): skipped");
+    if !peer_or_skip(
+        "reading_commands_work_against_the_official_client",
+        &["boinc", "boinccmd"],
+    ) {
         return;
     }
     let dir = fixture_data_dir("02_tasks_running");

@@ -647,8 +647,8 @@ async fn at_the_limit_the_quietest_connection_makes_room() {
         conn.send(&doc("<get_message_count/>")).await;
         assert!(conn.reply().await.is_some());
     }
-    // The second connection is the more recently active one.
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The second connection is the more recently active one: it speaks again after the first
+    // one's last reply came.
     second.send(&doc("<get_message_count/>")).await;
     assert!(second.reply().await.is_some());
     // A third client is served: the connection quiet the longest (the first) is closed for it.
@@ -881,18 +881,44 @@ async fn shutdown_closes_idle_connections_and_stops_listening() {
 
 // ---------------------------------------------------------------- boinccmd
 
-fn boinccmd() -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
+/// Debian's `boinccmd` on the PATH, if installed.
+fn boinccmd_path() -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join("boinccmd"))
             .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!(
-            "boinccmd not found: install Debian's boinc-client package \
-             (apt-get install boinc-client); CI installs it"
-        )
     })
+}
+
+fn boinccmd() -> PathBuf {
+    boinccmd_path().expect("boinccmd is on the PATH (checked by present_or_skip)")
+}
+
+/// The end-to-end tests' rule for a missing peer (`ferrite_e2e::skip`, which this crate's
+/// tests cannot use): when `present` is false, test `test` is skipped with a
+/// `SKIPPED <test>: <why>` line (appended to `FERRITE_SKIPPED_LOG` when set, where
+/// `tests/run.sh` collects them), and under CI, which installs every peer, it fails instead.
+fn present_or_skip(test: &str, present: bool, why: &str) -> bool {
+    if present {
+        return true;
+    }
+    let line = format!("SKIPPED {test}: {why}");
+    assert!(
+        !std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false"),
+        "{line}; CI must run this test"
+    );
+    eprintln!("{line}");
+    if let Some(log) = std::env::var_os("FERRITE_SKIPPED_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+    false
 }
 
 struct Output {
@@ -922,6 +948,13 @@ async fn run_boinccmd(cwd: &Path, args: &[&str]) -> Output {
 
 #[tokio::test]
 async fn boinccmd_against_our_server() {
+    if !present_or_skip(
+        "boinccmd_against_our_server",
+        boinccmd_path().is_some(),
+        "boinccmd not installed (apt-get install boinc-client)",
+    ) {
+        return;
+    }
     let h = start_with(required(), true).await;
     let host = h.addr().to_string();
     let cwd = h.dir.path();
@@ -1032,17 +1065,19 @@ async fn a_port_in_use_is_said_at_once_and_the_unix_socket_serves_meanwhile() {
     let port = held.local_addr().unwrap().port();
     let mut config = ServerConfig::new(Password::Disabled);
     let mut tcp = TcpConfig::local(port);
-    tcp.bind_retry_for = Duration::from_secs(30);
+    // Far longer than the test may run: start returning at all shows it did not wait for
+    // the port (TIMEOUT is only the test's deadline against a hang).
+    tcp.bind_retry_for = Duration::from_secs(3600);
     config.tcp = Some(tcp);
     config.unix = Some(UnixConfig::in_data_dir(dir.path()));
     let (tx, rx) = mpsc::channel(8);
     answer_all(rx);
     let token = CancellationToken::new();
-    let started = std::time::Instant::now();
-    let server = GuiRpcServer::start(config, tx, token.clone())
+    let server = tokio::time::timeout(TIMEOUT, GuiRpcServer::start(config, tx, token.clone()))
         .await
+        .expect("start does not wait for the port to come free")
         .expect("the Unix socket serves");
-    assert!(started.elapsed() < Duration::from_secs(2), "no waiting");
+    // The port is still held: TCP is not up yet.
     assert!(server.tcp_addr().is_none());
     let reply = unix_exchange(&dir.path().join("boinc_socket")).await;
     assert!(reply.contains("server_version"), "{reply}");

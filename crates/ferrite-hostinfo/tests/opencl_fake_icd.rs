@@ -45,6 +45,33 @@ fn loader_installed() -> bool {
     .any(|p| Path::new(p).exists())
 }
 
+/// The end-to-end tests' rule for a missing peer (`ferrite_e2e::skip`, which this crate's
+/// tests cannot use): when `present` is false, test `test` is skipped with a
+/// `SKIPPED <test>: <why>` line (appended to `FERRITE_SKIPPED_LOG` when set, where
+/// `tests/run.sh` collects them), and under CI, which installs every peer, it fails instead.
+fn present_or_skip(test: &str, present: bool, why: &str) -> bool {
+    if present {
+        return true;
+    }
+    let line = format!("SKIPPED {test}: {why}");
+    assert!(
+        !std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false"),
+        "{line}; CI must run this test"
+    );
+    eprintln!("{line}");
+    if let Some(log) = std::env::var_os("FERRITE_SKIPPED_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+    false
+}
+
 fn probe(gpu: GpuConfig) -> ferrite_hostinfo::GpuProbe {
     let mut cfg = HostProbeConfig::new("/tmp");
     cfg.nvml_library = Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1"));
@@ -54,10 +81,13 @@ fn probe(gpu: GpuConfig) -> ferrite_hostinfo::GpuProbe {
 
 #[test]
 fn fake_amd_and_intel_gpus_are_reported_as_the_official_client_does() {
-    assert!(
+    if !present_or_skip(
+        "fake_amd_and_intel_gpus_are_reported_as_the_official_client_does",
         loader_installed(),
-        "the OpenCL ICD loader is needed: install Debian's ocl-icd-libopencl1 (see .ci/run)"
-    );
+        "the OpenCL ICD loader is not installed (apt-get install ocl-icd-libopencl1)",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let vendors = build_fake_icds(dir.path());
     std::env::set_var("OCL_ICD_VENDORS", &vendors);

@@ -17,6 +17,10 @@ use ferrite_proto::client_state::ClientVersion;
 use ferrite_proto::sched_reply::SchedulerReply;
 use ferrite_testproject::{Args, Server};
 
+/// A test's deadline against a hang (never a measure of speed): far beyond any timeout the
+/// client under test is given.
+const HANG: Duration = Duration::from_secs(60);
+
 const KEY: &str = "0123456789abcdef0123456789abcdef";
 const UA: &str = "BOINC client (x86_64-pc-linux-gnu 7.20.5)";
 const REQUEST: &str = include_str!("fixtures/sched_request_capture1.xml");
@@ -314,21 +318,21 @@ async fn stalled_download_is_cut_off_then_resumed_with_range() {
     let t = f.target("stall_in");
     let c = client_with_read_timeout(Duration::from_millis(800));
     f.fault(&c, "download-stall").await;
-    let began = Instant::now();
-    let e = c
-        .download(
+    // Cut off by the 0.8 s read timeout, not after the stall's 10 min (HANG is the test's
+    // deadline against a hang).
+    let e = tokio::time::timeout(
+        HANG,
+        c.download(
             std::slice::from_ref(&url),
             &t,
             &expected(&data),
             &no_progress,
             &CancellationToken::new(),
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        began.elapsed() < Duration::from_secs(30),
-        "cut off, not 10 min"
-    );
+        ),
+    )
+    .await
+    .expect("cut off, not after the stall's 10 min")
+    .unwrap_err();
     assert!(
         matches!(e, DownloadError::Net(NetError::Timeout { .. })),
         "{e:?}"
@@ -485,14 +489,17 @@ async fn scheduler_that_never_answers_is_cut_off() {
     let f = start(&[]);
     let c = client_with_read_timeout(Duration::from_secs(1));
     f.fault(&c, "sched-timeout").await;
-    let began = Instant::now();
-    let e = c
-        .post_scheduler(&format!("{}cgi", f.url()), REQUEST.to_owned())
-        .await
-        .unwrap_err();
+    // The test's deadline against a hang, not a speed: the client gives up after its 1 s
+    // read timeout, and the error says it was a timeout.
+    let e = tokio::time::timeout(
+        HANG,
+        c.post_scheduler(&format!("{}cgi", f.url()), REQUEST.to_owned()),
+    )
+    .await
+    .expect("the client gives up on a silent scheduler")
+    .unwrap_err();
     assert!(matches!(e, NetError::Timeout { .. }), "{e:?}");
     assert_eq!(e.boinc_code(), -182);
-    assert!(began.elapsed() < Duration::from_secs(30));
 }
 
 #[tokio::test]
@@ -511,7 +518,6 @@ async fn oversized_download_is_cut_off_early() {
         gzip: false,
         gzipped_nbytes: None,
     };
-    let began = Instant::now();
     let e = client()
         .download(
             &[format!("{}download/huge_in", f.url())],
@@ -527,7 +533,7 @@ async fn oversized_download_is_cut_off_early() {
         "{e:?}"
     );
     assert_eq!(e.boinc_code(), -131);
-    assert!(began.elapsed() < Duration::from_secs(30));
+    // Refused on its Content-Length, before the body: not one byte was written.
     assert!(file_len(&t.partial) == 0 && !t.dest.exists());
     // No Content-Length: cut off while streaming; the episode's bytes are dropped.
     let (url, _) = raw_server(1, |_| http_response("200 OK", &[], &vec![7u8; 4 << 20]));
@@ -966,16 +972,24 @@ async fn an_upload_handler_that_never_answers_is_cut_off() {
         version: version(),
         known_offset: Some(0),
     };
-    let began = Instant::now();
-    let e = client_with_read_timeout(Duration::from_secs(1))
-        .upload(&url, &job, &no_progress, &CancellationToken::new())
-        .await
-        .unwrap_err();
+    // The test's deadline against a hang, not a speed: the client gives up after its 1 s
+    // read timeout, and the error says it was a timeout.
+    let e = tokio::time::timeout(
+        HANG,
+        client_with_read_timeout(Duration::from_secs(1)).upload(
+            &url,
+            &job,
+            &no_progress,
+            &CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the client gives up on a silent upload handler")
+    .unwrap_err();
     assert!(
         matches!(e, UploadError::Net(NetError::Timeout { .. })),
         "{e:?}"
     );
-    assert!(began.elapsed() < Duration::from_secs(15));
 }
 
 /// A server that answers one GET for `data` by sending `chunk` bytes every `every`.
@@ -1057,12 +1071,16 @@ async fn a_download_trickling_below_the_low_speed_limit_is_given_up() {
         "{e}"
     );
     assert!(!e.is_permanent(), "retried later like a timeout");
+    // Not before one whole window was measured, and long before the trickle would have
+    // ended (it sends the file in 40 s): what arrived is kept for the retry to resume from,
+    // and it is not the whole file.
+    assert!(took >= Duration::from_secs(2), "after one window: {took:?}");
+    let kept = std::fs::metadata(&t.partial).unwrap().len();
     assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
-        "after about one window: {took:?}"
+        kept > 0 && kept < data.len() as u64,
+        "kept {kept} of {} bytes",
+        data.len()
     );
-    // What arrived is kept for the retry to resume from.
-    assert!(std::fs::metadata(&t.partial).unwrap().len() > 0);
 
     // 2000 bytes every 0.4 s (5000 B/s) is above the limit: it completes.
     let c = HttpClient::new(cfg).unwrap();

@@ -783,8 +783,10 @@ fn attach_web_rpcs_match_the_official_clients_requests_and_fixture_replies() {
 }
 
 /// A reply with thousands of jobs (a broken or hostile server: the HTTP layer accepts
-/// replies of up to 64 MiB) is merged in linear time. Name lookups were linear scans, so
-/// 16,000 jobs took seven seconds of a release build and a 64 MiB reply minutes.
+/// replies of up to 64 MiB) is merged whole: every job added, none refused, the state's
+/// invariants kept. Name lookups were linear scans once, so 16,000 jobs took seven seconds of
+/// a release build; how the time grows with the jobs is `cargo bench -p ferrite-project
+/// --bench merge`'s figure, not this test's.
 #[test]
 fn a_reply_with_thousands_of_jobs_is_merged_in_linear_time() {
     use ferrite_project::reply::{apply_reply, check_invariants, ApplyOptions};
@@ -813,7 +815,6 @@ fn a_reply_with_thousands_of_jobs_is_merged_in_linear_time() {
         .value;
     let before = state.projects[0].results.len();
     let verifier = |_: &str, _: &str, _: &str| true;
-    let t = std::time::Instant::now();
     let out = apply_reply(
         &mut state,
         "http://127.0.0.1:18080/",
@@ -823,17 +824,11 @@ fn a_reply_with_thousands_of_jobs_is_merged_in_linear_time() {
         &verifier,
     )
     .unwrap();
-    let took = t.elapsed();
     assert!(out.refusals.is_empty(), "{:?}", out.refusals.first());
     let ps = &state.projects[0];
     assert_eq!(ps.results.len(), before + n);
     assert_eq!(out.tasks_added.get("CPU"), Some(&(n as u32)));
     check_invariants(ps).unwrap();
-    // In a debug build: quadratic merging took about 24 s, linear about half a second.
-    assert!(
-        took < std::time::Duration::from_secs(8),
-        "merging took {took:?}"
-    );
 }
 
 /// A reply carrying a server's `project_files.xml` (a `<file_info>` and the `<project_files>`

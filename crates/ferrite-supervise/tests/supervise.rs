@@ -558,9 +558,11 @@ fn shell_task(
 fn shell_app_without_api_is_suspended_by_signals_and_finishes() {
     let dd = DataDir::new();
     let (slot, cfg) = shell_task(&dd, 2);
-    let mut task = Task::start(cfg, Instant::now()).unwrap();
+    let started = Instant::now();
+    let mut task = Task::start(cfg, started).unwrap();
     idle(&mut task, secs(0.5));
-    task.suspend(Instant::now());
+    let stopped_at = Instant::now();
+    task.suspend(stopped_at);
     assert!(task.is_stopped_by_signal());
     idle(&mut task, secs(0.3));
     let pid = task.pid();
@@ -570,9 +572,11 @@ fn shell_app_without_api_is_suspended_by_signals_and_finishes() {
     idle(&mut task, secs(2.0));
     // Stopped for 2 s of a 2 s job: it cannot have finished.
     assert!(alive(pid));
-    task.resume(Instant::now());
+    let resumed_at = Instant::now();
+    task.resume(resumed_at);
     assert!(!task.is_stopped_by_signal());
     let (exit, _) = run(&mut task, secs(20.0));
+    let ended = Instant::now();
     let exit = exit.unwrap();
     assert!(matches!(exit.outcome, ExitOutcome::Finished(_)), "{exit:?}");
     assert_eq!(
@@ -585,9 +589,19 @@ fn shell_app_without_api_is_suspended_by_signals_and_finishes() {
         "{}",
         exit.stderr
     );
-    // Time stopped does not count as elapsed (the sleeps ran on meanwhile, so less than 2 s).
+    // Time stopped does not count as elapsed: the elapsed time is at most the task's life
+    // as this test saw it less the span it was stopped (counting that span would exceed
+    // it by 2.3 s, however slow the machine).
     assert!(exit.usage.elapsed_time >= 0.9, "{:?}", exit.usage);
-    assert!(exit.usage.elapsed_time < 2.6, "{:?}", exit.usage);
+    let life = ended.duration_since(started).as_secs_f64();
+    let stopped = resumed_at.duration_since(stopped_at).as_secs_f64();
+    assert!(stopped >= 2.3, "stopped for {stopped} s");
+    assert!(
+        exit.usage.elapsed_time <= life - stopped + 1e-3,
+        "elapsed {} s in a life of {life} s stopped for {stopped} s: {:?}",
+        exit.usage.elapsed_time,
+        exit.usage
+    );
 }
 
 #[test]
@@ -810,12 +824,19 @@ fn dropping_a_task_kills_its_tree() {
     let (_slot, cfg) = api_task(&dd, "drop", 1, &["--forever", "--fork"]);
     let task = Task::start(cfg, Instant::now()).unwrap();
     let pid = task.pid();
-    std::thread::sleep(Duration::from_millis(500));
-    let members: Vec<i32> = sample_tree(pid, &[])
-        .members
-        .iter()
-        .map(|m| m.pid)
-        .collect();
+    // Once the app has forked its child.
+    let deadline = Instant::now() + secs(10.0);
+    let members: Vec<i32> = loop {
+        let members: Vec<i32> = sample_tree(pid, &[])
+            .members
+            .iter()
+            .map(|m| m.pid)
+            .collect();
+        if members.len() >= 2 || Instant::now() >= deadline {
+            break members;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(members.len() >= 2, "{members:?}");
     drop(task);
     let deadline = Instant::now() + secs(5.0);
@@ -848,7 +869,14 @@ fn orphan_from_a_previous_daemon_is_found_by_pid_and_ended() {
     let dd = DataDir::new();
     let (slot, cfg) = api_task(&dd, "orphan", 1, &["--forever"]);
     let task = Task::start(cfg, Instant::now()).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Once the app runs (the forked child has become it: its command line is the app's).
+    let deadline = Instant::now() + secs(10.0);
+    while !std::fs::read(format!("/proc/{}/cmdline", task.pid()))
+        .is_ok_and(|c| c.windows(9).any(|w| w == b"--forever"))
+    {
+        assert!(Instant::now() < deadline, "the app never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // The "previous daemon" goes away without stopping its app.
     let record = task.abandon();
     let pid = record.pid.unwrap();

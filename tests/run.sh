@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Ferrite's test command: sets up what the tests need, then runs the whole test suite.
+#
+#   tests/run.sh                   every test of the workspace (cargo test --workspace)
+#   tests/run.sh -p ferrite-ctl    arguments go to `cargo test` (then without --workspace)
+#   tests/run.sh --check-peers     only says which Debian peers are missing
+#
+# FERRITE_NO_INSTALL=1 keeps it from installing anything even as root (it then only says what
+# is missing, as for another user).
+#
+# The tests drive Debian's BOINC programs as peers (boinc-client's boinc and boinccmd,
+# boinctui, BOINC Manager under Xvfb, PoCL, Chromium, promtool, ...) and a real BOINC project
+# server (the kit's MariaDB, Apache and PHP). Run as root, this installs the missing ones with
+# apt-get, under a policy-rc.d that keeps apt from starting their services. Run as another
+# user, it prints the apt-get line that installs what is missing and runs the suite anyway:
+# a test whose peer is missing is skipped with a SKIPPED line (under CI=true it fails
+# instead), and every skip is listed at the end. `cargo test` runs with --no-fail-fast, so
+# one failing test binary does not hide the others; the exit status is cargo's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Each peer package and a program that shows it is installed ("-": ask dpkg).
+PEERS=(
+    "boinc-client boinc" "boinc-client boinccmd" "libboinc-app-dev -"
+    "boinctui boinctui" "tmux tmux"
+    # BOINC Manager in a virtual X session (Xvfb) driven by xdotool, screenshots by xwd; its
+    # wizards followed through their accessibility tree (D-Bus session bus, AT-SPI, pyatspi).
+    "boinc-manager boincmgr" "xvfb Xvfb" "xdotool xdotool" "x11-apps xwd"
+    "dbus-daemon dbus-daemon" "at-spi2-core -" "python3-pyatspi -"
+    # OpenCL: the ICD loader and PoCL, a real OpenCL platform on the CPU (detection tests).
+    "ocl-icd-libopencl1 -" "pocl-opencl-icd -"
+    # The BOINC server kit's packages (MariaDB, Apache with PHP, Python's MySQL module), so
+    # that tests bringing up several servers at once never run apt-get themselves.
+    "mariadb-server -" "mariadb-client -" "apache2 -" "libapache2-mod-php -" "php-cli -"
+    "php-mysql -" "php-xml -" "python3 python3" "python3-mysqldb -" "libmariadb3 -"
+    "xz-utils xz"
+    # promtool checks the metrics text; headless Chromium driven by chromedriver tests the
+    # web dashboard.
+    "prometheus promtool" "chromium chromium" "chromium-driver chromedriver"
+    # The packaging test: systemd-analyze verify and systemd-sysusers --root.
+    "systemd systemd-analyze"
+)
+
+# Whether peer package $1 is installed: its program $2 is on the PATH, or, for "-", dpkg
+# knows the package as installed.
+peer_installed() {
+    if [ "$2" = - ]; then
+        dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q 'ok installed'
+    else
+        command -v "$2" >/dev/null 2>&1
+    fi
+}
+
+# The peer packages not installed, one a line, each once.
+missing_peers() {
+    local pair
+    for pair in "${PEERS[@]}"; do
+        # shellcheck disable=SC2086 # two words: package and program
+        peer_installed $pair || echo "${pair%% *}"
+    done | awk '!seen[$0]++'
+}
+
+if [ "${1:-}" = --check-peers ]; then
+    missing="$(missing_peers | tr '\n' ' ')"
+    if [ -n "$missing" ]; then
+        echo "missing: apt-get install --no-install-recommends ${missing% }"
+        exit 1
+    fi
+    echo "every peer is installed"
+    exit 0
+fi
+
+echo "== test peers"
+mapfile -t need < <(missing_peers)
+if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && [ "${FERRITE_NO_INSTALL:-0}" != 1 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    # Debian's boinc-client (and the kit's MariaDB and Apache) are test peers, not services:
+    # a policy-rc.d that exits 101 keeps apt from starting them.
+    cleanup_policy=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        cleanup_policy=1
+        # Gone again even when apt-get fails.
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
+    # The packages with a service that were not installed before this run.
+    new_services=()
+    for pkg in boinc-client mariadb-server apache2 prometheus; do
+        peer_installed "$pkg" - || new_services+=("$pkg")
+    done
+    echo "installing: ${need[*]}"
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    # Only services this run just installed, in case a package's scripts started one despite
+    # policy-rc.d: the tests need none of them (their official clients and servers run on
+    # their own ports and folders). A service that was installed before is the machine's
+    # own and is left alone, as is every process this script did not start.
+    for pkg in "${new_services[@]}"; do
+        case "$pkg" in
+            mariadb-server) unit=mariadb ;;
+            *) unit="$pkg" ;;
+        esac
+        systemctl stop "$unit" >/dev/null 2>&1 || true
+    done
+    if [ "$cleanup_policy" = 1 ]; then
+        rm -f /usr/sbin/policy-rc.d
+        trap - EXIT
+    fi
+    mapfile -t need < <(missing_peers)
+    if [ "${#need[@]}" -gt 0 ]; then
+        echo "still missing after apt-get install: ${need[*]}" >&2
+        exit 1
+    fi
+elif [ "${#need[@]}" -gt 0 ]; then
+    echo "not installed: ${need[*]}"
+    echo "the tests that need them are skipped; to run them too:"
+    echo "    sudo apt-get install --no-install-recommends ${need[*]}"
+fi
+if [ "${#need[@]}" = 0 ]; then echo "every peer is installed"; fi
+
+# The packaging test builds the Debian package with cargo-deb (a pinned version; about a
+# minute to compile the first time, nothing when already installed).
+CARGO_DEB_VERSION=3.8.0
+if ! cargo deb --version 2>/dev/null | grep -qx "cargo-deb $CARGO_DEB_VERSION"; then
+    cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked --quiet
+fi
+
+# The real BOINC server the real-server tests bring up (tests/src/boinc_server.rs): the kit
+# beside the repository, unless the caller names another.
+if [ -z "${BOINC_SERVER_KIT:-}" ] && [ -x ../shared/boinc-server/up.sh ]; then
+    BOINC_SERVER_KIT="$(cd ../shared/boinc-server && pwd)"
+fi
+if [ -n "${BOINC_SERVER_KIT:-}" ]; then
+    export BOINC_SERVER_KIT
+    echo "BOINC server kit: $BOINC_SERVER_KIT"
+fi
+
+echo "== tests"
+# Each skipped test appends its SKIPPED line here (ferrite_e2e::skip).
+FERRITE_SKIPPED_LOG="$(mktemp "${TMPDIR:-/tmp}/ferrite-skipped.XXXXXX")"
+export FERRITE_SKIPPED_LOG
+trap 'rm -f "$FERRITE_SKIPPED_LOG"' EXIT
+if [ "$#" = 0 ]; then set -- --workspace; fi
+status=0
+cargo test --locked --no-fail-fast "$@" || status=$?
+
+echo "== skipped"
+if [ -s "$FERRITE_SKIPPED_LOG" ]; then
+    sort -u "$FERRITE_SKIPPED_LOG"
+    if [ "${#need[@]}" -gt 0 ]; then
+        echo "to run them: sudo apt-get install --no-install-recommends ${need[*]}"
+    fi
+else
+    echo "none"
+fi
+exit "$status"
