@@ -21,6 +21,7 @@ pub mod history;
 mod host;
 pub mod lock;
 pub mod logging;
+mod lookup;
 pub mod memory;
 pub mod metrics;
 pub mod notices;
