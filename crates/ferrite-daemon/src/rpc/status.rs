@@ -156,6 +156,8 @@ const AHEAD: usize = 16;
 struct JobFinder {
     /// Where the next result's job is likely to be in `World::jobs`.
     next: usize,
+    /// Position in `World::jobs` by job id, made on the first lookup by id.
+    by_id: Option<HashMap<u32, usize>>,
 }
 
 impl JobFinder {
@@ -178,7 +180,16 @@ impl JobFinder {
             }
         }
         let id = ids.find_job(url, result)?;
-        let i = world.jobs.iter().position(|j| j.id == id)?;
+        let i = *self
+            .by_id
+            .get_or_insert_with(|| {
+                let mut at = HashMap::with_capacity(world.jobs.len());
+                for (i, j) in world.jobs.iter().enumerate() {
+                    at.entry(j.id.0).or_insert(i);
+                }
+                at
+            })
+            .get(&id.0)?;
         self.next = i + 1;
         world.jobs.get(i)
     }
