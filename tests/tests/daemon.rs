@@ -57,6 +57,38 @@ fn sigint_also_saves_and_exits() {
     );
 }
 
+/// A SIGTERM that comes while a large state is still being loaded and checked is not lost
+/// and does not end the process on the spot: once started, the daemon saves what the
+/// start-up changed (the files found missing, to be fetched again) and exits cleanly.
+#[test]
+fn sigterm_during_the_start_up_saves_and_exits() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = ferrite_proto::client_state::synthetic(1, 20_000);
+    let file = state.projects[0].files[0].name.clone();
+    assert_eq!(
+        state.projects[0].files[0].status, 1,
+        "present, as generated"
+    );
+    fs::write(dir.path().join("client_state.xml"), state.to_xml()).expect("state file");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks", "--no_gpus"]);
+    p.wait_for("starting in", T);
+    p.signal(libc::SIGTERM);
+    let status = p.wait(Duration::from_secs(300));
+    assert!(
+        status.success(),
+        "exit status {status}; output:\n{}",
+        p.output()
+    );
+    let out = p.output();
+    assert!(out.contains("shutting down (SIGTERM)"), "{out}");
+    let after = load(dir.path(), "client_state.xml");
+    assert_eq!(after.projects[0].results.len(), 20_000);
+    // Saved after the start-up's file check: the missing app file is to be fetched again.
+    let f = after.projects[0].file(&file).expect("file kept");
+    assert_eq!(f.status, 0, "{file}");
+}
+
 #[test]
 fn second_instance_is_refused_with_the_holders_pid() {
     let dir = fixture_data_dir("01_after_attach");

@@ -19,7 +19,7 @@ use ferrite_proto::acct_mgr::{
     password_hash, AcctMgrLoginFile, AcctMgrUrlFile, AmCredentials, AmProject, AmReply, AmRequest,
     ACCT_MGR_LOGIN_FILE, ACCT_MGR_REPLY_FILE, ACCT_MGR_REQUEST_FILE, ACCT_MGR_URL_FILE,
 };
-use ferrite_proto::client_state::{ResultState, RpcReason, RunMode};
+use ferrite_proto::client_state::{ActiveTask, ProjectLookup, ResultState, RpcReason, RunMode};
 use tracing::{error, info, warn};
 
 use crate::config;
@@ -365,58 +365,65 @@ impl Daemon {
             (port, pw)
         });
         let flops = s.host_info.p_fpops.max(1.0);
-        let projects =
-            s.projects
-                .iter()
-                .map(|ps| {
-                    let p = &ps.project;
-                    let (mut not_started, mut in_progress) = (0.0, 0.0);
-                    for r in ps
-                        .results
-                        .iter()
-                        .filter(|r| r.state < ResultState::ComputeError)
-                    {
-                        let est = ps.workunit(&r.wu_name).map_or(0.0, |w| w.rsc_fpops_est) / flops;
-                        match s.active_tasks.iter().find(|a| {
-                            a.project_master_url == p.master_url && a.result_name == r.name
-                        }) {
-                            Some(a) => in_progress += est * (1.0 - a.checkpoint_fraction_done),
-                            None => not_started += est,
-                        }
+        // Looked up through indexes: a sync stays linear in the number of tasks.
+        let mut active: std::collections::HashMap<(&str, &str), &ActiveTask> =
+            std::collections::HashMap::with_capacity(s.active_tasks.len());
+        for a in &s.active_tasks {
+            active
+                .entry((a.project_master_url.as_str(), a.result_name.as_str()))
+                .or_insert(a);
+        }
+        let projects = s
+            .projects
+            .iter()
+            .map(|ps| {
+                let p = &ps.project;
+                let look = ProjectLookup::new(ps);
+                let (mut not_started, mut in_progress) = (0.0, 0.0);
+                for r in ps
+                    .results
+                    .iter()
+                    .filter(|r| r.state < ResultState::ComputeError)
+                {
+                    let est = look.workunit(&r.wu_name).map_or(0.0, |w| w.rsc_fpops_est) / flops;
+                    match active.get(&(p.master_url.as_str(), r.name.as_str())) {
+                        Some(a) => in_progress += est * (1.0 - a.checkpoint_fraction_done),
+                        None => not_started += est,
                     }
-                    AmProject {
-                        url: p.master_url.clone(),
-                        project_name: p.project_name.clone(),
-                        suspended_via_gui: p.suspended_via_gui,
-                        hostid: p.hostid,
-                        not_started_dur: not_started,
-                        in_progress_dur: in_progress,
-                        attached_via_acct_mgr: p.attached_via_acct_mgr,
-                        dont_request_more_work: p.dont_request_more_work,
-                        detach_when_done: p.detach_when_done,
-                        ended: p.ended,
-                        resource_share: p.resource_share,
-                        disk_usage: p.disk_usage,
-                        disk_share: p.disk_share,
-                        dynamic: am
-                            .login
-                            .dynamic
-                            .then(|| ferrite_proto::acct_mgr::AmProjectWork {
-                                nrpc_failures: p.nrpc_failures,
-                                cpu_ec: p.cpu_ec,
-                                cpu_time: p.cpu_time,
-                                gpu_ec: p.gpu_ec,
-                                gpu_time: p.gpu_time,
-                                njobs_success: p.njobs_success,
-                                njobs_error: p.njobs_error,
-                                sched_req_no_work: Vec::new(),
-                            }),
-                        account_key: p
-                            .attached_via_acct_mgr
-                            .then(|| account_key(&self.dir, &p.master_url)),
-                    }
-                })
-                .collect();
+                }
+                AmProject {
+                    url: p.master_url.clone(),
+                    project_name: p.project_name.clone(),
+                    suspended_via_gui: p.suspended_via_gui,
+                    hostid: p.hostid,
+                    not_started_dur: not_started,
+                    in_progress_dur: in_progress,
+                    attached_via_acct_mgr: p.attached_via_acct_mgr,
+                    dont_request_more_work: p.dont_request_more_work,
+                    detach_when_done: p.detach_when_done,
+                    ended: p.ended,
+                    resource_share: p.resource_share,
+                    disk_usage: p.disk_usage,
+                    disk_share: p.disk_share,
+                    dynamic: am
+                        .login
+                        .dynamic
+                        .then(|| ferrite_proto::acct_mgr::AmProjectWork {
+                            nrpc_failures: p.nrpc_failures,
+                            cpu_ec: p.cpu_ec,
+                            cpu_time: p.cpu_time,
+                            gpu_ec: p.gpu_ec,
+                            gpu_time: p.gpu_time,
+                            njobs_success: p.njobs_success,
+                            njobs_error: p.njobs_error,
+                            sched_req_no_work: Vec::new(),
+                        }),
+                    account_key: p
+                        .attached_via_acct_mgr
+                        .then(|| account_key(&self.dir, &p.master_url)),
+                }
+            })
+            .collect();
         AmRequest {
             credentials: Some(target.credentials()),
             host_cpid: s.host_info.host_cpid.clone(),

@@ -254,13 +254,27 @@ pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
         f.write_all(text.as_bytes())?;
         return f.sync_all();
     }
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = fs::File::create(&tmp)?;
+    write_atomic_with(path, |f| {
         f.write_all(text.as_bytes())?;
-        f.sync_all()?;
+        f.sync_all()
+    })
+}
+
+/// [`write_atomic`]'s temporary-file path: `write` fills `NAME.tmp`, which then replaces
+/// `path`. When writing or the rename fails (a full disk), `NAME.tmp` is removed: the old
+/// file stays as it was and nothing half-written is left beside it.
+fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut fs::File) -> io::Result<()>,
+) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let result = fs::File::create(&tmp)
+        .and_then(|mut f| write(&mut f))
+        .and_then(|()| fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
     }
-    fs::rename(&tmp, path)
+    result
 }
 
 /// Attaches to a project the way the official client's `--attach_project` does: writes the
@@ -713,5 +727,34 @@ mod write_tests {
         let plain = d.path().join("plain.xml");
         write_atomic(&plain, "x").expect("write");
         assert_eq!(fs::read_to_string(&plain).expect("read"), "x");
+    }
+
+    /// A disk that fills up half-way through the write: the error comes back, the old file
+    /// is untouched and no `NAME.tmp` stays behind.
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temporary_file() {
+        let d = tempfile::tempdir().expect("tmp");
+        let path = d.path().join("global_prefs_override.xml");
+        fs::write(&path, "old").expect("write");
+        let r = write_atomic_with(&path, |f| {
+            f.write_all(b"half of the new")?;
+            Err(io::Error::from_raw_os_error(28)) // ENOSPC
+        });
+        assert_eq!(r.expect_err("fails").raw_os_error(), Some(28));
+        assert_eq!(fs::read_to_string(&path).expect("read"), "old");
+        assert!(!d.path().join("global_prefs_override.tmp").exists());
+        assert_eq!(fs::read_dir(d.path()).expect("dir").count(), 1);
+    }
+
+    /// The rename fails (the name is taken by a directory): no `NAME.tmp` stays behind.
+    #[test]
+    fn a_failed_rename_leaves_no_temporary_file() {
+        let d = tempfile::tempdir().expect("tmp");
+        let path = d.path().join("taken.xml");
+        fs::create_dir(&path).expect("dir");
+        fs::write(path.join("inside"), "x").expect("write");
+        assert!(write_atomic(&path, "new").is_err());
+        assert!(!d.path().join("taken.tmp").exists());
+        assert!(path.join("inside").exists());
     }
 }

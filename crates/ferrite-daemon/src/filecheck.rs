@@ -469,7 +469,7 @@ pub fn downloaded(
     let Some(ps) = state.project(url) else {
         return;
     };
-    if !existence::md5_wanted(ps).contains(&name) {
+    if !existence::is_md5_wanted(ps, name) {
         return;
     }
     let md5 = md5.trim().to_ascii_lowercase();

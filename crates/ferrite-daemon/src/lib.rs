@@ -21,6 +21,7 @@ pub mod history;
 mod host;
 pub mod lock;
 pub mod logging;
+mod lookup;
 pub mod memory;
 pub mod metrics;
 pub mod notices;
@@ -307,8 +308,16 @@ impl Daemon {
     /// watching look at its timers; run a pass when one is due (a timer of the tasks, or an
     /// event that may have changed something); poll CPU throttling; save the state if it is
     /// dirty and the save is due; hand freed memory back.
-    pub async fn run(mut self) -> anyhow::Result<()> {
-        let servers = self.start_loop().await?;
+    pub async fn run(self) -> anyhow::Result<()> {
+        self.run_after(None).await
+    }
+
+    /// [`Daemon::run`], taking SIGTERM and SIGINT from `early`: streams opened before
+    /// [`Daemon::start`], so that a stop asked for during the start-up (loading a large
+    /// state, checking its files) is not lost, and neither is what the start-up changed: the
+    /// first turn of the loop takes it, saves the state and exits.
+    pub async fn run_after(mut self, early: Option<EarlySignals>) -> anyhow::Result<()> {
+        let servers = self.start_loop(early).await?;
         let mut clock = LoopClock::new(self.notifier.ping_interval());
         self.sync_log_project_names();
         let reason = loop {
@@ -348,8 +357,8 @@ impl Daemon {
 
     /// What runs before the first turn: signal listeners, the GUI RPC and HTTP servers, the
     /// first save, the benchmarks if due, the writer thread, and the word to systemd.
-    async fn start_loop(&mut self) -> anyhow::Result<Servers> {
-        spawn_signal_listeners(self.events.clone())?;
+    async fn start_loop(&mut self, early: Option<EarlySignals>) -> anyhow::Result<Servers> {
+        spawn_signal_listeners(self.events.clone(), early)?;
         let mut gui_rpc = if self.opts.no_gui_rpc {
             info!("GUI RPC off (--no_gui_rpc): no TCP port, no Unix socket");
             None
@@ -597,10 +606,35 @@ fn lower_io_priority() -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn spawn_signal_listeners(tx: mpsc::Sender<Event>) -> anyhow::Result<()> {
+/// SIGTERM and SIGINT listened for from before [`Daemon::start`] (see
+/// [`Daemon::run_after`]): from then on they no longer end the process at once, and one
+/// that comes during the start-up waits for the main loop.
+#[derive(Debug)]
+pub struct EarlySignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl EarlySignals {
+    /// Starts listening; must be called within the tokio runtime.
+    pub fn listen() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(EarlySignals {
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        })
+    }
+}
+
+fn spawn_signal_listeners(
+    tx: mpsc::Sender<Event>,
+    early: Option<EarlySignals>,
+) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let EarlySignals { mut term, mut int } = match early {
+        Some(e) => e,
+        None => EarlySignals::listen()?,
+    };
     let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
     let mut chld = signal(SignalKind::child()).context("cannot listen for SIGCHLD")?;
     tokio::spawn(async move {

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use ferrite_daemon::cli::Options;
-use ferrite_daemon::{logging, Daemon};
+use ferrite_daemon::{logging, Daemon, EarlySignals};
 
 fn main() -> ExitCode {
     ferrite_daemon::memory::configure_allocator();
@@ -56,8 +56,10 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
+        // Listened for before the start-up, so a stop asked for during it saves and exits.
+        let early = EarlySignals::listen()?;
         let daemon = Daemon::start(opts, log)?;
-        daemon.run().await
+        daemon.run_after(Some(early)).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

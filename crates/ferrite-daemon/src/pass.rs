@@ -221,15 +221,12 @@ impl Daemon {
             return;
         };
         let (mut busy_cpus, mut busy_gpus) = (0.0, 0.0);
+        let look = crate::lookup::StateLookup::new(&self.state);
         for ((url, name), l) in &self.tasks.live {
             if l.task.state() != ferrite_supervise::TaskState::Running {
                 continue;
             }
-            let usage = self
-                .state
-                .project(url)
-                .and_then(|p| p.result(name).and_then(|r| p.app_version_of(r)))
-                .map(|v| v.usage.clone());
+            let usage = look.app_version_of(url, name).map(|v| v.usage.clone());
             match usage {
                 Some(u) if u.coprocs.iter().any(|c| c.count > 0.0) => {
                     busy_gpus += u.coprocs.iter().map(|c| c.count).sum::<f64>();

@@ -13,12 +13,12 @@
 //! work-fetch backoffs) are restored at start-up, so a restart does not hammer a server that
 //! asked to be left alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::Path;
 
 use ferrite_net::{boinc_user_agent, HttpClient, HttpConfig, ProxyConfig, ProxyServer};
-use ferrite_project::reply::{ObjectKind, RefusalReason};
+use ferrite_project::reply::{ObjectKind, Refusal, RefusalReason};
 use ferrite_project::request::RscWork;
 use ferrite_proto::client_state::{ClientState, Project, RpcReason};
 use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
@@ -360,24 +360,47 @@ fn refusal_code(r: &RefusalReason) -> i32 {
     }
 }
 
+/// A reply's refusals of workunits and files by name (the first of each name), so that each
+/// refused result finds its cause without a scan of every refusal.
+struct RefusalCauses<'a> {
+    workunits: HashMap<&'a str, &'a Refusal>,
+    files: HashMap<&'a str, &'a Refusal>,
+}
+
+impl<'a> RefusalCauses<'a> {
+    fn new(all: &'a [Refusal]) -> Self {
+        let mut causes = RefusalCauses {
+            workunits: HashMap::new(),
+            files: HashMap::new(),
+        };
+        for r in all {
+            let map = match r.kind {
+                ObjectKind::Workunit => &mut causes.workunits,
+                ObjectKind::File => &mut causes.files,
+                _ => continue,
+            };
+            map.entry(r.name.as_str()).or_insert(r);
+        }
+        causes
+    }
+
+    /// The refusal that `reason` comes from, if the reply refused it.
+    fn cause(&self, reason: &RefusalReason) -> Option<&'a Refusal> {
+        match reason {
+            RefusalReason::UnknownWorkunit(n) => self.workunits.get(n.as_str()).copied(),
+            RefusalReason::UnknownFile(n) => self.files.get(n.as_str()).copied(),
+            _ => None,
+        }
+    }
+}
+
 /// The code and text of what a refusal comes from: a result refused because its workunit
 /// was refused because an input file had a hostile name is reported as a bad file name.
-fn root_refusal(
-    all: &[ferrite_project::reply::Refusal],
-    reason: &RefusalReason,
-    depth: usize,
-) -> (i32, String) {
-    let cause = match reason {
-        RefusalReason::UnknownWorkunit(n) => Some((ObjectKind::Workunit, n)),
-        RefusalReason::UnknownFile(n) => Some((ObjectKind::File, n)),
-        _ => None,
-    };
+fn root_refusal(causes: &RefusalCauses<'_>, reason: &RefusalReason, depth: usize) -> (i32, String) {
     if depth < 4 {
-        if let Some((kind, name)) = cause {
-            if let Some(r) = all.iter().find(|r| r.kind == kind && &r.name == name) {
-                let (code, why) = root_refusal(all, &r.reason, depth + 1);
-                return (code, format!("{reason}: {why}"));
-            }
+        if let Some(r) = causes.cause(reason) {
+            let (code, why) = root_refusal(causes, &r.reason, depth + 1);
+            return (code, format!("{reason}: {why}"));
         }
     }
     (refusal_code(reason), reason.to_string())

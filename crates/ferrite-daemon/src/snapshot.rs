@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::ExcludeGpu;
-use ferrite_proto::client_state::{ClientState, ResultState};
+use ferrite_proto::client_state::{ClientState, ProjectLookup, ResultState};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_sched::{
     App, AppId, AppVersion, AppVersionId, Coproc, CoprocKind, Host, Job, JobId, JobState, Prefs,
@@ -270,24 +270,33 @@ pub fn build_world(
         world.add_app_version(av);
     }
 
+    // The active tasks by (project, result), the first of each as `active_task` finds it.
+    let mut active: HashMap<(&str, &str), &ferrite_proto::client_state::ActiveTask> =
+        HashMap::with_capacity(state.active_tasks.len());
+    for a in &state.active_tasks {
+        active
+            .entry((a.project_master_url.as_str(), a.result_name.as_str()))
+            .or_insert(a);
+    }
     for ps in &state.projects {
         let url = &ps.project.master_url;
         let p = pid(url);
-        // Looked up once per result: an index keeps a pass linear in the number of tasks.
-        let mut workunits: HashMap<&str, &ferrite_proto::client_state::Workunit> =
-            HashMap::with_capacity(ps.workunits.len());
-        for w in &ps.workunits {
-            workunits.entry(w.name.as_str()).or_insert(w);
-        }
+        // Looked up once per result: indexes keep a pass linear in the number of tasks.
+        let look = ProjectLookup::new(ps);
+        let mut vids: HashMap<usize, AppVersionId> = HashMap::new();
         for r in &ps.results {
-            let Some(wu) = workunits.get(r.wu_name.as_str()).copied() else {
+            let Some(wu) = look.workunit(&r.wu_name) else {
                 continue;
             };
-            let Some(v) = ps.app_version(&wu.app_name, &r.platform, r.version_num, &r.plan_class)
+            let Some(vi) =
+                look.app_version_index(&wu.app_name, &r.platform, r.version_num, &r.plan_class)
             else {
                 continue;
             };
-            let vid = AppVersionId(index_of(&ids.versions, &version_key(url, v)));
+            let v = &ps.app_versions[vi];
+            let vid = *vids
+                .entry(vi)
+                .or_insert_with(|| AppVersionId(index_of(&ids.versions, &version_key(url, v))));
             let id = ids.job_id(url, &r.name);
             let mut job = Job::new(
                 id,
@@ -315,7 +324,7 @@ pub fn build_world(
                     .not_before
                     .get(&(url.clone(), r.name.clone()))
                     .is_none_or(|t| *t <= inputs.now);
-            if let Some(a) = state.active_task(url, &r.name) {
+            if let Some(a) = active.get(&(url.as_str(), r.name.as_str())) {
                 job.elapsed = a.checkpoint_elapsed_time;
                 job.checkpoint_elapsed = a.checkpoint_elapsed_time;
                 job.fraction_done = a.checkpoint_fraction_done;

@@ -791,13 +791,12 @@ fn resource_share_fraction(state: &ClientState, url: &str) -> f64 {
 /// Started tasks (those with an active task) past their report deadline: (project, result,
 /// days overdue).
 fn overdue_tasks(state: &ClientState, now: f64) -> Vec<(String, String, f64)> {
+    let look = crate::lookup::StateLookup::new(state);
     state
         .active_tasks
         .iter()
         .filter_map(|a| {
-            let r = state
-                .project(&a.project_master_url)?
-                .result(&a.result_name)?;
+            let r = look.result(&a.project_master_url, &a.result_name)?;
             let days = (now - r.report_deadline) / 86400.0;
             (r.report_deadline > 0.0 && days > 0.0 && r.state < ResultState::ComputeError)
                 .then(|| (a.project_master_url.clone(), a.result_name.clone(), days))

@@ -167,13 +167,12 @@ pub struct Group {
 
 /// The live tasks' process groups.
 pub fn groups(tasks: &TaskTable, state: &ClientState) -> Vec<Group> {
+    let look = crate::lookup::StateLookup::new(state);
     tasks
         .live
         .iter()
         .map(|((url, name), l)| {
-            let av = state
-                .project(url)
-                .and_then(|p| p.result(name).and_then(|r| p.app_version_of(r)));
+            let av = look.app_version_of(url, name);
             Group {
                 pgid: l.task.pid(),
                 state: l.task.state(),

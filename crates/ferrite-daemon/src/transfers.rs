@@ -12,7 +12,7 @@
 //! restart; a download's partial file (`<name>.part` beside it) is resumed with `Range`. The
 //! per-file backoff and the per-project, per-direction backoff are `ferrite_net::backoff`'s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use ferrite_project::files::{record_verification, verify_download};
 use ferrite_project::stats::{record_transfer, Direction};
 use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::cc_config::CcOptions;
-use ferrite_proto::client_state::{ClientState, FileInfo, ResultState};
+use ferrite_proto::client_state::{ClientState, FileInfo, ProjectLookup, ResultState};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_sched::{Jitter, SplitMix64};
 use tokio::sync::mpsc;
@@ -255,14 +255,17 @@ impl Transfers {
         // Outputs the apps wrote become present; results move on as their files allow.
         for ps in &mut state.projects {
             let pdir = config::project_dir(&self.dir, &ps.project.master_url);
-            let outputs: Vec<String> = ps
+            let look = ProjectLookup::new(ps);
+            let outputs: Vec<usize> = ps
                 .results
                 .iter()
                 .filter(|r| r.state == ResultState::FilesUploading)
-                .flat_map(|r| r.output_files.iter().map(|f| f.file_name.clone()))
+                .flat_map(|r| r.output_files.iter())
+                .filter_map(|f| look.file_index(&f.file_name))
                 .collect();
-            for name in outputs {
-                if let Some(f) = ps.file_mut(&name) {
+            drop(look);
+            for i in outputs {
+                if let Some(f) = ps.files.get_mut(i) {
                     if f.status == 0 && !f.uploaded && pdir.join(&f.name).is_file() {
                         f.status = 1;
                         changed = true;
@@ -280,7 +283,7 @@ impl Transfers {
             }
             let url = ps.project.master_url.clone();
             let pdir = config::project_dir(&self.dir, &url);
-            for (name, upload) in wanted(ps) {
+            for (at, upload) in wanted(ps) {
                 if self.active.len() >= max_total {
                     break;
                 }
@@ -288,13 +291,14 @@ impl Transfers {
                 if in_project >= max_project {
                     break;
                 }
+                let Some(f) = ps.files.get_mut(at) else {
+                    continue;
+                };
+                let name = f.name.clone();
                 let key = (url.clone(), name.clone());
                 if self.active.contains_key(&key) {
                     continue;
                 }
-                let Some(f) = ps.file_mut(&name) else {
-                    continue;
-                };
                 let mut retry = f
                     .persistent_file_xfer
                     .as_deref()
@@ -683,15 +687,21 @@ impl Transfers {
         // A record lives only as long as its file is a downloaded app file of an attached
         // project: after a detach, a reset or a new download the file is verified anew, and
         // the old record must not make the new copy look changed.
-        self.verified.retain(|(url, name), _| {
-            state.project(url).is_some_and(|ps| {
-                ps.file(name).is_some_and(|f| f.status == 1)
-                    && ps
-                        .app_versions
-                        .iter()
-                        .any(|v| v.file_refs.iter().any(|fr| &fr.file_name == name))
-            })
-        });
+        // (Records are made below under each project's own URL.) The files are looked up
+        // through an index, not a scan of the project's files per app file.
+        if !self.verified.is_empty() {
+            let mut live: HashSet<(&str, &str)> = HashSet::new();
+            for ps in &state.projects {
+                let look = ProjectLookup::new(ps);
+                for fr in ps.app_versions.iter().flat_map(|v| v.file_refs.iter()) {
+                    if look.file(&fr.file_name).is_some_and(|f| f.status == 1) {
+                        live.insert((ps.project.master_url.as_str(), fr.file_name.as_str()));
+                    }
+                }
+            }
+            self.verified
+                .retain(|(url, name), _| live.contains(&(url.as_str(), name.as_str())));
+        }
         let running: std::collections::HashSet<(String, String)> = state
             .active_tasks
             .iter()
@@ -706,8 +716,9 @@ impl Transfers {
                 .flat_map(|v| v.file_refs.iter().map(|f| f.file_name.clone()))
                 .collect();
             let mut tampered = Vec::new();
+            let look = ProjectLookup::new(ps);
             for name in app_files {
-                let Some(f) = ps.file(&name) else { continue };
+                let Some(f) = look.file(&name) else { continue };
                 // An anonymous project's files are the volunteer's builds: they may change.
                 if f.status != 1
                     || (ps.project.anonymous_platform
@@ -727,6 +738,7 @@ impl Transfers {
                     Some(_) => {}
                 }
             }
+            drop(look);
             for name in tampered {
                 warn!(project = %url, "app file {name} changed on disk; it is fetched and verified again before anything runs it");
                 self.verified.remove(&(url.clone(), name.clone()));

@@ -161,8 +161,15 @@ pub enum NetError {
         /// The URL.
         url: String,
     },
-    /// Any other failure during the exchange (reset connection, bad framing, redirect
-    /// refused).
+    /// A redirect that is not followed: the chain is longer than [`MAX_REDIRECTS`] hops.
+    #[error("{reason}, starting at {url}")]
+    Redirect {
+        /// The URL first asked for.
+        url: String,
+        /// Why (`too many redirects (50)`).
+        reason: String,
+    },
+    /// Any other failure during the exchange (reset connection, bad framing).
     #[error("HTTP exchange with {url} failed")]
     Transfer {
         /// The URL.
@@ -183,9 +190,10 @@ impl NetError {
             NetError::Timeout { .. } | NetError::TooSlow { .. } => ERR_TIMEOUT,
             NetError::TooLarge { .. } => ERR_FILE_TOO_BIG,
             NetError::BadUrl { .. } => ERR_HTTP_PERMANENT,
-            NetError::Build(_) | NetError::NotUtf8 { .. } | NetError::Transfer { .. } => {
-                ERR_HTTP_TRANSIENT
-            }
+            NetError::Build(_)
+            | NetError::NotUtf8 { .. }
+            | NetError::Redirect { .. }
+            | NetError::Transfer { .. } => ERR_HTTP_TRANSIENT,
         }
     }
 
@@ -203,6 +211,15 @@ impl NetError {
             NetError::Connect { url, source: e }
         } else if e.is_builder() {
             NetError::BadUrl { url }
+        } else if e.is_redirect() {
+            // The redirect policy's own words are the innermost cause.
+            let mut reason = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                reason = c.to_string();
+                cause = c.source();
+            }
+            NetError::Redirect { url, reason }
         } else {
             NetError::Transfer { url, source: e }
         }
@@ -254,13 +271,17 @@ pub(crate) fn check_url(url: &str) -> Result<reqwest::Url, NetError> {
     }
 }
 
+/// Redirects followed in a row, as curl's and the official client's limit.
+pub const MAX_REDIRECTS: usize = 50;
+
 /// A reqwest client for `config`; `read_timeout` false for uploads, whose long request
 /// bodies are watched by their own idle timer instead (reqwest's read timeout also runs
 /// while a body is being sent, which would cut off slow but steady uploads).
 fn build(config: &HttpConfig, read_timeout: bool) -> Result<reqwest::Client, NetError> {
     let redirects = reqwest::redirect::Policy::custom(|attempt| {
-        if attempt.previous().len() >= 50 {
-            attempt.error("too many redirects")
+        // `previous` holds the URL first asked for and every redirect followed since.
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("too many redirects ({MAX_REDIRECTS})"))
         } else if !matches!(attempt.url().scheme(), "http" | "https") {
             attempt.error("redirect to a non-http(s) URL")
         } else {

@@ -278,6 +278,37 @@ async fn redirects_only_to_http() {
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
+/// A server that redirects `/r0` to `/r1` and so on, and answers `/r{hops}` itself.
+fn redirect_chain(hops: usize) -> (String, Arc<Mutex<Vec<String>>>) {
+    let (base, seen) = raw_server(hops + 1, move |req| {
+        let n: usize = req
+            .strip_prefix("GET /r")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if n >= hops {
+            http_response("200 OK", &["Content-Length: 4"], b"done")
+        } else {
+            let to = format!("Location: /r{}", n + 1);
+            http_response("302 Found", &[to.as_str(), "Content-Length: 0"], b"")
+        }
+    });
+    (format!("{base}r0"), seen)
+}
+
+#[tokio::test]
+async fn fifty_redirects_are_followed_and_the_fifty_first_is_refused_by_name() {
+    let (url, seen) = redirect_chain(50);
+    assert_eq!(client().get_text(&url).await.unwrap(), "done");
+    assert_eq!(seen.lock().unwrap().len(), 51);
+    let (url, seen) = redirect_chain(51);
+    let e = client().get_text(&url).await.unwrap_err();
+    assert!(matches!(e, NetError::Redirect { .. }), "{e:?}");
+    assert!(e.to_string().contains("too many redirects (50)"), "{e}");
+    assert!(!e.is_permanent());
+    assert_eq!(seen.lock().unwrap().len(), 51);
+}
+
 #[tokio::test]
 async fn download_checks_md5_and_renames_into_place() {
     let f = start(&[]);

@@ -200,9 +200,10 @@ pub fn leave_anonymous(ps: &mut ProjectState) -> usize {
 /// Results of `ps` whose app version is not among its versions (after `app_info.xml`
 /// changed): they cannot run.
 pub fn tasks_without_version(ps: &ProjectState) -> Vec<String> {
+    let look = ferrite_proto::client_state::ProjectLookup::new(ps);
     ps.results
         .iter()
-        .filter(|r| !r.computing_done() && ps.app_version_of(r).is_none())
+        .filter(|r| !r.computing_done() && look.app_version_of(r).is_none())
         .map(|r| r.name.clone())
         .collect()
 }

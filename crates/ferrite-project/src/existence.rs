@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use ferrite_proto::client_state::{FileInfo, ProjectState, ResultState};
+use ferrite_proto::client_state::{FileInfo, ProjectLookup, ProjectState, ResultState};
 
 /// `ERR_FILE_MISSING`: the status a file takes when it is gone and cannot come back.
 pub const ERR_FILE_MISSING: i32 = -163;
@@ -142,6 +142,19 @@ pub fn md5_wanted(ps: &ProjectState) -> Vec<&str> {
         .collect()
 }
 
+/// Whether [`md5_wanted`] names the file `name` of `ps`; asked once per finished download,
+/// so the project's files are looked at only when `name` is an app-version file.
+pub fn is_md5_wanted(ps: &ProjectState, name: &str) -> bool {
+    let app_files = app_file_names(ps);
+    if !app_files.contains(name) {
+        return false;
+    }
+    let anonymous = ps.project.anonymous_platform;
+    ps.files.iter().any(|f| {
+        f.name == name && !f.uploaded && f.status == 1 && asks_md5(f, &app_files, anonymous)
+    })
+}
+
 /// The files the app versions of `ps` use.
 fn app_file_names(ps: &ProjectState) -> HashSet<String> {
     ps.app_versions
@@ -259,19 +272,22 @@ pub fn check_files(
         });
     }
 
-    // What each unfinished task needs, and what becomes of it.
+    // What each unfinished task needs, and what becomes of it (each lookup through an
+    // index: the check stays linear in the number of tasks).
+    let look = ProjectLookup::new(ps);
+    let found: HashSet<&str> = out.files.iter().map(|x| x.name.as_str()).collect();
     let mut fates: Vec<(usize, TaskFate)> = Vec::new();
     for (i, r) in ps.results.iter().enumerate() {
         match r.state {
             ResultState::New | ResultState::FilesDownloading | ResultState::FilesDownloaded => {
-                let wu = ps.workunit(&r.wu_name).map(|w| w.input_files.iter());
-                let av = ps.app_version_of(r).map(|v| v.file_refs.iter());
+                let wu = look.workunit(&r.wu_name).map(|w| w.input_files.iter());
+                let av = look.app_version_of(r).map(|v| v.file_refs.iter());
                 let needed: Vec<&FileInfo> = wu
                     .into_iter()
                     .flatten()
                     .chain(av.into_iter().flatten())
                     .filter(|fr| !fr.optional)
-                    .filter_map(|fr| ps.file(&fr.file_name))
+                    .filter_map(|fr| look.file(&fr.file_name))
                     .collect();
                 // A needed file that cannot be fetched: one the check found lost, or one
                 // not present that no URL can bring (it would wait for ever).
@@ -296,7 +312,7 @@ pub fn check_files(
                 let waits: Vec<String> = needed
                     .iter()
                     .filter(|f| f.status != 1)
-                    .filter(|f| out.files.iter().any(|x| x.name == f.name))
+                    .filter(|f| found.contains(f.name.as_str()))
                     .map(|f| f.name.clone())
                     .collect();
                 if !waits.is_empty() {
@@ -307,7 +323,7 @@ pub fn check_files(
                 let lost: Vec<&FileInfo> = r
                     .output_files
                     .iter()
-                    .filter_map(|o| ps.file(&o.file_name))
+                    .filter_map(|o| look.file(&o.file_name))
                     .filter(|f| !f.uploaded && f.status == ERR_FILE_MISSING)
                     .collect();
                 if !lost.is_empty() {
@@ -330,6 +346,7 @@ pub fn check_files(
             _ => {}
         }
     }
+    drop((look, found));
     for (i, fate) in fates {
         let Some(r) = ps.results.get_mut(i) else {
             continue;
@@ -477,6 +494,10 @@ mod tests {
             .file_refs
             .extend([fref("app_lib"), fref("app_doc")]);
         assert_eq!(md5_wanted(&ps), ["app_1.0"]);
+        // The question for one file gets the list's answer, for every file and one unknown.
+        for f in ps.files.iter().map(|f| f.name.as_str()).chain(["nowhere"]) {
+            assert_eq!(is_md5_wanted(&ps, f), md5_wanted(&ps).contains(&f), "{f}");
+        }
         let on_disk = [
             ("app_1.0", 100, GOOD_MD5),
             ("app_lib", 50, GOOD_MD5),

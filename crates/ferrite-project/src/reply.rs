@@ -418,12 +418,17 @@ pub fn apply_reply(
             out.events.push(Event::Acked(name.clone()));
         }
     }
+    let running: HashSet<&str> = ctx.running.iter().map(String::as_str).collect();
     for (list, only_if_not_started) in [
         (&reply.result_aborts, false),
         (&reply.result_abort_if_not_started, true),
     ] {
         for name in list {
-            abort(ps, name, only_if_not_started, &ctx, &mut out);
+            let Some(r) = at.get(name).and_then(|&i| ps.results.get_mut(i)) else {
+                continue;
+            };
+            let started = running.contains(name.as_str());
+            abort(r, started, only_if_not_started, ctx.now, &mut out);
         }
     }
     if reply.message_ack {
@@ -473,6 +478,7 @@ pub fn apply_reply(
     // leaves none.
     let list = reply.project_files.as_deref().unwrap_or_default();
     if !list.is_empty() || !ps.project_files.is_empty() {
+        let files = positions(&ps.files, |f| &f.name);
         let mut kept = Vec::new();
         for fr in list {
             match check_ref(fr) {
@@ -481,7 +487,7 @@ pub fn apply_reply(
                     name: fr.file_name.clone(),
                     reason,
                 }),
-                Ok(()) if ps.file(&fr.file_name).is_none() => out.refusals.push(Refusal {
+                Ok(()) if !files.contains_key(&fr.file_name) => out.refusals.push(Refusal {
                     kind: ObjectKind::ProjectFile,
                     name: fr.file_name.clone(),
                     reason: RefusalReason::UnknownFile(fr.file_name.clone()),
@@ -1087,49 +1093,45 @@ fn merge_results(
     }
 }
 
-/// BOINC's run order: received time, then MD5 of the name.
-fn sort_results(results: &mut [TaskResult]) {
-    let mut keyed: Vec<(f64, String, TaskResult)> = results
-        .iter()
+/// BOINC's run order: received time, then MD5 of the name. The results are moved, not
+/// copied (a host may hold 100,000 of them).
+fn sort_results(results: &mut Vec<TaskResult>) {
+    let mut keyed: Vec<(f64, String, TaskResult)> = std::mem::take(results)
+        .into_iter()
         .map(|r| {
             (
                 r.received_time,
                 ferrite_proto::crypt::md5_hex(r.name.as_bytes()),
-                r.clone(),
+                r,
             )
         })
         .collect();
     keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    for (slot, (_, _, r)) in results.iter_mut().zip(keyed) {
-        *slot = r;
-    }
+    results.extend(keyed.into_iter().map(|(_, _, r)| r));
 }
 
+/// The server aborts result `r` (`started`: it has an active task).
 fn abort(
-    ps: &mut ProjectState,
-    name: &str,
+    r: &mut TaskResult,
+    started: bool,
     only_if_not_started: bool,
-    ctx: &Ctx<'_>,
+    now: f64,
     out: &mut ApplyOutcome,
 ) {
-    let started = ctx.running.iter().any(|n| n == name);
-    let Some(r) = ps.result_mut(name) else {
-        return;
-    };
     if r.computing_done() {
         return;
     }
     if started {
         if !only_if_not_started {
-            out.events.push(Event::AbortRunning(name.to_owned()));
+            out.events.push(Event::AbortRunning(r.name.clone()));
         }
         return;
     }
     r.state = ResultState::Aborted;
     r.exit_status = EXIT_ABORTED_BY_PROJECT;
     r.ready_to_report = true;
-    r.completed_time = ctx.now;
-    out.events.push(Event::Aborted(name.to_owned()));
+    r.completed_time = now;
+    out.events.push(Event::Aborted(r.name.clone()));
 }
 
 /// Checks the invariants [`apply_reply`] keeps; returns the first violation found.
@@ -1147,8 +1149,9 @@ pub fn check_invariants(ps: &ProjectState) -> Result<(), String> {
     unique("file", ps.files.iter().map(|f| f.name.as_str()))?;
     unique("workunit", ps.workunits.iter().map(|w| w.name.as_str()))?;
     unique("result", ps.results.iter().map(|r| r.name.as_str()))?;
+    let look = ferrite_proto::client_state::ProjectLookup::new(ps);
     for r in &ps.results {
-        if ps.workunit(&r.wu_name).is_none() {
+        if look.workunit(&r.wu_name).is_none() {
             return Err(format!("result {:?} has no workunit", r.name));
         }
     }
@@ -1159,7 +1162,7 @@ pub fn check_invariants(ps: &ProjectState) -> Result<(), String> {
         if let Some(fr) = w
             .input_files
             .iter()
-            .find(|fr| ps.file(&fr.file_name).is_none())
+            .find(|fr| look.file(&fr.file_name).is_none())
         {
             return Err(format!(
                 "workunit {:?} lacks file {:?}",
@@ -1171,7 +1174,7 @@ pub fn check_invariants(ps: &ProjectState) -> Result<(), String> {
         if let Some(fr) = v
             .file_refs
             .iter()
-            .find(|fr| ps.file(&fr.file_name).is_none())
+            .find(|fr| look.file(&fr.file_name).is_none())
         {
             return Err(format!("app version lacks file {:?}", fr.file_name));
         }

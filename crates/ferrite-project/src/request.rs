@@ -7,7 +7,11 @@
 //! typed [`SchedulerRequest`]; `to_xml()` on it gives the body to POST. Building changes
 //! nothing; call [`note_rpc_started`] when the POST starts.
 
-use ferrite_proto::client_state::{ClientState, Project, ProjectState, TaskResult, TimeStats};
+use std::collections::HashSet;
+
+use ferrite_proto::client_state::{
+    ClientState, Project, ProjectLookup, ProjectState, TaskResult, TimeStats,
+};
 use ferrite_proto::host::{Coprocs, RscRequest};
 use ferrite_proto::sched_request::{
     DiskUsage, InProgressResult, MsgFromHost, OtherResult, SchedulerRequest, StickyFile,
@@ -129,21 +133,23 @@ pub fn build_request(
     let v = state.core_client_version;
     let version_text = format!("{}.{}.{}", v.major, v.minor, v.release);
 
+    // Every lookup through an index: a request stays linear in the number of tasks.
+    let look = ProjectLookup::new(ps);
     let reported = results_to_report(ps, input.max_tasks_reported);
-    let reported_names: Vec<&str> = reported.iter().map(|r| r.name.as_str()).collect();
+    let reported_names: HashSet<&str> = reported.iter().map(|r| r.name.as_str()).collect();
     let results = reported
         .iter()
-        .map(|r| report_form(ps, r, &version_text))
+        .map(|r| report_form(&look, r, &version_text))
         .collect();
 
     let app_versions = ps.app_versions.clone();
     let other_results = ps
         .results
         .iter()
-        .filter(|r| !reported_names.contains(&r.name.as_str()))
+        .filter(|r| !reported_names.contains(r.name.as_str()))
         .filter_map(|r| {
-            let av = ps.app_version_of(r)?;
-            let index = ps.app_versions.iter().position(|a| std::ptr::eq(a, av))?;
+            let index = look.app_version_index_of(r)?;
+            let av = ps.app_versions.get(index)?;
             Some(OtherResult {
                 name: r.name.clone(),
                 app_version: i32::try_from(index).unwrap_or(i32::MAX),
@@ -257,7 +263,7 @@ fn cross_project_id(state: &ClientState, p: &Project) -> Option<String> {
 }
 
 /// A result as reported: its uploaded output files' descriptions attached.
-fn report_form(ps: &ProjectState, r: &TaskResult, version: &str) -> TaskResult {
+fn report_form(ps: &ProjectLookup<'_>, r: &TaskResult, version: &str) -> TaskResult {
     let mut out = r.clone();
     out.core_client_version = Some(version.to_owned());
     if out.app_version_num.is_none() {

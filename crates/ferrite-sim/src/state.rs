@@ -356,8 +356,9 @@ impl Cx {
         // Unfinished results: the run's initial jobs; they also fill in their app's deadline
         // and size when the scenario gives none (as the official emulator does).
         let mut own_jobs: Vec<(InitialJob, usize)> = Vec::new();
+        let look = ferrite_proto::client_state::ProjectLookup::new(ps);
         for res in ps.results.iter().filter(|r| unfinished(r)) {
-            let Some(wu) = ps.workunit(&res.wu_name) else {
+            let Some(wu) = look.workunit(&res.wu_name) else {
                 return Err(self.invalid(
                     "result",
                     format!(

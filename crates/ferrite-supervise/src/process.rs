@@ -139,8 +139,8 @@ pub fn spawn(req: &SpawnRequest) -> Result<i32, SpawnError> {
         .stderr(Stdio::from(stderr));
     let priority = req.priority;
     // SAFETY: the closure runs in the forked child before exec and only calls
-    // async-signal-safe functions (setsid, sigprocmask, sigaction, setpriority,
-    // sched_setscheduler); it allocates nothing.
+    // async-signal-safe functions (setsid, sigprocmask, sigaction, close_range, getrlimit,
+    // fcntl, setpriority, sched_setscheduler); it allocates nothing.
     unsafe {
         cmd.pre_exec(move || child_setup(priority));
     }
@@ -174,6 +174,31 @@ fn child_setup(priority: Priority) -> io::Result<()> {
                     std::ptr::null_mut::<u64>(),
                     8usize,
                 );
+            }
+        }
+        // Nothing the daemon inherited (a service manager's sockets, a shell's redirections)
+        // or opened reaches the app beyond its three standard streams: every other
+        // descriptor is closed at exec. Close-on-exec rather than closed now, so that std's
+        // pipe that reports a failed exec works until the exec.
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) != 0
+        {
+            // Kernels before 5.11: one descriptor at a time, up to the limit.
+            let mut lim: libc::rlimit = std::mem::zeroed();
+            let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                lim.rlim_cur.min(1 << 20)
+            } else {
+                1024
+            };
+            for fd in 3..libc::c_int::try_from(max).unwrap_or(1024) {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
             }
         }
         match priority {
@@ -387,6 +412,45 @@ mod tests {
         assert_eq!(reaped.exit, ProcessExit::Exited(0));
         assert!(!signal_group(pid, libc::SIGKILL).unwrap());
         assert!(!signal_pid(pid, libc::SIGKILL).unwrap());
+    }
+
+    /// A descriptor the daemon holds without close-on-exec (as one inherited from a shell
+    /// or a service manager) is not open in the app.
+    #[test]
+    fn descriptors_beyond_the_standard_three_do_not_reach_the_app() {
+        use std::os::fd::AsRawFd as _;
+        let dir = tempfile::tempdir().unwrap();
+        let held = std::fs::File::create(dir.path().join("held")).unwrap();
+        // SAFETY: dup of a descriptor this test owns; the copy is closed below.
+        let leaked = unsafe { libc::dup(held.as_raw_fd()) };
+        assert!(leaked > 2);
+        // SAFETY: fcntl on a descriptor this test owns.
+        let flags = unsafe { libc::fcntl(leaked, libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, 0, "dup leaves close-on-exec off");
+        let script = format!(
+            "if [ -e /proc/$$/fd/{leaked} ]; then echo inherited >&2; else echo closed >&2; fi"
+        );
+        let pid = spawn(&SpawnRequest {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script],
+            slot_dir: dir.path().to_owned(),
+            env: vec![],
+            priority: Priority::Unchanged,
+        })
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let reaped = loop {
+            if let Some(r) = try_reap(pid).unwrap() {
+                break r;
+            }
+            assert!(std::time::Instant::now() < deadline, "the app did not exit");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        // SAFETY: closes the copy made above.
+        unsafe { libc::close(leaked) };
+        assert_eq!(reaped.exit, ProcessExit::Exited(0));
+        let said = std::fs::read_to_string(dir.path().join(STDERR_FILE)).unwrap();
+        assert_eq!(said.trim(), "closed");
     }
 
     #[test]

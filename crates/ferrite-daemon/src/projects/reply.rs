@@ -1,7 +1,7 @@
 //! A scheduler operation's end: master pages, scheduler replies applied to the state,
 //! failures backed off, and the clean-up that follows the server's acknowledgements.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
 
 use ferrite_project::reply::{
@@ -10,7 +10,7 @@ use ferrite_project::reply::{
 };
 use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
-use ferrite_proto::client_state::{ResultState, RpcReason, TaskResult};
+use ferrite_proto::client_state::{ProjectLookup, ResultState, RpcReason, TaskResult};
 use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
 use ferrite_sched::{Jitter, ResourceId};
 use tracing::{error, info, warn};
@@ -18,7 +18,7 @@ use tracing::{error, info, warn};
 use super::old_results::OLD_RESULT_KEEP;
 use super::{
     disk_figures, quick_escape, resource_name, root_refusal, rpc_backoff, OldResult, OpDone,
-    ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
+    RefusalCauses, ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
 };
 use crate::config::{self, write_atomic, GLOBAL_PREFS};
 use crate::Daemon;
@@ -420,12 +420,13 @@ impl Daemon {
         }
         self.reply_trickles(url, out);
         // Refused jobs are errored and reported, never written.
+        let causes = RefusalCauses::new(&out.refusals);
         let refused: Vec<(String, String, i32)> = out
             .refusals
             .iter()
             .filter(|r| r.kind == ObjectKind::Result)
             .map(|r| {
-                let (code, why) = root_refusal(&out.refusals, &r.reason, 0);
+                let (code, why) = root_refusal(&causes, &r.reason, 0);
                 (r.name.clone(), why, code)
             })
             .collect();
@@ -433,8 +434,12 @@ impl Daemon {
             warn!(project = %name, "refused {:?} {:?}: {}", r.kind, r.name, r.reason);
         }
         if let Some(ps) = self.state.project_mut(url) {
+            let mut known: HashSet<String> = HashSet::new();
+            if !refused.is_empty() {
+                known.extend(ps.results.iter().map(|r| r.name.clone()));
+            }
             for (rname, why, code) in refused {
-                if ps.result(&rname).is_some() {
+                if !known.insert(rname.clone()) {
                     continue;
                 }
                 ps.results.push(TaskResult {
@@ -474,28 +479,36 @@ impl Daemon {
         let Some(ps) = self.state.project_mut(url) else {
             return;
         };
+        // Looked up through an index: a reply of 100,000 tasks is checked in linear time.
+        let look = ProjectLookup::new(ps);
+        let mut too_big: Vec<(usize, &str, f64)> = Vec::new();
         for name in added {
-            let Some(r) = ps.result(name) else { continue };
-            let Some(wu) = ps.workunit(&r.wu_name) else {
+            let Some(i) = look.result_index(name) else {
+                continue;
+            };
+            let Some(wu) = look.workunit(&ps.results[i].wu_name) else {
                 continue;
             };
             let need: f64 = wu
                 .input_files
                 .iter()
-                .filter_map(|fr| ps.file(&fr.file_name))
+                .filter_map(|fr| look.file(&fr.file_name))
                 .filter(|f| f.status == 0)
                 .map(|f| f.nbytes.max(0.0))
                 .sum();
-            if need <= room {
-                continue;
+            if need > room {
+                too_big.push((i, name, need));
             }
+        }
+        drop(look);
+        for (i, name, need) in too_big {
             let msg = format!(
                 "its input files need {:.1} MB; the disk preferences leave BOINC {:.1} MB",
                 need / 1e6,
                 room / 1e6
             );
             warn!(project = %url, "task {name} not run: {msg}");
-            if let Some(r) = ps.result_mut(name) {
+            if let Some(r) = ps.results.get_mut(i) {
                 r.state = ResultState::ComputeError;
                 r.exit_status = ERR_RSC_LIMIT_EXCEEDED;
                 r.ready_to_report = true;
@@ -548,13 +561,16 @@ impl Daemon {
                 }
                 keep
             });
-            old.extend(gone.into_iter().map(|r| {
-                let app = ps
-                    .workunit(&r.wu_name)
-                    .map(|w| w.app_name.clone())
-                    .unwrap_or_default();
-                (url.clone(), app, r)
-            }));
+            if !gone.is_empty() {
+                let look = ProjectLookup::new(ps);
+                old.extend(gone.into_iter().map(|r| {
+                    let app = look
+                        .workunit(&r.wu_name)
+                        .map(|w| w.app_name.clone())
+                        .unwrap_or_default();
+                    (url.clone(), app, r)
+                }));
+            }
             if ps.results.len() != before {
                 changed = true;
                 let live: std::collections::HashSet<&str> =

@@ -266,10 +266,10 @@ impl Daemon {
                 .iter()
                 .enumerate()
                 .flat_map(|(i, ps)| {
-                    pending_transfers(ps)
+                    pending_transfer_positions(ps)
                         .into_iter()
-                        .filter_map(move |(f, upload)| {
-                            let at = ps.files.iter().position(|x| std::ptr::eq(x, f))?;
+                        .filter_map(move |(at, upload)| {
+                            let f = ps.files.get(at)?;
                             Some(transfer_head(i, ps, at, f, upload))
                         })
                 })
@@ -527,36 +527,50 @@ fn transfer_head(
 
 /// The files of a project waiting for or in a transfer: inputs and app files not yet present
 /// that an unfinished task needs, and outputs of tasks in the uploading state not yet sent.
+#[cfg(test)]
 fn pending_transfers(
     ps: &ferrite_proto::client_state::ProjectState,
 ) -> Vec<(&ferrite_proto::client_state::FileInfo, bool)> {
-    use ferrite_proto::client_state::ResultState;
+    pending_transfer_positions(ps)
+        .into_iter()
+        .filter_map(|(at, upload)| Some((ps.files.get(at)?, upload)))
+        .collect()
+}
+
+/// The files of `ps` waiting for or in a transfer, each once, as (position in `ps.files`,
+/// upload); every lookup goes through an index, so the list is linear in the number of tasks.
+fn pending_transfer_positions(
+    ps: &ferrite_proto::client_state::ProjectState,
+) -> Vec<(usize, bool)> {
+    use ferrite_proto::client_state::{ProjectLookup, ResultState};
+    let look = ProjectLookup::new(ps);
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for r in &ps.results {
         if r.state == ResultState::FilesDownloading {
-            let wu_files = ps
+            let wu_files = look
                 .workunit(&r.wu_name)
                 .map(|w| w.input_files.iter())
                 .into_iter()
                 .flatten();
-            let av_files = ps
+            let av_files = look
                 .app_version_of(r)
                 .map(|v| v.file_refs.iter())
                 .into_iter()
                 .flatten();
             for fr in wu_files.chain(av_files) {
-                if let Some(f) = ps.file(&fr.file_name) {
-                    if f.status == 0 && seen.insert(f.name.as_str()) {
-                        out.push((f, false));
+                if let Some(at) = look.file_index(&fr.file_name) {
+                    if ps.files[at].status == 0 && seen.insert(at) {
+                        out.push((at, false));
                     }
                 }
             }
         } else if r.state == ResultState::FilesUploading {
             for fr in &r.output_files {
-                if let Some(f) = ps.file(&fr.file_name) {
-                    if f.status == 1 && !f.uploaded && seen.insert(f.name.as_str()) {
-                        out.push((f, true));
+                if let Some(at) = look.file_index(&fr.file_name) {
+                    let f = &ps.files[at];
+                    if f.status == 1 && !f.uploaded && seen.insert(at) {
+                        out.push((at, true));
                     }
                 }
             }

@@ -8,7 +8,7 @@ use std::path::Path;
 use ferrite_gui_rpc::{reply, Body, Request};
 use ferrite_proto::client_state::gui::{self, ActiveTaskGui, ProjectGuiExtra, ResultGuiExtra};
 use ferrite_proto::client_state::{
-    ActiveTask, Form, ProjectState, ResourceUsage, TaskResult, Workunit,
+    ActiveTask, ClientState, Form, ProjectState, ResourceUsage, TaskResult, Workunit,
 };
 use ferrite_proto::host::HostInfoForm;
 use ferrite_proto::statistics::ProjectStatistics;
@@ -158,6 +158,11 @@ const AHEAD: usize = 16;
 struct JobFinder {
     /// Where the next result's job is likely to be in `World::jobs`.
     next: usize,
+    /// Position in `World::jobs` by job id, made on the first lookup by id.
+    by_id: Option<HashMap<u32, usize>>,
+    /// Position in the state's active tasks by project URL and result name, made on the
+    /// first lookup (the first of a pair, as `ClientState::active_task` finds it).
+    active: Option<HashMap<String, HashMap<String, usize>>>,
 }
 
 impl JobFinder {
@@ -180,9 +185,45 @@ impl JobFinder {
             }
         }
         let id = ids.find_job(url, result)?;
-        let i = world.jobs.iter().position(|j| j.id == id)?;
+        let i = *self
+            .by_id
+            .get_or_insert_with(|| {
+                let mut at = HashMap::with_capacity(world.jobs.len());
+                for (i, j) in world.jobs.iter().enumerate() {
+                    at.entry(j.id.0).or_insert(i);
+                }
+                at
+            })
+            .get(&id.0)?;
         self.next = i + 1;
         world.jobs.get(i)
+    }
+}
+
+impl JobFinder {
+    /// The active task of result `result` of project `url`, through an index rather than a
+    /// scan of the active tasks per result.
+    fn active_task<'s>(
+        &mut self,
+        state: &'s ClientState,
+        url: &str,
+        result: &str,
+    ) -> Option<&'s ActiveTask> {
+        let i = *self
+            .active
+            .get_or_insert_with(|| {
+                let mut at: HashMap<String, HashMap<String, usize>> = HashMap::new();
+                for (i, a) in state.active_tasks.iter().enumerate() {
+                    at.entry(a.project_master_url.clone())
+                        .or_default()
+                        .entry(a.result_name.clone())
+                        .or_insert(i);
+                }
+                at
+            })
+            .get(url)?
+            .get(result)?;
+        state.active_tasks.get(i)
     }
 }
 
@@ -530,7 +571,7 @@ impl Daemon {
         pos: Option<usize>,
         out: &mut BodyWriter,
     ) {
-        let a = self.state.active_task(&p.project.master_url, &r.name);
+        let a = jobs.active_task(&self.state, &p.project.master_url, &r.name);
         let live = a.map(|a| self.active_task_live(a));
         let extra = self.result_extra(jobs, p, wu, r, a, live.as_ref());
         let live = live.map(|l| self.shown_progress(p, wu, r, l));

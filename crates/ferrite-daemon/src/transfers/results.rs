@@ -1,39 +1,49 @@
 //! What transfers mean for tasks: the files each task needs moved now, and results moved
 //! along after their files changed.
 
-use ferrite_proto::client_state::{FileInfo, ProjectState, ResultState};
+use std::collections::HashSet;
+
+use ferrite_proto::client_state::{FileInfo, ProjectLookup, ProjectState, ResultState};
 use tracing::{info, warn};
 
 use super::{ERR_RESULT_DOWNLOAD, ERR_RESULT_UPLOAD};
 
 /// Files of `ps` that need a transfer now: inputs and app files of tasks not yet runnable,
-/// outputs of tasks whose computation finished, project files not yet present.
-pub(super) fn wanted(ps: &ProjectState) -> Vec<(String, bool)> {
-    let mut out: Vec<(String, bool)> = Vec::new();
-    let mut push = |name: &str, upload: bool| {
-        if !out.iter().any(|(n, _)| n == name) {
-            out.push((name.to_owned(), upload));
+/// outputs of tasks whose computation finished, project files not yet present; each once,
+/// in the order the tasks name them, as (position in `ps.files`, upload). Every lookup goes
+/// through an index: a pass stays linear in the number of tasks.
+pub(super) fn wanted(ps: &ProjectState) -> Vec<(usize, bool)> {
+    let look = ProjectLookup::new(ps);
+    let mut out: Vec<(usize, bool)> = Vec::new();
+    let mut seen: HashSet<usize> = HashSet::new();
+    let mut push = |i: usize, upload: bool| {
+        if seen.insert(i) {
+            out.push((i, upload));
         }
     };
     for r in &ps.results {
         match r.state {
             ResultState::New | ResultState::FilesDownloading => {
-                let wu = ps.workunit(&r.wu_name).map(|w| w.input_files.iter());
-                let av = ps.app_version_of(r).map(|v| v.file_refs.iter());
+                let wu = look.workunit(&r.wu_name).map(|w| w.input_files.iter());
+                let av = look.app_version_of(r).map(|v| v.file_refs.iter());
                 for fr in wu.into_iter().flatten().chain(av.into_iter().flatten()) {
-                    if let Some(f) = ps.file(&fr.file_name) {
-                        if f.status == 0 && !f.download_urls.is_empty() {
-                            push(&f.name, false);
-                        }
+                    let Some(i) = look.file_index(&fr.file_name) else {
+                        continue;
+                    };
+                    let f = &ps.files[i];
+                    if f.status == 0 && !f.download_urls.is_empty() {
+                        push(i, false);
                     }
                 }
             }
             ResultState::FilesUploading => {
                 for fr in &r.output_files {
-                    if let Some(f) = ps.file(&fr.file_name) {
-                        if f.status == 1 && !f.uploaded && !f.upload_urls.is_empty() {
-                            push(&f.name, true);
-                        }
+                    let Some(i) = look.file_index(&fr.file_name) else {
+                        continue;
+                    };
+                    let f = &ps.files[i];
+                    if f.status == 1 && !f.uploaded && !f.upload_urls.is_empty() {
+                        push(i, true);
                     }
                 }
             }
@@ -42,7 +52,9 @@ pub(super) fn wanted(ps: &ProjectState) -> Vec<(String, bool)> {
     }
     // The project's own files (a logo, ...), fetched whatever the tasks need.
     for name in ferrite_project::project_files::to_download(ps) {
-        push(name, false);
+        if let Some(i) = look.file_index(name) {
+            push(i, false);
+        }
     }
     out
 }
@@ -54,16 +66,17 @@ pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
     // (result index, new state, error code and message)
     type Update = (usize, ResultState, Option<(i32, String)>);
     let mut updates: Vec<Update> = Vec::new();
+    let look = ProjectLookup::new(ps);
     for (i, r) in ps.results.iter().enumerate() {
         match r.state {
             ResultState::New | ResultState::FilesDownloading => {
-                let wu = ps.workunit(&r.wu_name).map(|w| w.input_files.iter());
-                let av = ps.app_version_of(r).map(|v| v.file_refs.iter());
+                let av = look.app_version_of(r);
+                let wu = look.workunit(&r.wu_name).map(|w| w.input_files.iter());
                 let files: Vec<&FileInfo> = wu
                     .into_iter()
                     .flatten()
-                    .chain(av.into_iter().flatten())
-                    .filter_map(|fr| ps.file(&fr.file_name))
+                    .chain(av.into_iter().flat_map(|v| v.file_refs.iter()))
+                    .filter_map(|fr| look.file(&fr.file_name))
                     .collect();
                 if let Some(bad) = files.iter().find(|f| f.status < 0) {
                     let why = format!(
@@ -76,7 +89,7 @@ pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
                         ResultState::ComputeError,
                         Some((ERR_RESULT_DOWNLOAD, why)),
                     ));
-                } else if files.iter().all(|f| f.status == 1) && ps.app_version_of(r).is_some() {
+                } else if files.iter().all(|f| f.status == 1) && av.is_some() {
                     updates.push((i, ResultState::FilesDownloaded, None));
                 }
             }
@@ -84,7 +97,7 @@ pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
                 let outs: Vec<&FileInfo> = r
                     .output_files
                     .iter()
-                    .filter_map(|fr| ps.file(&fr.file_name))
+                    .filter_map(|fr| look.file(&fr.file_name))
                     .collect();
                 if let Some(bad) = outs.iter().find(|f| f.status < 0 && !f.uploaded) {
                     let why = format!(
@@ -99,6 +112,7 @@ pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
             _ => {}
         }
     }
+    drop(look);
     let changed = !updates.is_empty();
     for (i, st, err) in updates {
         let Some(r) = ps.results.get_mut(i) else {

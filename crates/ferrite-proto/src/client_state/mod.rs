@@ -13,11 +13,13 @@
 //! BOINC discards too) are dropped with a warning.
 
 pub mod gui;
+mod lookup;
 mod objects;
 mod project;
 mod stats;
 mod synthetic;
 
+pub use lookup::ProjectLookup;
 pub use objects::{
     App, AppVersion, CoprocUsage, FileInfo, FileRef, Form, ResourceUsage, ResultState, TaskResult,
     Workunit,
