@@ -16,6 +16,7 @@ mod projects;
 mod result_heads;
 mod route;
 mod status;
+mod web_rpc;
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use ferrite_proto::client_state::{FileInfo, ProjectState, RpcReason};
 use tracing::{error, info, warn};
 
 use super::named_project;
-use crate::projects::{WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
+use crate::projects::{WebRpcKind, WebRpcState};
 use crate::{config, Daemon, Event};
 
 impl Daemon {
@@ -229,27 +229,7 @@ impl Daemon {
     }
 
     pub(super) fn web_rpc_poll(&self, kind: WebRpcKind) -> String {
-        let wrap = |n: i32| match kind {
-            WebRpcKind::ProjectConfig => {
-                format!("<project_config>\n<error_num>{n}</error_num>\n</project_config>\n")
-            }
-            _ => format!("<account_out>\n<error_num>{n}</error_num>\n</account_out>\n"),
-        };
-        match &self.projects.web[kind as usize] {
-            WebRpcState::Idle => wrap(0),
-            WebRpcState::Pending => wrap(ERR_IN_PROGRESS),
-            WebRpcState::Failed(n) => wrap(*n),
-            WebRpcState::Done(text) => {
-                let start = match kind {
-                    WebRpcKind::ProjectConfig => text.find("<project_config"),
-                    _ => text.find("<account_out").or_else(|| text.find("<error")),
-                };
-                match start {
-                    Some(i) => text[i..].to_owned(),
-                    None => wrap(-112),
-                }
-            }
-        }
+        super::web_rpc::poll_reply(kind, &self.projects.web[kind as usize])
     }
 
     /// `get_file_transfers`: one `<file_transfer>` per file waiting for or in a transfer
