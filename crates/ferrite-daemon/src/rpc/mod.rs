@@ -539,6 +539,16 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_global_prefs_file_answers_the_official_error_code() {
+        let (dir, mut d) = daemon_attached_to("http://prefs.example/");
+        let _ = std::fs::remove_file(dir.path().join(crate::config::GLOBAL_PREFS));
+        assert_eq!(
+            d.gui_rpc_reply(Request::GetGlobalPrefsFile),
+            "<error>-108</error>\n"
+        );
+    }
+
+    #[test]
     fn project_ops_through_gui_rpc() {
         let url = "http://p.example/";
         let (dir, mut d) = daemon_attached_to(url);

@@ -376,7 +376,8 @@ impl Daemon {
                 }
             }
             Request::GetGlobalPrefsFile => match read_text(&self.dir.join(GLOBAL_PREFS)) {
-                None => reply::error("no prefs file"),
+                // The official client answers its parse's error code: ERR_FOPEN.
+                None => reply::error("-108"),
                 Some(text) => match ferrite_proto::prefs::GlobalPrefs::parse_network(
                     &text,
                     GLOBAL_PREFS,
