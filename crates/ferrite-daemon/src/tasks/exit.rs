@@ -137,7 +137,12 @@ impl TaskTable {
                     &x.stderr,
                 );
                 if r.state < ResultState::ComputeError {
-                    r.completed_time = now;
+                    // As the official client: a task that ends well is complete once its
+                    // outputs are uploaded (`completed_time` is set then); one that fails is
+                    // complete now.
+                    if !matches!((&x.outcome, &bad), (ExitOutcome::Finished(_), None)) {
+                        r.completed_time = now;
+                    }
                     match (&x.outcome, &bad) {
                         (ExitOutcome::Finished(_), None) => {
                             info!(project = %key.0, "task {} finished; outputs ready for upload", key.1);

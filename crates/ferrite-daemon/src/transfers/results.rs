@@ -139,10 +139,42 @@ pub fn update_results(ps: &mut ProjectState, now: f64) -> bool {
                 r.state = st;
                 if st == ResultState::FilesUploaded {
                     r.ready_to_report = true;
+                    r.completed_time = now;
                     info!(project = %ps.project.master_url, "task {} uploaded; ready to report", r.name);
                 }
             }
         }
     }
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_proto::client_state::{FileRef, TaskResult};
+
+    #[test]
+    fn a_result_is_complete_when_its_outputs_are_uploaded() {
+        let mut ps = ProjectState::default();
+        ps.files.push(FileInfo {
+            name: "out_0".to_owned(),
+            uploaded: true,
+            ..FileInfo::default()
+        });
+        ps.results.push(TaskResult {
+            name: "r_0".to_owned(),
+            state: ResultState::FilesUploading,
+            output_files: vec![FileRef {
+                file_name: "out_0".to_owned(),
+                ..FileRef::default()
+            }],
+            ..TaskResult::default()
+        });
+        assert!(update_results(&mut ps, 500.0));
+        let r = &ps.results[0];
+        assert_eq!(r.state, ResultState::FilesUploaded);
+        assert!(r.ready_to_report);
+        // The official client's `completed_time`: when the uploads ended, not when the app did.
+        assert_eq!(r.completed_time, 500.0);
+    }
 }
