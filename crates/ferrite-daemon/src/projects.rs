@@ -249,7 +249,10 @@ impl Daemon {
             ps.project.sched_rpc_pending = Some(RpcReason::UserReq);
             ps.project.min_rpc_time = 0.0;
             ps.project.nrpc_failures = 0;
-            ps.project.rsc_backoff.clear();
+            for b in &mut ps.project.rsc_backoff {
+                b.backoff_time = 0.0;
+                b.backoff_interval = 0.0;
+            }
         }
         let pdir = config::project_dir(&self.dir, url);
         let entries = fs::read_dir(&pdir).ok().filter(|_| !anonymous);

@@ -110,31 +110,28 @@ impl Daemon {
                 }
             }
         }
+        // Every project shows a record per resource from the start, as the official client.
+        for url in &ids {
+            self.store_backoffs(url);
+        }
     }
 
-    /// Copies the core's view of a project's backoffs into the state (so they are saved).
+    /// Copies the core's view of a project's backoffs into the state (so they are saved and
+    /// shown).
     pub(super) fn store_backoffs(&mut self, url: &str) {
         let Some((_, world)) = self.tasks.last_pass() else {
             return;
         };
-        let world = world.clone();
+        let names = resource_names(world);
         let Some(i) = self.tasks.ids().projects.iter().position(|u| u == url) else {
             return;
         };
         let Some(fs) = self.tasks.scheduler_mut().fetch_state.get(i).cloned() else {
             return;
         };
-        let Some(ps) = self.state.project_mut(url) else {
-            return;
-        };
-        ps.project.rsc_backoff = (0..fs.backoff_until.len())
-            .filter(|&r| fs.backoff_until[r] > 0.0)
-            .map(|r| RscBackoff {
-                name: resource_name(&world, ResourceId(r as u8)),
-                backoff_time: fs.backoff_until[r],
-                backoff_interval: fs.backoff_interval.get(r).copied().unwrap_or(0.0),
-            })
-            .collect();
+        if let Some(ps) = self.state.project_mut(url) {
+            ps.project.rsc_backoff = backoff_records(&names, &fs);
+        }
     }
 
     /// The scheduler poll's order of checks (reference §2).
@@ -499,5 +496,52 @@ impl Daemon {
             }),
             ..RequestInput::default()
         }
+    }
+}
+
+/// The names of the host's processing resources, in the core's order (CPU first).
+fn resource_names(world: &World) -> Vec<String> {
+    (0..=world.host.coprocs.len())
+        .map(|r| resource_name(world, ResourceId(u8::try_from(r).unwrap_or(u8::MAX))))
+        .collect()
+}
+
+/// A project's work-fetch backoffs as saved and shown: one record per resource of the host,
+/// backing off or not (zeros), as the official client's `PROJECT::write_state` writes them.
+fn backoff_records(
+    names: &[String],
+    fs: &ferrite_sched::fetch::ProjectFetchState,
+) -> Vec<RscBackoff> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(r, name)| RscBackoff {
+            name: name.clone(),
+            backoff_time: fs.backoff_until.get(r).copied().unwrap_or(0.0),
+            backoff_interval: fs.backoff_interval.get(r).copied().unwrap_or(0.0),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_resource_has_a_backoff_record() {
+        let names = vec!["CPU".to_owned(), "NVIDIA".to_owned()];
+        let mut fs = ferrite_sched::fetch::ProjectFetchState::default();
+        fs.resize(2);
+        let recs = backoff_records(&names, &fs);
+        assert_eq!(recs.len(), 2, "zeros are written too: {recs:?}");
+        assert_eq!((recs[0].name.as_str(), recs[0].backoff_time), ("CPU", 0.0));
+        fs.backoff_until[1] = 900.0;
+        fs.backoff_interval[1] = 600.0;
+        let recs = backoff_records(&names, &fs);
+        assert_eq!(recs[1].name, "NVIDIA");
+        assert_eq!(
+            (recs[1].backoff_time, recs[1].backoff_interval),
+            (900.0, 600.0)
+        );
     }
 }
