@@ -549,6 +549,37 @@ mod tests {
     }
 
     #[test]
+    fn get_state_shows_the_previous_sessions_uptime() {
+        let (_dir, mut d) = daemon_attached_to("http://uptime.example/");
+        let t = d.state.time_stats.client_start_time;
+        // Two updates of this session: the state file's figure becomes this session's length.
+        d.time_session.update(
+            &mut d.state.time_stats,
+            t + 20.0,
+            ferrite_project::stats::Activity {
+                computing: true,
+                gpu_computing: true,
+                network: true,
+            },
+        );
+        d.time_session.update(
+            &mut d.state.time_stats,
+            t + 40.0,
+            ferrite_project::stats::Activity {
+                computing: true,
+                gpu_computing: true,
+                network: true,
+            },
+        );
+        assert!(d.state.time_stats.previous_uptime > 0.0);
+        let reply = d.gui_rpc_reply(Request::GetState);
+        assert!(
+            reply.contains("<previous_uptime>0.000000</previous_uptime>"),
+            "{reply}"
+        );
+    }
+
+    #[test]
     fn project_ops_through_gui_rpc() {
         let url = "http://p.example/";
         let (dir, mut d) = daemon_attached_to(url);

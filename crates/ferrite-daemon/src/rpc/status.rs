@@ -644,8 +644,8 @@ impl Daemon {
         let jobs = &mut JobFinder::default();
         let mut pos = 0;
         out.shared(&parts.head);
-        let mut ts = s.time_stats.clone();
-        ts.now = t;
+        // As the official client: the previous session's length, not this one's so far.
+        let ts = self.time_session.request_form(&s.time_stats, t);
         ts.write(out.xml(), Form::Request);
         for (p, text) in s.projects.iter().zip(&parts.projects) {
             out.shared(text);
@@ -662,8 +662,7 @@ impl Daemon {
         let s = &self.state;
         let mut w = XmlWriter::new();
         self.write_state_head(&mut w);
-        let mut ts = s.time_stats.clone();
-        ts.now = t;
+        let ts = self.time_session.request_form(&s.time_stats, t);
         ts.write(&mut w, Form::Request);
         for p in &s.projects {
             self.write_project_head(p, &mut w);
