@@ -640,8 +640,9 @@ struct Client {
 
 impl Client {
     /// Starts the official client (`boinc`, when `who` is "official") or `ferrited` on
-    /// `dir`, attached to `server`, with the command line both take, and waits until it
-    /// answers GUI RPC.
+    /// `dir`, attached to `server`, with the command line both take ([`Client::wait_answering`]
+    /// waits until it answers GUI RPC: both are started first, so that both have run as long
+    /// when their replies are compared).
     fn start(who: &'static str, dir: &Path, server: &Server) -> Client {
         let port = free_port();
         let d = dir.to_str().expect("utf-8 path");
@@ -664,16 +665,20 @@ impl Client {
         } else {
             Proc::ferrited(&args)
         };
-        let client = Client {
+        Client {
             who,
             proc,
             port,
             dir: dir.to_path_buf(),
             url: server.url.clone(),
-        };
+        }
+    }
+
+    /// Waits (bounded) until the client answers GUI RPC.
+    fn wait_answering(&self) {
         let t0 = Instant::now();
         while boinccmd_bounded(
-            port,
+            self.port,
             Some("pw"),
             &["--get_cc_status"],
             Duration::from_secs(10),
@@ -683,12 +688,12 @@ impl Client {
         {
             assert!(
                 t0.elapsed() < Duration::from_secs(60),
-                "{who} does not answer GUI RPC:\n{}",
-                client.proc.output()
+                "{} does not answer GUI RPC:\n{}",
+                self.who,
+                self.proc.output()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-        client
     }
 
     /// `reply` with what differs between the two set-ups by construction (each client's
@@ -842,6 +847,8 @@ fn gui_rpc_replies_match_the_official_clients() {
     let fdir = data_dir(&tmp.path().join("ferrite"), &ferrite_project);
     let official = Client::start("official", &odir, &official_project);
     let ferrite = Client::start("Ferrite", &fdir, &ferrite_project);
+    official.wait_answering();
+    ferrite.wait_answering();
     let mut sessions = [
         GuiRpcSession::open(official.port, "pw"),
         GuiRpcSession::open(ferrite.port, "pw"),
