@@ -302,6 +302,12 @@ impl Daemon {
         }
     }
 
+    /// The disk figures are refreshed at the next tick (a project was attached: its disk
+    /// share is known at once, as in the official client, not a minute later).
+    pub(crate) fn refresh_usage_soon(&mut self) {
+        self.host.next_usage_refresh = 0.0;
+    }
+
     /// Whether computing (and GPU computing) is suspended now and why, from the run modes,
     /// the preferences and what the host shows; logs each change as the official client does.
     /// Also returns whether the user counts as active.

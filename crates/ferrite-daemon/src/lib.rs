@@ -254,8 +254,9 @@ impl Daemon {
         daemon.detect_host();
         // This session's figures, not the last session's from the state file.
         daemon.state.time_stats.client_start_time = daemon.host.started_at;
-        daemon.refresh_usage(daemon.host.started_at);
         daemon.apply_command_line()?;
+        // After `--attach_project`: a project attached there has its disk share from the start.
+        daemon.refresh_usage(daemon.host.started_at);
         // As the official client after reading its state file: projects in name order, the
         // order of the state file and of every GUI RPC reply.
         daemon.state.sort_projects_by_name();
@@ -720,6 +721,21 @@ mod tests {
         let p = &d.state.projects[0].project;
         assert_eq!(p.disk_usage, 1000.0, "present files only");
         assert!(d.state.host_info.d_total > 2.0);
+    }
+
+    #[test]
+    fn a_project_attached_on_the_command_line_has_a_disk_share_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = cli::Options {
+            dir: Some(dir.path().to_path_buf()),
+            skip_cpu_benchmarks: true,
+            no_gpus: true,
+            attach_project: Some(vec!["http://share.example/".to_owned(), "key".to_owned()]),
+            ..cli::Options::default()
+        };
+        let d = Daemon::start(opts, logging::init()).expect("daemon");
+        let p = &d.state.projects[0].project;
+        assert!(p.disk_share > 0.0, "{}", p.disk_share);
     }
 
     #[test]

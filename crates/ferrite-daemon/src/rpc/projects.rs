@@ -193,6 +193,7 @@ impl Daemon {
                 info!(project = %canonical, "attaching to project");
                 self.projects.attach_pending = Some(canonical);
                 self.projects.poll_soon();
+                self.refresh_usage_soon();
                 self.save.mark_dirty(t);
                 reply::SUCCESS.to_owned()
             }
