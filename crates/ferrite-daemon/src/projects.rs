@@ -74,6 +74,9 @@ pub enum OpDone {
         sent: Option<ferrite_sched::WorkRequest>,
         /// The reply text, or the error of the last URL tried.
         result: Result<String, String>,
+        /// Each request the server answered: bytes posted and seconds taken (the official
+        /// client counts every POST in its upload statistics, `net_stats`).
+        posted: Vec<(f64, f64)>,
     },
 }
 

@@ -401,12 +401,15 @@ impl Daemon {
                 let http = http.clone();
                 tokio::spawn(async move {
                     let mut result = Err("no scheduler URL".to_owned());
+                    let mut posted = Vec::new();
                     for u in urls {
+                        let started = std::time::Instant::now();
                         result = http
                             .post_scheduler(&u, xml.clone())
                             .await
                             .map_err(|e| format!("{u}: {e}"));
                         if result.is_ok() {
+                            posted.push((xml.len() as f64, started.elapsed().as_secs_f64()));
                             break;
                         }
                     }
@@ -416,6 +419,7 @@ impl Daemon {
                             reason,
                             sent: work,
                             result,
+                            posted,
                         }))
                         .await;
                 });

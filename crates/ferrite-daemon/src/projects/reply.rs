@@ -35,7 +35,17 @@ impl Daemon {
                 reason,
                 sent,
                 result,
+                posted,
             } => {
+                for (bytes, secs) in posted {
+                    ferrite_project::stats::record_transfer(
+                        &mut self.state.net_stats,
+                        ferrite_project::stats::Direction::Up,
+                        bytes,
+                        secs,
+                        t,
+                    );
+                }
                 let c = self.projects.rpc_counts.entry(project.clone()).or_default();
                 c.0 += 1;
                 self.scheduler_done(&project, reason, sent, result, t)

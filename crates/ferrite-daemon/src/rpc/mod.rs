@@ -580,6 +580,25 @@ mod tests {
     }
 
     #[test]
+    fn a_scheduler_request_counts_in_the_upload_statistics() {
+        let url = "http://netstats.example/";
+        let (_dir, mut d) = daemon_attached_to(url);
+        assert_eq!(d.state.net_stats.bwup, 0.0);
+        d.project_op_done(
+            crate::projects::OpDone::Scheduler {
+                project: url.to_owned(),
+                reason: ferrite_proto::client_state::RpcReason::UserReq,
+                sent: None,
+                result: Err("no reply".to_owned()),
+                posted: vec![(2000.0, 0.5)],
+            },
+            now(),
+        );
+        assert_eq!(d.state.net_stats.bwup, 4000.0);
+        assert!(d.state.net_stats.avg_up > 0.0);
+    }
+
+    #[test]
     fn project_ops_through_gui_rpc() {
         let url = "http://p.example/";
         let (dir, mut d) = daemon_attached_to(url);
