@@ -68,8 +68,8 @@ const IGNORED: &[(&str, &str)] = &[
     ("seqno", "the event log: how many lines each client logged"),
     (
         "network_status",
-        "the official client says online (0) for 10 s after any HTTP exchange, so it depends \
-         on the moment (Ferrite always says 2, \"don't need a connection\")",
+        "online (0) for 10 s after any HTTP exchange, otherwise 2 (\"don't need a \
+         connection\"): it depends on the moment",
     ),
     ("host_cpid", "random"),
     ("nonce", "random"),

@@ -122,6 +122,9 @@ pub struct Daemon {
     /// Run a pass at the next turn of the loop (a GUI request changed something, a transfer
     /// ended, an app exited, a scheduler reply or an account-manager sync was applied).
     tick_soon: bool,
+    /// When an HTTP exchange (transfer, scheduler, web or account-manager RPC) last ended
+    /// (`cc_status`'s network status).
+    last_comm: f64,
     // Tasks (`tasks.rs`; their turn of a pass in `pass.rs`).
     /// The apps: processes, slots, and the scheduling core that decides what runs.
     tasks: tasks::TaskTable,
@@ -224,6 +227,7 @@ impl Daemon {
             inbox,
             rpc: rpc::RpcState::default(),
             tick_soon: true,
+            last_comm: 0.0,
         };
         daemon.load_state();
         adopt_protocol_version(&mut daemon.state);
@@ -428,6 +432,16 @@ impl Daemon {
             Woke::Event(None) => return Some("event channel closed"),
             Woke::Event(Some(ev)) => ev,
         };
+        if matches!(
+            ev,
+            Event::Project(_)
+                | Event::WebRpc(..)
+                | Event::Info(_)
+                | Event::AcctMgr(_)
+                | Event::Transfer(_)
+        ) {
+            self.last_comm = now();
+        }
         match ev {
             Event::Shutdown(why) => return Some(why),
             Event::Reload => {

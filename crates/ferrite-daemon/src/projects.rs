@@ -219,6 +219,11 @@ impl ProjectLoop {
     }
 
     /// A scheduler operation is under way with `url`.
+    /// Whether a scheduler operation (master page or RPC) is under way.
+    pub fn busy(&self) -> bool {
+        self.busy.is_some()
+    }
+
     pub fn busy_with(&self, url: &str) -> bool {
         self.busy.as_deref() == Some(url)
     }

@@ -26,8 +26,21 @@ use crate::Daemon;
 const SUSPEND_USER_REQ: i32 = 4;
 /// `CPU_SCHED_SCHEDULED`: the task's app runs.
 const SCHEDULED: i32 = 2;
+/// `NETWORK_STATUS_ONLINE`.
+const NETWORK_ONLINE: i32 = 0;
 /// `NETWORK_STATUS_WANT_DISCONNECT`: "don't need connection" (no transfer or RPC pending).
 const NETWORK_WANT_DISCONNECT: i32 = 2;
+
+/// `cc_status`'s network status, as the official client's `NET_STATUS::network_status`
+/// (without its dial-up states): online while an HTTP exchange is under way or one ended
+/// within the last 10 s, otherwise "don't need a connection".
+fn network_status(http_in_flight: bool, last_comm: f64, now: f64) -> i32 {
+    if http_in_flight || (last_comm > 0.0 && now - last_comm < 10.0) {
+        NETWORK_ONLINE
+    } else {
+        NETWORK_WANT_DISCONNECT
+    }
+}
 
 /// The default `<proxy_info>` (no proxy), as the official client writes it.
 const NO_PROXY: &str = "<proxy_info>
@@ -782,7 +795,14 @@ impl Daemon {
         let s = &self.state;
         let mut w = XmlWriter::new();
         w.open("cc_status")
-            .num("network_status", NETWORK_WANT_DISCONNECT)
+            .num(
+                "network_status",
+                network_status(
+                    self.projects.busy() || self.transfers.active_count() > 0,
+                    self.last_comm,
+                    t,
+                ),
+            )
             .num("ams_password_error", u8::from(self.acct_mgr.password_error));
         for (kind, name) in [
             (ModeKind::Cpu, "task"),
@@ -889,6 +909,14 @@ impl Daemon {
 mod tests {
     use super::*;
     use ferrite_proto::client_state::CoprocUsage;
+
+    #[test]
+    fn the_network_is_online_during_and_just_after_http_exchanges() {
+        assert_eq!(network_status(true, 0.0, 100.0), NETWORK_ONLINE);
+        assert_eq!(network_status(false, 95.0, 100.0), NETWORK_ONLINE);
+        assert_eq!(network_status(false, 85.0, 100.0), NETWORK_WANT_DISCONNECT);
+        assert_eq!(network_status(false, 0.0, 5.0), NETWORK_WANT_DISCONNECT);
+    }
 
     #[test]
     fn resources_are_described_as_officially() {
