@@ -951,16 +951,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn screensaver_tasks_have_the_official_root_and_leave_out_tasks_not_running() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    /// A daemon on a fresh data directory, with no benchmarks and no GPU probe.
+    fn daemon_in(dir: &std::path::Path) -> Daemon {
         let opts = crate::cli::Options {
-            dir: Some(dir.path().to_path_buf()),
+            dir: Some(dir.to_path_buf()),
             skip_cpu_benchmarks: true,
             no_gpus: true,
             ..crate::cli::Options::default()
         };
-        let mut d = Daemon::start(opts, crate::logging::init()).expect("daemon");
+        Daemon::start(opts, crate::logging::init()).expect("daemon")
+    }
+
+    #[test]
+    fn screensaver_tasks_have_the_official_root_and_leave_out_tasks_not_running() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut d = daemon_in(dir.path());
         d.state = ferrite_proto::client_state::synthetic(1, 3);
         let p = &d.state.projects[0];
         let (url, result) = (p.project.master_url.clone(), p.results[0].name.clone());
@@ -997,13 +1002,7 @@ mod tests {
     #[test]
     fn newer_version_names_the_download_page_of_nvc_config_or_the_official_one() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opts = crate::cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..crate::cli::Options::default()
-        };
-        let mut d = Daemon::start(opts, crate::logging::init()).expect("daemon");
+        let mut d = daemon_in(dir.path());
         assert_eq!(
             d.gui_rpc_reply(Request::GetNewerVersion),
             "<newer_version></newer_version>\n\
