@@ -63,6 +63,14 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// The log filter of the daemons tests start: `info`, and the `state_debug` flag's line at
+/// the end of each save ([`STATE_SAVED`]), an event tests wait on instead of sleeping while
+/// a save may be in flight.
+pub const TEST_LOG: &str = "info,ferrite::state_debug=debug";
+
+/// The line ferrited logs at the end of each save under [`TEST_LOG`].
+pub const STATE_SAVED: &str = "state file saved";
+
 /// Copies directory `src` into `dst` recursively (symlinks copied as links).
 pub fn copy_dir(src: &Path, dst: &Path) -> io::Result<()> {
     fs::create_dir_all(dst)?;
@@ -147,7 +155,9 @@ impl Proc {
     /// `ferrited` with `args`.
     pub fn ferrited(args: &[&str]) -> Proc {
         let mut cmd = Command::new(bin("ferrited"));
-        cmd.args(args).env("RUST_LOG", "info").env("NO_COLOR", "1");
+        cmd.args(args)
+            .env("RUST_LOG", TEST_LOG)
+            .env("NO_COLOR", "1");
         Proc::spawn(cmd)
     }
 
@@ -158,7 +168,7 @@ impl Proc {
         let mut cmd = Command::new(bin("ferrited"));
         cmd.args(["--dir", dir.to_str().expect("utf-8 path")])
             .args(["--gui_rpc_port", &port.to_string(), "--skip_cpu_benchmarks"])
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", TEST_LOG)
             .env("NO_COLOR", "1");
         if let Some(fake) = fakebin {
             let base = std::env::var("PATH").unwrap_or_default();
@@ -188,21 +198,28 @@ impl Proc {
 
     /// Waits until the output contains `needle`; panics with the output after `timeout`.
     pub fn wait_for(&mut self, needle: &str, timeout: Duration) {
+        self.wait_for_count(needle, 1, timeout);
+    }
+
+    /// Waits until `needle` occurs at least `n` times in the output (an event seen again
+    /// after an action: count the occurrences before it, then wait for one more); panics
+    /// with the output after `timeout`.
+    pub fn wait_for_count(&mut self, needle: &str, n: usize, timeout: Duration) {
         let start = Instant::now();
         while start.elapsed() < timeout {
-            if self.output().contains(needle) {
+            if self.output().matches(needle).count() >= n {
                 return;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!(
-                    "process exited ({status}) before printing {needle:?}; output:\n{}",
+                    "process exited ({status}) before printing {needle:?} {n} times; output:\n{}",
                     self.output()
                 );
             }
             thread::sleep(Duration::from_millis(20));
         }
         panic!(
-            "timed out waiting for {needle:?}; output:\n{}",
+            "timed out waiting for {needle:?} {n} times; output:\n{}",
             self.output()
         );
     }
@@ -342,6 +359,22 @@ pub fn root_or_skip(test: &str, for_what: &str) -> bool {
         return true;
     }
     skip(test, &format!("needs root {for_what}"));
+    false
+}
+
+/// Whether the BOINC API test app can be built (g++ and Debian's `libboinc-app-dev`, see
+/// [`boinc_test_app`]); when not, test `test` is skipped (see [`skip`]) and this returns false.
+pub fn boinc_api_or_skip(test: &str) -> bool {
+    if !peer_or_skip(test, &["g++"]) {
+        return false;
+    }
+    if Path::new("/usr/include/boinc/boinc_api.h").exists() {
+        return true;
+    }
+    skip(
+        test,
+        "the BOINC API headers are not installed (apt-get install libboinc-app-dev)",
+    );
     false
 }
 
@@ -524,8 +557,16 @@ pub fn transcript_replies(transcript: &str) -> Vec<String> {
 }
 
 /// A minimal synchronous GUI RPC client for tests: sends `op_xml` (after authenticating
-/// with `password`, if given) and returns the reply text without its 0x03.
+/// with `password`, if given) and returns the reply text without its 0x03. Panics, naming
+/// the port, when the exchange fails (see [`try_gui_rpc`]).
 pub fn gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> String {
+    try_gui_rpc(port, password, op_xml)
+        .unwrap_or_else(|e| panic!("GUI RPC to 127.0.0.1:{port}: {e}"))
+}
+
+/// [`gui_rpc`] that returns a failed exchange (refused, closed, timed out, refused
+/// authentication) as an error instead of panicking: for nudges whose failure is harmless.
+pub fn try_gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> io::Result<String> {
     use std::io::Write as _;
     // ferrited binds its GUI RPC port just after it logs "entering main loop": a client that
     // comes at once may find it not yet listening, so a refused connection is tried again
@@ -535,42 +576,48 @@ pub fn gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> String {
         match std::net::TcpStream::connect(("127.0.0.1", port)) {
             Ok(s) => break s,
             Err(e)
-                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                if e.kind() == io::ErrorKind::ConnectionRefused
                     && t0.elapsed() < Duration::from_secs(5) =>
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => panic!("connect to 127.0.0.1:{port}: {e}"),
+            Err(e) => return Err(e),
         }
     };
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let mut exchange = |body: &str| -> String {
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut exchange = |body: &str| -> io::Result<String> {
         let msg = format!("<boinc_gui_rpc_request>\n{body}</boinc_gui_rpc_request>\n\u{3}");
-        s.write_all(msg.as_bytes()).expect("send");
+        s.write_all(msg.as_bytes())?;
         let mut buf = Vec::new();
         let mut chunk = [0u8; 65536];
         while !buf.ends_with(&[3]) {
-            let n = s.read(&mut chunk).expect("read");
-            assert!(n > 0, "connection closed");
+            let n = s.read(&mut chunk)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed before the reply's end",
+                ));
+            }
             buf.extend_from_slice(&chunk[..n]);
         }
         buf.pop();
-        String::from_utf8_lossy(&buf).into_owned()
+        Ok(String::from_utf8_lossy(&buf).into_owned())
     };
     if let Some(pw) = password {
-        let r = exchange("<auth1/>\n");
+        let r = exchange("<auth1/>\n")?;
         let nonce = r
             .split("<nonce>")
             .nth(1)
             .and_then(|t| t.split("</nonce>").next())
-            .expect("nonce")
+            .ok_or_else(|| io::Error::other(format!("no nonce in {r}")))?
             .to_owned();
         let hash = ferrite_gui_rpc::auth::nonce_hash(&nonce, pw);
         let r = exchange(&format!(
             "<auth2>\n<nonce_hash>{hash}</nonce_hash>\n</auth2>\n"
-        ));
-        assert!(r.contains("<authorized/>"), "{r}");
+        ))?;
+        if !r.contains("<authorized/>") {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, r));
+        }
     }
     exchange(op_xml)
 }

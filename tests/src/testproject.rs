@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::{bin, boinccmd, Proc};
+use crate::{bin, try_gui_rpc, Proc};
 
 /// The account key the test project accepts.
 pub const KEY: &str = "0123456789abcdef0123456789abcdef";
@@ -301,9 +301,18 @@ pub fn nudge_until_reported(
             "{what}: {s}\n--- ferrited ---\n{}",
             client.output()
         );
-        let _ = boinccmd(port, Some("pw"), &["--network_available"]);
+        // Through the tests' own GUI RPC client, so the nudge needs no Debian peer; a failed
+        // nudge is harmless (the next turn tries again).
+        let _ = try_gui_rpc(port, Some("pw"), "<network_available/>\n");
         if update {
-            let _ = boinccmd(port, Some("pw"), &["--project", &server.url, "update"]);
+            let _ = try_gui_rpc(
+                port,
+                Some("pw"),
+                &format!(
+                    "<project_update>\n<project_url>{}</project_url>\n</project_update>\n",
+                    server.url
+                ),
+            );
         }
         std::thread::sleep(Duration::from_secs(2));
     }

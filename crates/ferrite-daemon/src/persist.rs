@@ -117,6 +117,9 @@ impl Persistence {
     pub(crate) fn save_done(&mut self, generation: u64, result: Result<(), store::SaveError>) {
         match result {
             Ok(()) => {
+                // `state_debug`: the end of each save is an event tests (and volunteers
+                // chasing a problem) can wait on.
+                tracing::debug!(target: "ferrite::state_debug", "state file saved");
                 if self.policy.failures() > 0 {
                     info!(
                         "state file saved again after {} failed attempts",
