@@ -73,6 +73,12 @@ fn project_status(port: u16) -> String {
 
 #[test]
 fn boinccmd_joins_an_account_manager_that_attaches_the_project_and_runs_its_work() {
+    if !ferrite_e2e::peer_or_skip(
+        "boinccmd_joins_an_account_manager_that_attaches_the_project_and_runs_its_work",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tmp");
     let server = Server::start(tmp.path(), &["--jobs", "2"]);
     let am_url = format!("{}am/", server.url);

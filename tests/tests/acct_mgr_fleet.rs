@@ -74,6 +74,12 @@ fn converge(hosts: &[Host], what: &str, ok: impl Fn(usize, &str) -> bool) -> f64
 
 #[test]
 fn twenty_hosts_follow_one_account_manager_within_two_sync_periods() {
+    if !ferrite_e2e::peer_or_skip(
+        "twenty_hosts_follow_one_account_manager_within_two_sync_periods",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tmp");
     let server = Server::start(tmp.path(), &["--jobs", "0"]);
     let am_url = format!("{}am/", server.url);

@@ -49,6 +49,12 @@ fn uploads(server: &Server) -> Vec<String> {
 
 #[test]
 fn an_anonymous_platform_project_runs_the_volunteers_own_app() {
+    if !ferrite_e2e::peer_or_skip(
+        "an_anonymous_platform_project_runs_the_volunteers_own_app",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tmp");
     let server = Server::start_apps(
         tmp.path(),

@@ -306,6 +306,9 @@ fn alive(pid: i32) -> bool {
 
 #[test]
 fn a_task_runs_to_completion_with_its_output_and_cpu_time() {
+    if !ferrite_e2e::boinc_api_or_skip("a_task_runs_to_completion_with_its_output_and_cpu_time") {
+        return;
+    }
     let job = Job::new("wu_done", 5, "--spin --step-ms 200");
     let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));
     let mut p = start(d.path(), free_port());
@@ -342,6 +345,9 @@ fn a_task_runs_to_completion_with_its_output_and_cpu_time() {
 
 #[test]
 fn a_suspended_task_uses_no_cpu_and_continues_when_resumed() {
+    if !ferrite_e2e::boinc_api_or_skip("a_suspended_task_uses_no_cpu_and_continues_when_resumed") {
+        return;
+    }
     let job = Job::new("wu_susp", 300, "--spin --step-ms 100");
     let d = data_dir(std::slice::from_ref(&job), &prefs(true, ""));
     let port = free_port();
@@ -389,6 +395,11 @@ fn a_suspended_task_uses_no_cpu_and_continues_when_resumed() {
 
 #[test]
 fn a_suspended_task_leaves_memory_and_restarts_from_its_checkpoint() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "a_suspended_task_leaves_memory_and_restarts_from_its_checkpoint",
+    ) {
+        return;
+    }
     let job = Job::new("wu_ckpt", 40, "--spin --step-ms 100");
     let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));
     let port = free_port();
@@ -458,6 +469,9 @@ fn a_suspended_task_leaves_memory_and_restarts_from_its_checkpoint() {
 
 #[test]
 fn a_crash_is_a_computation_error_with_the_apps_stderr() {
+    if !ferrite_e2e::boinc_api_or_skip("a_crash_is_a_computation_error_with_the_apps_stderr") {
+        return;
+    }
     let job = Job::new("wu_crash", 10, "--crash --step-ms 100");
     let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));
     let mut p = start(d.path(), free_port());
@@ -480,6 +494,9 @@ fn a_crash_is_a_computation_error_with_the_apps_stderr() {
 
 #[test]
 fn a_temporary_exit_is_retried_later_and_the_task_finishes() {
+    if !ferrite_e2e::boinc_api_or_skip("a_temporary_exit_is_retried_later_and_the_task_finishes") {
+        return;
+    }
     let job = Job::new(
         "wu_temp",
         5,
@@ -517,6 +534,9 @@ fn a_temporary_exit_is_retried_later_and_the_task_finishes() {
 
 #[test]
 fn the_elapsed_time_limit_aborts_the_task_with_197() {
+    if !ferrite_e2e::boinc_api_or_skip("the_elapsed_time_limit_aborts_the_task_with_197") {
+        return;
+    }
     // 120 s allowed (rsc_fpops_bound / flops, BOINC's floor), 116 s already used in
     // earlier episodes.
     let mut job = Job::new("wu_time", 1000, "--step-ms 100");
@@ -547,6 +567,9 @@ fn the_elapsed_time_limit_aborts_the_task_with_197() {
 
 #[test]
 fn the_slot_disk_limit_aborts_the_task_with_196() {
+    if !ferrite_e2e::boinc_api_or_skip("the_slot_disk_limit_aborts_the_task_with_196") {
+        return;
+    }
     let mut job = Job::new("wu_disk", 300, "--fill 30 --step-ms 100");
     job.disk_bound = 10e6;
     let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));
@@ -567,6 +590,9 @@ fn the_slot_disk_limit_aborts_the_task_with_196() {
 
 #[test]
 fn a_forked_child_is_stopped_on_suspend_and_killed_on_abort() {
+    if !ferrite_e2e::boinc_api_or_skip("a_forked_child_is_stopped_on_suspend_and_killed_on_abort") {
+        return;
+    }
     let job = Job::new("wu_fork", 600, "--fork --step-ms 100");
     let d = data_dir(std::slice::from_ref(&job), &prefs(true, ""));
     let port = free_port();
@@ -614,6 +640,11 @@ fn a_forked_child_is_stopped_on_suspend_and_killed_on_abort() {
 
 #[test]
 fn after_a_sigkill_the_orphan_is_ended_and_the_task_continues_from_its_checkpoint() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "after_a_sigkill_the_orphan_is_ended_and_the_task_continues_from_its_checkpoint",
+    ) {
+        return;
+    }
     let job = Job::new("wu_kill", 40, "--spin --step-ms 100");
     let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));
     let mut p = start(d.path(), free_port());
@@ -704,6 +735,11 @@ fn busy_host() -> tempfile::TempDir {
 
 #[test]
 fn over_the_ram_limit_a_task_without_a_checkpoint_is_kept_in_memory_not_restarted() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "over_the_ram_limit_a_task_without_a_checkpoint_is_kept_in_memory_not_restarted",
+    ) {
+        return;
+    }
     // As above, but the big task never checkpoints: quitting it would throw its work away,
     // so it is suspended in memory and continues, same process, when RAM is allowed again.
     let host = busy_host();
@@ -741,6 +777,9 @@ fn over_the_ram_limit_a_task_without_a_checkpoint_is_kept_in_memory_not_restarte
 
 #[test]
 fn a_task_too_large_for_any_ram_limit_is_aborted_with_198() {
+    if !ferrite_e2e::boinc_api_or_skip("a_task_too_large_for_any_ram_limit_is_aborted_with_198") {
+        return;
+    }
     // Both RAM limits are 1 % and the task needs 2 %: it could never run.
     let host = busy_host();
     let big_mb = ram_mb() / 50 + 50;
@@ -766,6 +805,11 @@ fn a_task_too_large_for_any_ram_limit_is_aborted_with_198() {
 
 #[test]
 fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs",
+    ) {
+        return;
+    }
     // Someone uses the computer (a terminal touched just now): the busy limit applies. The
     // big task allocates 2 % of RAM. Once it has checkpointed, the busy limit drops to 1 %
     // (more than the task's working set, far less than the idle limit, so it is preempted
@@ -834,6 +878,9 @@ fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
 
 #[test]
 fn gpu_tasks_run_on_the_devices_the_scheduler_assigned_them() {
+    if !ferrite_e2e::boinc_api_or_skip("gpu_tasks_run_on_the_devices_the_scheduler_assigned_them") {
+        return;
+    }
     let libdir = tempfile::tempdir().expect("tmp");
     let nvml = ferrite_e2e::fake_nvml(libdir.path());
     let jobs = [
@@ -903,6 +950,11 @@ fn gpu_tasks_run_on_the_devices_the_scheduler_assigned_them() {
 
 #[test]
 fn init_data_gives_the_app_its_account_key_preferences_proxy_and_computation_deadline() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "init_data_gives_the_app_its_account_key_preferences_proxy_and_computation_deadline",
+    ) {
+        return;
+    }
     let job = Job::new("wu_init", 100, "--step-ms 200");
     let d = data_dir(
         std::slice::from_ref(&job),
@@ -949,6 +1001,11 @@ fn init_data_gives_the_app_its_account_key_preferences_proxy_and_computation_dea
 
 #[test]
 fn a_running_tasks_time_left_follows_the_fraction_done_it_reports() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "a_running_tasks_time_left_follows_the_fraction_done_it_reports",
+    ) {
+        return;
+    }
     // No checkpoints: only the app's live reports tell how far it is.
     let job = Job::new("wu_est", 100, "--step-ms 200 --no-checkpoint");
     let d = data_dir(std::slice::from_ref(&job), &prefs(false, ""));

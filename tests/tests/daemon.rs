@@ -301,11 +301,11 @@ fn full_disk_keeps_the_last_good_state_and_recovers_when_space_returns() {
     let d = dir.to_str().expect("utf-8 path");
     let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks"]);
     p.wait_for("entering main loop", T);
-    // Fill the disk; from then on no save can succeed, so the state file on disk is the last
-    // good one (saves before this, e.g. after a scheduler RPC, were legitimate).
+    // The start-up save has ended; then the disk fills, and from then on no save can
+    // succeed, so the state file on disk is the last good one.
+    p.wait_for(ferrite_e2e::STATE_SAVED, T);
     let filler = dir.join("filler");
     let _ = fs::write(&filler, vec![0u8; 1 << 20]);
-    std::thread::sleep(Duration::from_millis(1500));
     let good = fs::read_to_string(dir.join("client_state.xml")).expect("read");
     // Ask for the shutdown save.
     p.signal(libc::SIGTERM);

@@ -152,6 +152,9 @@ fn assert_both_done(dir: &Path) {
 
 #[test]
 fn the_next_task_starts_while_a_finishing_one_exits() {
+    if !ferrite_e2e::boinc_api_or_skip("the_next_task_starts_while_a_finishing_one_exits") {
+        return;
+    }
     let d = data_dir(&[("wu_a", 3, "--step-ms 100"), ("wu_b", 3, "--step-ms 100")]);
     let port = free_port();
     let mut p = start(d.path(), port);
@@ -184,6 +187,9 @@ fn the_next_task_starts_while_a_finishing_one_exits() {
 
 #[test]
 fn a_task_that_uses_cpu_in_its_final_wait_keeps_its_cpu() {
+    if !ferrite_e2e::boinc_api_or_skip("a_task_that_uses_cpu_in_its_final_wait_keeps_its_cpu") {
+        return;
+    }
     // A spins on another thread through boinc_finish's wait: B may only start once A exits.
     let d = data_dir(&[
         ("wu_a", 3, "--step-ms 100 --busy-finish"),

@@ -79,6 +79,12 @@ fn load(dir: &Path) -> ClientState {
 
 #[test]
 fn boinccmd_reads_state_tasks_projects_and_status() {
+    if !ferrite_e2e::peer_or_skip(
+        "boinccmd_reads_state_tasks_projects_and_status",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let _d = ferrited_with_gui_rpc(dir.path(), port);
@@ -220,6 +226,12 @@ fn messages(reply: &str) -> Vec<(String, String)> {
 
 #[test]
 fn event_log_lines_about_a_project_carry_its_name() {
+    if !ferrite_e2e::peer_or_skip(
+        "event_log_lines_about_a_project_carry_its_name",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let mut d = ferrited_with_gui_rpc(dir.path(), port);
@@ -252,6 +264,12 @@ fn event_log_lines_about_a_project_carry_its_name() {
 
 #[test]
 fn boinccmd_control_ops_change_the_state_and_it_is_saved() {
+    if !ferrite_e2e::peer_or_skip(
+        "boinccmd_control_ops_change_the_state_and_it_is_saved",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let mut d = ferrited_with_gui_rpc(dir.path(), port);
@@ -367,6 +385,12 @@ fn boinccmd_control_ops_change_the_state_and_it_is_saved() {
 
 #[test]
 fn passwords_are_checked_like_the_official_client() {
+    if !ferrite_e2e::peer_or_skip(
+        "passwords_are_checked_like_the_official_client",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let mut d = ferrited_with_gui_rpc(dir.path(), port);

@@ -23,9 +23,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::testproject::{self, client_dir_in, http, Server, ShellApp, KEY};
-use ferrite_e2e::{
-    boinccmd_bounded, free_port, official_client_installed, workspace_root, GuiRpcSession, Proc,
-};
+use ferrite_e2e::{boinccmd_bounded, free_port, workspace_root, GuiRpcSession, Proc};
 use ferrite_gui_rpc::Request;
 use ferrite_proto::xml::{XmlError, XmlReader};
 
@@ -824,12 +822,7 @@ fn data_dir(dir: &Path, server: &Server) -> PathBuf {
 #[test]
 fn gui_rpc_replies_match_the_official_clients() {
     let test = "gui_rpc_replies_match_the_official_clients";
-    if !official_client_installed() {
-        assert!(
-            std::env::var("CI").map(|v| v != "true").unwrap_or(true),
-            "{test}: CI installs boinc-client"
-        );
-        eprintln!("SKIPPED {test}: the official client is not installed");
+    if !ferrite_e2e::peer_or_skip(test, &["boinc", "boinccmd"]) {
         return;
     }
     // Every request compared is one the daemon only reads, and every such request is compared.

@@ -97,6 +97,12 @@ fn stop(mut daemon: Proc) {
 
 #[test]
 fn malformed_unterminated_and_oversized_requests_leave_the_daemon_serving() {
+    if !ferrite_e2e::peer_or_skip(
+        "malformed_unterminated_and_oversized_requests_leave_the_daemon_serving",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let daemon = ferrited_with_gui_rpc(dir.path(), port);
@@ -176,6 +182,12 @@ fn malformed_unterminated_and_oversized_requests_leave_the_daemon_serving() {
 /// get in, because at the limit the server closes the connection quiet the longest.
 #[test]
 fn three_hundred_idle_connections_do_not_lock_out_clients() {
+    if !ferrite_e2e::peer_or_skip(
+        "three_hundred_idle_connections_do_not_lock_out_clients",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let daemon = ferrited_with_gui_rpc(dir.path(), port);
@@ -204,6 +216,12 @@ fn three_hundred_idle_connections_do_not_lock_out_clients() {
 
 #[test]
 fn random_bytes_on_many_connections_leave_the_daemon_serving() {
+    if !ferrite_e2e::peer_or_skip(
+        "random_bytes_on_many_connections_leave_the_daemon_serving",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let daemon = ferrited_with_gui_rpc(dir.path(), port);

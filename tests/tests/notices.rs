@@ -213,13 +213,19 @@ const ACCOUNT_PASSWORD: &str = "account-secret-51d2";
 
 #[test]
 fn project_news_scheduler_notices_project_list_and_no_secret_anywhere() {
+    if !ferrite_e2e::peer_or_skip(
+        "project_news_scheduler_notices_project_list_and_no_secret_anywhere",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tempdir");
     let server = Server::start(tmp.path(), &["--jobs", "1"]);
     let dir = client_dir(tmp.path(), "");
     fs::write(dir.join("gui_rpc_auth.cfg"), format!("{GUI_PASSWORD}\n")).expect("password");
     let port = free_port();
     let list_url = format!("{}project_list.php", server.url);
-    let p = ferrited_env(&dir, port, &list_url, &[]);
+    let mut p = ferrited_env(&dir, port, &list_url, &[]);
     let pw = GUI_PASSWORD;
 
     // A fresh install serves the bundled list until its fetch (from the test project) lands.
@@ -300,7 +306,8 @@ fn project_news_scheduler_notices_project_list_and_no_secret_anywhere() {
         );
         assert!(out.code == 0 || !out.stderr.is_empty() || !out.stdout.is_empty());
     }
-    thread::sleep(Duration::from_secs(1));
+    // The unreachable URL's failure is logged before the scan below looks for secrets.
+    p.wait_for("web RPC", Duration::from_secs(30));
 
     // No secret in the notices, the event log or ferrited's own log.
     let passwd_hash = ferrite_proto::crypt::md5_hex(
@@ -338,6 +345,12 @@ fn project_news_scheduler_notices_project_list_and_no_secret_anywhere() {
 
 #[test]
 fn a_scheduler_notice_message_is_a_project_notice_not_a_client_alert() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_scheduler_notice_message_is_a_project_notice_not_a_client_alert",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tempdir");
     let server = Server::start(tmp.path(), &["--jobs", "1"]);
     let dir = client_dir(tmp.path(), "<no_info_fetch>1</no_info_fetch>");
@@ -386,6 +399,9 @@ fn a_scheduler_notice_message_is_a_project_notice_not_a_client_alert() {
 
 #[test]
 fn no_info_fetch_fetches_no_project_news() {
+    if !ferrite_e2e::peer_or_skip("no_info_fetch_fetches_no_project_news", &["boinccmd"]) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tempdir");
     let server = Server::start(tmp.path(), &["--jobs", "1"]);
     let dir = client_dir(tmp.path(), "");

@@ -38,6 +38,12 @@ fn fake_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
 
 #[test]
 fn a_proxy_set_through_gui_rpc_carries_the_scheduler_requests() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_proxy_set_through_gui_rpc_carries_the_scheduler_requests",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let (proxy_port, seen) = fake_proxy();
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();

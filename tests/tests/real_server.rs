@@ -95,6 +95,12 @@ fn stock_jobs_run_to_valid(test: &str, upload_certs: bool) {
 
 #[test]
 fn stock_project_jobs_run_to_valid_from_a_fresh_data_dir() {
+    if !ferrite_e2e::peer_or_skip(
+        "stock_project_jobs_run_to_valid_from_a_fresh_data_dir",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     stock_jobs_run_to_valid(
         "stock_project_jobs_run_to_valid_from_a_fresh_data_dir",
         false,
@@ -103,5 +109,8 @@ fn stock_project_jobs_run_to_valid_from_a_fresh_data_dir() {
 
 #[test]
 fn jobs_with_upload_certificates_run_to_valid() {
+    if !ferrite_e2e::peer_or_skip("jobs_with_upload_certificates_run_to_valid", &["boinccmd"]) {
+        return;
+    }
     stock_jobs_run_to_valid("jobs_with_upload_certificates_run_to_valid", true);
 }

@@ -11,6 +11,12 @@ use ferrite_e2e::{boinccmd, free_port, gui_rpc};
 
 #[test]
 fn an_account_manager_attaches_the_real_project_and_its_jobs_end_valid() {
+    if !ferrite_e2e::peer_or_skip(
+        "an_account_manager_attaches_the_real_project_and_its_jobs_end_valid",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 2,
         ..ServerOptions::default()

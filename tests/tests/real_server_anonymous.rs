@@ -12,6 +12,12 @@ use ferrite_e2e::{boinccmd, free_port, Proc};
 
 #[test]
 fn an_anonymous_platform_client_runs_its_own_build_to_valid() {
+    if !ferrite_e2e::peer_or_skip(
+        "an_anonymous_platform_client_runs_its_own_build_to_valid",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 3,
         ..ServerOptions::default()

@@ -95,6 +95,12 @@ fn project_value(status: &str, tag: &str) -> f64 {
 
 #[test]
 fn attach_by_email_and_password_and_by_creating_an_account() {
+    if !ferrite_e2e::peer_or_skip(
+        "attach_by_email_and_password_and_by_creating_an_account",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let test = "attach_by_email_and_password_and_by_creating_an_account";
     let opts = ServerOptions {
         jobs: 2,

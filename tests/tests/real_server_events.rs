@@ -167,6 +167,12 @@ fn scheduler_posts(server: &BoincServer) -> usize {
 /// `<request_delay>` the server asks for (`min_sendwork_interval`): no request comes sooner.
 #[test]
 fn scheduler_messages_reach_the_user_and_request_delay_is_kept() {
+    if !ferrite_e2e::peer_or_skip(
+        "scheduler_messages_reach_the_user_and_request_delay_is_kept",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 2,
         cpu_time: 1,
@@ -225,6 +231,12 @@ fn scheduler_messages_reach_the_user_and_request_delay_is_kept() {
 /// aborts the task, the client reports it aborted by the project, the server records it.
 #[test]
 fn a_job_cancelled_on_the_server_is_aborted_at_the_next_request() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_job_cancelled_on_the_server_is_aborted_at_the_next_request",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 1,
         cpu_time: 600,
@@ -263,6 +275,12 @@ fn a_job_cancelled_on_the_server_is_aborted_at_the_next_request() {
 /// signature, and the new tasks run it.
 #[test]
 fn a_new_app_version_is_fetched_verified_and_used() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_new_app_version_is_fetched_verified_and_used",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 1,
         cpu_time: 1,
@@ -301,6 +319,12 @@ fn a_new_app_version_is_fetched_verified_and_used() {
 /// (-131), nothing is uploaded, the server records a client error, and nothing loops.
 #[test]
 fn an_output_over_max_nbytes_errors_the_task_once() {
+    if !ferrite_e2e::peer_or_skip(
+        "an_output_over_max_nbytes_errors_the_task_once",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 0,
         cpu_time: 1,
@@ -352,6 +376,12 @@ fn an_output_over_max_nbytes_errors_the_task_once() {
 /// the jobs.
 #[test]
 fn a_project_down_for_maintenance_is_waited_for_then_used() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_project_down_for_maintenance_is_waited_for_then_used",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 2,
         cpu_time: 1,
@@ -402,6 +432,12 @@ fn a_project_down_for_maintenance_is_waited_for_then_used() {
 /// "too old" notice reaches the user and the client stops asking.
 #[test]
 fn a_client_below_min_core_client_version_is_told_and_backs_off() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_client_below_min_core_client_version_is_told_and_backs_off",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 1,
         cpu_time: 1,
@@ -459,6 +495,9 @@ fn a_client_below_min_core_client_version_is_told_and_backs_off() {
 /// `resend_lost_results`, and run to VALID.
 #[test]
 fn lost_results_are_resent_and_run_to_valid() {
+    if !ferrite_e2e::peer_or_skip("lost_results_are_resent_and_run_to_valid", &["boinccmd"]) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 2,
         cpu_time: 1,
@@ -507,6 +546,9 @@ fn lost_results_are_resent_and_run_to_valid() {
 /// taken for a changed file), and the jobs after the re-attach run to VALID.
 #[test]
 fn detach_and_reattach_in_one_run() {
+    if !ferrite_e2e::peer_or_skip("detach_and_reattach_in_one_run", &["boinccmd"]) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 1,
         cpu_time: 1,
@@ -539,6 +581,12 @@ fn detach_and_reattach_in_one_run() {
 /// VALID.
 #[test]
 fn project_reset_fetches_the_app_again_and_runs_new_jobs() {
+    if !ferrite_e2e::peer_or_skip(
+        "project_reset_fetches_the_app_again_and_runs_new_jobs",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 1,
         cpu_time: 1,

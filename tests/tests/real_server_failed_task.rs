@@ -42,6 +42,12 @@ fn unhex(s: &str) -> String {
 
 #[test]
 fn a_failed_task_reaches_the_server_with_the_official_message() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_failed_task_reaches_the_server_with_the_official_message",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 0,
         ..ServerOptions::default()

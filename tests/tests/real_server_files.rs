@@ -157,6 +157,12 @@ fn element<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
 /// file is compressed once, and the start-up check accepts it as it is.
 #[test]
 fn a_gzip_when_done_output_reaches_the_server_compressed() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_gzip_when_done_output_reaches_the_server_compressed",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 0,
         cpu_time: 1,
@@ -218,6 +224,12 @@ fn a_gzip_when_done_output_reaches_the_server_compressed() {
 /// garbage collection of files) and across a restart, without downloading it again.
 #[test]
 fn project_files_are_downloaded_linked_and_kept() {
+    if !ferrite_e2e::peer_or_skip(
+        "project_files_are_downloaded_linked_and_kept",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 1,
         cpu_time: 1,
@@ -335,6 +347,12 @@ fn project_files_are_downloaded_linked_and_kept() {
 /// for the missing file for ever.
 #[test]
 fn a_missing_optional_output_does_not_hold_the_report() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_missing_optional_output_does_not_hold_the_report",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let opts = ServerOptions {
         jobs: 0,
         cpu_time: 1,

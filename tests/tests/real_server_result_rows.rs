@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::boinc_server::{BoincServer, ServerOptions};
-use ferrite_e2e::{boinccmd, free_port, official_client_installed, OfficialClient, Proc};
+use ferrite_e2e::{boinccmd, free_port, OfficialClient, Proc};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -187,15 +187,13 @@ fn documented() -> (BTreeSet<Row>, BTreeSet<Row>) {
 
 #[test]
 fn the_server_records_the_same_results_from_both_clients() {
-    let test = "the_server_records_the_same_results_from_both_clients";
-    if !official_client_installed() {
-        assert!(
-            std::env::var("CI").map(|v| v != "true").unwrap_or(true),
-            "{test}: CI installs boinc-client"
-        );
-        eprintln!("SKIPPED {test}: the official client is not installed");
+    if !ferrite_e2e::peer_or_skip(
+        "the_server_records_the_same_results_from_both_clients",
+        &["boinc", "boinccmd"],
+    ) {
         return;
     }
+    let test = "the_server_records_the_same_results_from_both_clients";
     let opts = ServerOptions {
         jobs: 0,
         ..ServerOptions::default()

@@ -292,6 +292,12 @@ fn ferrited_attached(server: &BoincServer, dir: &Path, port: u16) -> Proc {
 
 #[test]
 fn trickle_up_reaches_the_server_and_its_echo_reaches_the_app() {
+    if !ferrite_e2e::peer_or_skip(
+        "trickle_up_reaches_the_server_and_its_echo_reaches_the_app",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let test = "trickle_up_reaches_the_server_and_its_echo_reaches_the_app";
     let Some(server) = trickle_server(test) else {
         return;
@@ -310,15 +316,13 @@ fn trickle_up_reaches_the_server_and_its_echo_reaches_the_app() {
 /// message up and put the same file in the slot.
 #[test]
 fn trickles_travel_as_with_the_official_client() {
-    let test = "trickles_travel_as_with_the_official_client";
-    if !ferrite_e2e::official_client_installed() {
-        assert!(
-            std::env::var("CI").map(|v| v != "true").unwrap_or(true),
-            "{test}: CI installs boinc-client"
-        );
-        eprintln!("SKIPPED {test}: the official client is not installed");
+    if !ferrite_e2e::peer_or_skip(
+        "trickles_travel_as_with_the_official_client",
+        &["boinc", "boinccmd"],
+    ) {
         return;
     }
+    let test = "trickles_travel_as_with_the_official_client";
     let Some(server) = trickle_server(test) else {
         return;
     };

@@ -278,6 +278,12 @@ fn a_file_that_cannot_be_fetched_fails_only_its_task() {
 
 #[test]
 fn damaged_state_files_keep_the_projects_of_the_account_files_attached() {
+    if !ferrite_e2e::peer_or_skip(
+        "damaged_state_files_keep_the_projects_of_the_account_files_attached",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let base = tempfile::tempdir().expect("tmp");
     let (server, dir, port) = stopped_while_running(base.path(), 4);
     let sent = status(&server.url)["results_sent"].as_i64().unwrap_or(0);
@@ -310,6 +316,9 @@ fn damaged_state_files_keep_the_projects_of_the_account_files_attached() {
 
 #[test]
 fn account_files_alone_attach_their_projects() {
+    if !ferrite_e2e::peer_or_skip("account_files_alone_attach_their_projects", &["boinccmd"]) {
+        return;
+    }
     let base = tempfile::tempdir().expect("tmp");
     let server = Server::start_with(base.path(), &["--jobs", "2"], "sleep 1\n");
     // A data directory with nothing but an account file, as a volunteer brings it from

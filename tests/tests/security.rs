@@ -168,6 +168,12 @@ fn stored_key(dir: &Path) -> String {
 
 #[test]
 fn a_key_change_not_signed_by_the_old_key_is_refused_and_apps_signed_with_it_never_run() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_key_change_not_signed_by_the_old_key_is_refused_and_apps_signed_with_it_never_run",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tmp");
     // The genuine project: one job, its key trusted on first use.
     let alpha = testproject::app_script(tmp.path(), "alpha", "hello", "");
@@ -505,6 +511,9 @@ fn link_target(p: &Path) -> Option<String> {
 
 #[test]
 fn a_slot_links_only_into_its_own_project() {
+    if !ferrite_e2e::peer_or_skip("a_slot_links_only_into_its_own_project", &["boinccmd"]) {
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tmp");
     let a_dir = tmp.path().join("a");
     let b_dir = tmp.path().join("b");

@@ -132,6 +132,12 @@ fn leftovers(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
+    if !ferrite_e2e::peer_or_skip(
+        "ferrited_killed_at_random_moments_still_reports_every_job_exactly_once",
+        &["boinc", "boinccmd"],
+    ) {
+        return;
+    }
     let kills_budget = env_num("FERRITE_SOAK_KILLS", 20);
     let jobs = env_num("FERRITE_SOAK_JOBS", (kills_budget * 5 / 2).max(50));
     let seed = env_num("FERRITE_SOAK_SEED", 0x5eed_f3e1_7e00_0009).max(1);

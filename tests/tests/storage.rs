@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use ferrite_e2e::inspect::{load_state as load, result_names};
 use ferrite_e2e::testproject::{
-    all_reported, client_dir_in, reported, set_executable, start_client, status, Server, Tmpfs,
+    all_reported, client_dir_in, find_named, reported, set_executable, start_client, status,
+    Server, Tmpfs,
 };
-use ferrite_e2e::{boinccmd, fixture_data_dir, free_port, skip, Proc};
+use ferrite_e2e::{boinccmd, fixture_data_dir, free_port, skip, Proc, STATE_SAVED};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -65,6 +66,12 @@ fn messages(port: u16) -> String {
 
 #[test]
 fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let base = tempfile::tempdir().expect("tmp");
     let Some((_mount, data)) = small_disk(
         "a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself",
@@ -82,12 +89,14 @@ fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself
         "<cc_config>\n<options>\n<ncpus>4</ncpus>\n</options>\n</cc_config>\n",
     )
     .expect("cc_config");
-    let client = start_client(&dir, port, Some(&server.url));
+    let mut client = start_client(&dir, port, Some(&server.url));
+    let saves = client.output().matches(STATE_SAVED).count();
     let out = boinccmd(port, Some("pw"), &["--set_network_mode", "never"]);
     assert_eq!(out.code, 0, "{out:?}");
-    std::thread::sleep(Duration::from_millis(1500));
+    // The mode change is saved; with the network off nothing else changes, so the file on
+    // disk from then on is the last good state.
+    client.wait_for_count(STATE_SAVED, saves + 1, T);
     let filler = fill(&data);
-    std::thread::sleep(Duration::from_millis(1500));
     let good = fs::read_to_string(dir.join("client_state.xml")).expect("a saved state");
 
     // The network comes back on a full disk: the attach goes on, but no work is asked for.
@@ -147,6 +156,12 @@ fn a_full_disk_stops_work_fetch_keeps_the_last_good_state_and_recovers_by_itself
 
 #[test]
 fn a_download_that_fills_the_disk_resumes_by_itself_when_space_returns() {
+    if !ferrite_e2e::peer_or_skip(
+        "a_download_that_fills_the_disk_resumes_by_itself_when_space_returns",
+        &["boinccmd"],
+    ) {
+        return;
+    }
     let base = tempfile::tempdir().expect("tmp");
     let Some((_mount, data)) = small_disk(
         "a_download_that_fills_the_disk_resumes_by_itself_when_space_returns",
@@ -178,7 +193,12 @@ fn a_download_that_fills_the_disk_resumes_by_itself_when_space_returns() {
     let port = free_port();
     let mut client = start_client(&dir, port, Some(&server.url));
     client.wait_for("Started download of wc_wu_0_in", T);
-    std::thread::sleep(Duration::from_millis(500));
+    // Part of the input is on disk when the disk fills.
+    ferrite_e2e::inspect::wait_until("part of the input on disk", T, || {
+        find_named(&dir, "wc_wu_0_in.part")
+            .and_then(|p| fs::metadata(p).ok())
+            .is_some_and(|m| m.len() > 0)
+    });
     let filler = fill(&data);
     client.wait_for("the disk is full", T);
     let log = client.output();
@@ -229,6 +249,9 @@ fn immutable(dir: &Path, on: bool) -> bool {
 
 #[test]
 fn a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_again_by_itself() {
+    if !ferrite_e2e::peer_or_skip("a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_again_by_itself", &["boinccmd"]) {
+        return;
+    }
     // A file system cannot be remounted read-only under a running daemon (its lock file is
     // open for writing), so the directory is made immutable instead: every save fails the
     // same way. (A data directory on a read-only file system at start-up is refused with a
@@ -247,7 +270,8 @@ fn a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_ag
     let port = free_port();
     let mut p = ferrite_e2e::ferrited_with_gui_rpc(&data, port);
     p.wait_for("entering main loop", T);
-    std::thread::sleep(Duration::from_millis(1500));
+    // The start-up save (the loaded state, brought up to date) is the last good state.
+    p.wait_for(STATE_SAVED, T);
     let good = fs::read_to_string(data.join("client_state.xml")).expect("state");
 
     if !immutable(&data, true) {

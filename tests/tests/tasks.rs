@@ -138,7 +138,6 @@ fn sigterm_leaves_no_app_behind_and_a_restart_completes_the_task() {
     wait_until("an app runs", Duration::from_secs(20), || {
         !slot_processes(d.path()).is_empty()
     });
-    thread::sleep(Duration::from_secs(2));
     p.signal(libc::SIGTERM);
     assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
     assert!(

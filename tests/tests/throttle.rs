@@ -312,6 +312,11 @@ fn api_data_dir() -> tempfile::TempDir {
 
 #[test]
 fn a_throttled_boinc_api_app_suspended_by_the_user_uses_no_cpu_until_resumed() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "a_throttled_boinc_api_app_suspended_by_the_user_uses_no_cpu_until_resumed",
+    ) {
+        return;
+    }
     let d = api_data_dir();
     let port = free_port();
     let mut p = start(d.path(), port);
