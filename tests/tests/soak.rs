@@ -225,7 +225,6 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
     client.signal(libc::SIGTERM);
     let exit = client.wait(Duration::from_secs(30));
     let last_log = client.output();
-    std::thread::sleep(Duration::from_millis(500));
 
     // A report repeated because its acknowledgement was lost to a kill is BOINC's protocol at
     // work (the server acknowledges it again and does not count it); each one needs a restart
