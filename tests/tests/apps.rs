@@ -431,7 +431,8 @@ fn a_suspended_task_leaves_memory_and_restarts_from_its_checkpoint() {
     assert!(r.contains("<suspended_via_gui/>"), "{r}");
     let frac = num(&r, "fraction_done");
     assert!(frac >= 0.1, "checkpointed progress is kept: {r}");
-    // It stays out while suspended.
+    // It stays out while suspended: looked at after 2 s here, and proven from the app's
+    // stderr at the end.
     thread::sleep(Duration::from_secs(2));
     assert!(
         slot_processes(d.path()).is_empty(),
@@ -453,6 +454,13 @@ fn a_suspended_task_leaves_memory_and_restarts_from_its_checkpoint() {
     let r = result_block(&s, "wu_ckpt_0");
     assert_eq!(tag(&r, "state"), Some("4"), "{r}");
     assert_eq!(r.matches("starting fresh").count(), 1, "{r}");
+    // The app ran twice in all: no run while it was suspended (that would have left a second
+    // "resuming from checkpoint" line in its stderr).
+    assert_eq!(
+        r.matches("resuming from checkpoint").count(),
+        1,
+        "one restart, at the resume: {r}"
+    );
     let step = resumed_step(&r).unwrap_or_else(|| panic!("the app restarted from scratch: {r}"));
     assert!(step >= 4, "resumed at step {step}: {r}");
     // The CPU time of both episodes counts: the second spun (40 - step) tenths of a second,
