@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ferrite's test command: sets up what the tests need, then runs the whole test suite.
 #
-#   tests/run.sh                   every test of the workspace (cargo test --workspace)
+#   tests/run.sh                   every test of the workspace (as cargo test --workspace, with
+#                                  the real-server tests last, four at a time)
 #   tests/run.sh -p ferrite-ctl    arguments go to `cargo test` (then without --workspace)
 #   tests/run.sh --check-peers     only says which Debian peers are missing
 #
@@ -141,9 +142,33 @@ echo "== tests"
 FERRITE_SKIPPED_LOG="$(mktemp "${TMPDIR:-/tmp}/ferrite-skipped.XXXXXX")"
 export FERRITE_SKIPPED_LOG
 trap 'rm -f "$FERRITE_SKIPPED_LOG"' EXIT
-if [ "$#" = 0 ]; then set -- --workspace; fi
 status=0
-cargo test --locked --no-fail-fast "$@" || status=$?
+if [ "$#" -gt 0 ]; then
+    cargo test --locked --no-fail-fast "$@" || status=$?
+elif ! command -v python3 >/dev/null 2>&1; then
+    # No python3 to list the test targets with: the whole workspace in one run.
+    cargo test --workspace --locked --no-fail-fast || status=$?
+else
+    # The whole workspace, in two parts. The real-server tests (tests/tests/real_server*.rs)
+    # spend their time waiting on the server (its daemons' periods, request delays, backoffs),
+    # not computing: they run last, four tests at a time instead of one a core. Everything
+    # else runs as `cargo test --workspace` runs it.
+    mapfile -t server_tests < <(cd tests/tests && ls real_server*.rs | sed 's/\.rs$//')
+    mapfile -t other_tests < <(cargo metadata --no-deps --format-version 1 --locked |
+        python3 -c '
+import json, sys
+names = {t["name"] for p in json.load(sys.stdin)["packages"] for t in p["targets"]
+         if "test" in t["kind"] and not t["name"].startswith("real_server")}
+print("\n".join(sorted(names)))')
+    targets=(--lib --bins --examples)
+    for t in "${other_tests[@]}"; do targets+=(--test "$t"); done
+    cargo test --workspace --locked --no-fail-fast "${targets[@]}" || status=$?
+    cargo test --workspace --locked --no-fail-fast --doc || status=$?
+    targets=()
+    for t in "${server_tests[@]}"; do targets+=(--test "$t"); done
+    cargo test -p ferrite-e2e --locked --no-fail-fast "${targets[@]}" -- --test-threads=4 ||
+        status=$?
+fi
 
 echo "== skipped"
 if [ -s "$FERRITE_SKIPPED_LOG" ]; then
