@@ -39,6 +39,7 @@ pub mod throttle;
 pub mod transfers;
 pub mod trickle;
 pub mod tuning;
+mod turn;
 pub mod web;
 pub mod writer;
 
@@ -63,6 +64,7 @@ const GUI_RPC_START_WAIT: Duration = Duration::from_secs(5);
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
 use crate::setup::adopt_protocol_version;
+use crate::turn::TurnTimer;
 
 /// Seconds since the Unix epoch, as BOINC counts time.
 pub fn now() -> f64 {
@@ -327,14 +329,18 @@ impl Daemon {
         self.sync_log_project_names();
         let reason = loop {
             let woke = self.wait(&clock).await;
+            let turn = TurnTimer::start(woke.kind());
             if let Some(why) = self.dispatch(woke, &mut clock.reclaim) {
                 break why;
             }
+            let dispatched = turn.elapsed();
             self.sync_log_project_names();
             let t = now();
             clock.ping_watchdog(&self.notifier);
             self.watch_host(t);
+            let mut passed = false;
             if self.tick_soon || t >= clock.next_tick {
+                passed = true;
                 match self.pass(t) {
                     Ok(next) => clock.next_tick = next,
                     Err(why) => break why,
@@ -356,6 +362,7 @@ impl Daemon {
                 memory::Kept::Everything => self.rpc.forget_kept_replies(),
             }
             memory::release(r);
+            turn.end(dispatched, passed);
         };
         self.shut_down(reason, servers).await
     }

@@ -26,7 +26,8 @@ pub(crate) struct Persistence {
 }
 
 impl Persistence {
-    /// The state files of `dir`, saved at most once a second.
+    /// The state files of `dir`, saved at most once a second (less often for a state slow
+    /// to serialise: [`SavePolicy::SERIALISE_SPACING`]).
     pub(crate) fn new(dir: &std::path::Path) -> Self {
         let (saved_tx, saved_rx) = mpsc::unbounded_channel();
         Persistence {
@@ -97,7 +98,9 @@ impl Persistence {
         if !self.policy.due(now) {
             return;
         }
+        let started = std::time::Instant::now();
         let mut xml = state.to_xml();
+        self.policy.note_serialise(started.elapsed().as_secs_f64());
         let generation = self.policy.begin(now);
         if let Some(w) = &self.writer {
             match w.submit(xml, generation) {

@@ -21,6 +21,7 @@ use ferrite_net::{boinc_user_agent, HttpClient, HttpConfig, ProxyConfig, ProxySe
 use ferrite_project::reply::{ObjectKind, Refusal, RefusalReason};
 use ferrite_project::request::RscWork;
 use ferrite_proto::client_state::{ClientState, Project, RpcReason};
+use ferrite_proto::sched_reply::SchedulerReply;
 use ferrite_sched::{CoprocKind, Jitter, ResourceId, SplitMix64, World};
 use tracing::{error, warn};
 
@@ -72,8 +73,9 @@ pub enum OpDone {
         reason: RpcReason,
         /// The work request that rode on it.
         sent: Option<ferrite_sched::WorkRequest>,
-        /// The reply text, or the error of the last URL tried.
-        result: Result<String, String>,
+        /// The reply, read off the main loop (its text is saved as `sched_reply_*.xml`
+        /// there too), or the error of the last URL tried or of the reading.
+        result: Result<Box<SchedulerReply>, String>,
         /// Each request the server answered: bytes posted and seconds taken (the official
         /// client counts every POST in its upload statistics, `net_stats`).
         posted: Vec<(f64, f64)>,

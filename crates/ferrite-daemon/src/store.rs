@@ -300,11 +300,17 @@ pub struct SavePolicy {
     in_flight: Option<u64>,
     /// The next save should not wait for `min_interval`.
     urgent: bool,
+    /// Seconds the main loop took to serialise the state for the last save.
+    serialise_secs: f64,
 }
 
 impl SavePolicy {
     /// Longest wait between retries of a failing save.
     pub const MAX_RETRY: f64 = 60.0;
+    /// Between ordinary saves, at least this many times what the last serialisation took:
+    /// the main loop spends at most a tenth of its time writing the state out, so a state of
+    /// 100,000 tasks is not serialised every second.
+    pub const SERIALISE_SPACING: f64 = 10.0;
 
     /// A policy that saves at most once per `min_interval` seconds.
     pub fn new(min_interval: f64) -> Self {
@@ -316,6 +322,14 @@ impl SavePolicy {
             generation: 0,
             in_flight: None,
             urgent: false,
+            serialise_secs: 0.0,
+        }
+    }
+
+    /// The last save's serialisation took `secs` of the main loop's time.
+    pub fn note_serialise(&mut self, secs: f64) {
+        if secs.is_finite() && secs >= 0.0 {
+            self.serialise_secs = secs;
         }
     }
 
@@ -357,6 +371,7 @@ impl SavePolicy {
             0.0
         } else if self.failures == 0 {
             self.min_interval
+                .max(self.serialise_secs * Self::SERIALISE_SPACING)
         } else {
             (self.min_interval * 2f64.powi(self.failures.min(16) as i32)).min(Self::MAX_RETRY)
         };
@@ -563,6 +578,25 @@ mod tests {
         p.record(100.0, true);
         assert!(!p.is_dirty());
         assert_eq!(p.failures(), 0);
+    }
+
+    #[test]
+    fn a_state_slow_to_serialise_is_saved_less_often_unless_hurried() {
+        let mut p = SavePolicy::new(1.0);
+        p.note_serialise(0.05);
+        p.mark_dirty(0.0);
+        p.record(0.0, true);
+        p.mark_dirty(0.1);
+        assert!(p.due(1.0), "a small state: once a second");
+        p.record(1.0, true);
+        // A large state took 0.4 s to serialise: the next ordinary save waits 4 s.
+        p.note_serialise(0.4);
+        p.mark_dirty(1.1);
+        assert!(!p.due(4.9));
+        assert!(p.due(5.0));
+        // A scheduler reply hurries it: saved at once all the same.
+        p.hurry();
+        assert!(p.due(1.2));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use ferrite_net::HttpClient;
 use ferrite_project::request::{build_request, note_rpc_started, RequestInput};
 use ferrite_proto::account::escape_project_url;
 use ferrite_proto::client_state::{RpcReason, RscBackoff};
+use ferrite_proto::sched_reply::SchedulerReply;
 use ferrite_sched::{Jitter, ResourceId, World};
 use tracing::{error, info, warn};
 
@@ -399,6 +400,9 @@ impl Daemon {
                 self.save.mark_dirty(t);
                 self.projects.busy = Some(url.clone());
                 let http = http.clone();
+                let reply_file = self
+                    .dir
+                    .join(format!("sched_reply_{}.xml", escape_project_url(&url)));
                 tokio::spawn(async move {
                     let mut result = Err("no scheduler URL".to_owned());
                     let mut posted = Vec::new();
@@ -413,6 +417,16 @@ impl Daemon {
                             break;
                         }
                     }
+                    // A reply of many thousand jobs is tens of megabytes: it is saved and
+                    // read here, on a blocking thread, so the main loop gets it ready to apply.
+                    let result = match result {
+                        Ok(text) => {
+                            tokio::task::spawn_blocking(move || read_reply(&reply_file, &text))
+                                .await
+                                .unwrap_or_else(|e| Err(format!("reading the reply failed: {e}")))
+                        }
+                        Err(e) => Err(e),
+                    };
                     let _ = events
                         .send(Event::Project(OpDone::Scheduler {
                             project: url,
@@ -527,6 +541,15 @@ fn backoff_records(
         .collect()
 }
 
+/// A scheduler reply's text saved as `sched_reply_*.xml` (as the official client keeps the
+/// last one) and read.
+fn read_reply(file: &std::path::Path, text: &str) -> Result<Box<SchedulerReply>, String> {
+    let _ = std::fs::write(file, text);
+    SchedulerReply::parse(text, "scheduler reply")
+        .map(|p| Box::new(p.value))
+        .map_err(|e| format!("unusable reply: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,6 +569,23 @@ mod tests {
         assert_eq!(
             (recs[1].backoff_time, recs[1].backoff_interval),
             (900.0, 600.0)
+        );
+    }
+
+    #[test]
+    fn a_scheduler_reply_is_saved_and_read_off_the_loop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("sched_reply_p.example.xml");
+        let text = "<scheduler_reply>\n<request_delay>7</request_delay>\n</scheduler_reply>\n";
+        let reply = read_reply(&file, text).expect("a reply");
+        assert_eq!(reply.request_delay, Some(7.0));
+        assert_eq!(std::fs::read_to_string(&file).expect("saved"), text);
+        let bad = read_reply(&file, "<scheduler_reply>\n<request_delay>").expect_err("cut short");
+        assert!(bad.starts_with("unusable reply: "), "{bad}");
+        assert_eq!(
+            std::fs::read_to_string(&file).expect("saved"),
+            "<scheduler_reply>\n<request_delay>",
+            "the last reply is kept even when it cannot be read"
         );
     }
 }

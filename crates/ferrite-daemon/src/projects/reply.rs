@@ -116,17 +116,10 @@ impl Daemon {
         url: &str,
         reason: RpcReason,
         sent: Option<ferrite_sched::WorkRequest>,
-        result: Result<String, String>,
+        result: Result<Box<SchedulerReply>, String>,
         t: f64,
     ) {
-        let esc = escape_project_url(url);
-        let parsed = result.and_then(|text| {
-            let _ = fs::write(self.dir.join(format!("sched_reply_{esc}.xml")), &text);
-            SchedulerReply::parse(&text, "scheduler reply")
-                .map(|p| p.value)
-                .map_err(|e| format!("unusable reply: {e}"))
-        });
-        let reply = match parsed {
+        let reply = match result {
             Ok(r) => r,
             Err(e) => return self.rpc_failed(url, reason, &e, t),
         };
