@@ -136,8 +136,7 @@ fn run_child(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    // Whatever it left behind goes with it.
-    kill_group(pid);
+    // Its process group is not signalled once it has been reaped: the id may be reused.
     if !status.success() {
         return Err(describe_exit(status));
     }
