@@ -429,3 +429,67 @@ fn a_remote_bind_without_a_secret_is_refused_and_a_token_file_is_the_secret() {
         "the action went through the GUI RPC handler and was saved"
     );
 }
+
+/// Raises this process's soft limit on open files to at least `want` (within the hard
+/// limit), for a test that holds many sockets.
+fn raise_nofile(want: libc::rlim_t) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write `lim`.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        }
+    }
+    assert!(
+        lim.rlim_cur >= want,
+        "the hard limit on open files ({}) is below {want}",
+        lim.rlim_max
+    );
+}
+
+/// 1,000 connections to the metrics server (its limit is 64), half silent and half stuck
+/// in the middle of a request head: while they are all held, a scrape and the dashboard
+/// are still served.
+#[test]
+fn a_scrape_and_the_dashboard_get_through_a_thousand_idle_connections() {
+    raise_nofile(1500);
+    let dir = fixture_data_dir("02_tasks_running");
+    let port = free_port();
+    let d = dir.path().to_str().expect("utf-8 path");
+    let port_arg = port.to_string();
+    let mut p = Proc::ferrited(&[
+        "--dir",
+        d,
+        "--skip_cpu_benchmarks",
+        "--no_gpus",
+        "--metrics_port",
+        &port_arg,
+    ]);
+    p.wait_for("entering main loop", T);
+    let start = Instant::now();
+    while get(port, "/metrics").is_none_or(|(head, _)| !head.contains(" 200 ")) {
+        assert!(start.elapsed() < T, "no metrics: {}", p.output());
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mut flood = Vec::new();
+    for i in 0..1000 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        if i % 2 == 1 {
+            let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        }
+        flood.push(s);
+    }
+    let (head, body) = get(port, "/metrics").expect("a scrape during the flood");
+    assert!(head.contains(" 200 "), "{head}");
+    assert!(body.contains("boinc_tasks"), "{body}");
+    let (head, _) = get(port, "/").expect("the dashboard during the flood");
+    assert!(head.contains(" 200 "), "{head}");
+    drop(flood);
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(T).success(), "{}", p.output());
+}

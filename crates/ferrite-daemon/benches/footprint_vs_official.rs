@@ -9,6 +9,8 @@
 //!   default 60) of a client with no project, and of a client holding 20 projects / 1,000
 //!   tasks with computing and network suspended (run modes `never`); the four clients idle
 //!   at the same time, so noise from the rest of the machine falls on all of them alike;
+//! - RSS with GPU detection on (no `--no_gpus`) on a host with Debian's PoCL, fresh and
+//!   with 1,000 tasks (`common/with_gpus.rs`; part `opencl`);
 //! - the median time of 50 calls of `get_state`, `get_results`, `get_file_transfers` and
 //!   `get_messages` (1,000 tasks), then the RSS right after that burst and 3 s later;
 //!
@@ -29,7 +31,7 @@
 //! It prints one row per figure: Ferrite's and the reference's medians and the ratio's
 //! min/median/max over the rounds (`FERRITE_BENCH_ROUNDS`, default 3), with the goal.
 //!
-//! `FERRITE_BENCH_ONLY` (a comma-separated list of `clients`, `download`, `tasks`) runs only
+//! `FERRITE_BENCH_ONLY` (a comma-separated list of `clients`, `opencl`, `download`, `tasks`) runs only
 //! those parts; `FERRITE_BENCH_ONLY=clients FERRITE_BENCH_ROUNDS=1 FERRITE_BENCH_IDLE_SECS=1`
 //! measures the GUI RPC figures and memory in about 20 s. `FERRITE_BENCH_WRITE_DIR=DIR` only
 //! writes the 1,000-task data directory (state, accounts, files; GUI RPC password `benchpw`)
@@ -45,8 +47,12 @@
 //! footprint_vs_official`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/row.rs"]
+mod row;
 #[path = "common/short_tasks.rs"]
 mod short_tasks;
+#[path = "common/with_gpus.rs"]
+mod with_gpus;
 
 use std::fs;
 use std::io::{BufRead as _, Write as _};
@@ -61,6 +67,7 @@ use ferrite_gui_rpc::{GuiRpcClient, Request};
 use ferrite_net::{CancellationToken, DownloadTarget, ExpectedFile, HttpClient, HttpConfig};
 use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
 use ferrite_proto::client_state::{synthetic, ClientState, ResultState, RunMode as StateMode};
+use row::{median, Row};
 
 const PASSWORD: &str = "benchpw";
 const CALLS: usize = 50;
@@ -202,6 +209,11 @@ fn data_dir(state: Option<(&str, &ClientState)>) -> tempfile::TempDir {
 }
 
 fn launch(who: Who, dir: tempfile::TempDir) -> Client {
+    launch_with(who, dir, false)
+}
+
+/// [`launch`], with GPU detection on when `gpus` (else `--no_gpus`).
+fn launch_with(who: Who, dir: tempfile::TempDir, gpus: bool) -> Client {
     let port = free_port();
     let mut cmd = match who {
         Who::Ferrite => Command::new(env!("CARGO_BIN_EXE_ferrited")),
@@ -214,7 +226,8 @@ fn launch(who: Who, dir: tempfile::TempDir) -> Client {
     cmd.arg("--dir")
         .arg(dir.path())
         .args(["--gui_rpc_port", &port.to_string()])
-        .args(["--skip_cpu_benchmarks", "--no_gpus"])
+        .arg("--skip_cpu_benchmarks")
+        .args((!gpus).then_some("--no_gpus"))
         .current_dir(dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -299,11 +312,6 @@ async fn median_call(c: &mut GuiRpcClient, r: &Request, must_hold: &str) -> (f64
     (median(&mut times), first.len())
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// What the resident memory of `pid` is: anonymous (heap, stacks), the program's own file
 /// pages (its code and read-only data), shared libraries' pages; kB, from `/proc/PID/smaps`.
 fn rss_parts(pid: u32) -> String {
@@ -346,96 +354,14 @@ fn status_kb(pid: u32) -> f64 {
     short_tasks::status_kb(pid, "VmRSS") as f64
 }
 
-/// One figure: Ferrite's value and the reference's, per round.
-struct Row {
-    name: &'static str,
-    unit: &'static str,
-    /// Shown values are multiplied by this (seconds as milliseconds, kB as MB…).
-    scale: f64,
-    ferrite: Vec<f64>,
-    reference: Vec<f64>,
-    /// The goal for Ferrite / reference, or for Ferrite's own value when `absolute`.
-    goal: Option<f64>,
-    absolute: bool,
-}
-
-impl Row {
-    fn new(name: &'static str, unit: &'static str, scale: f64, goal: Option<f64>) -> Row {
-        Row {
-            name,
-            unit,
-            scale,
-            ferrite: Vec::new(),
-            reference: Vec::new(),
-            goal,
-            absolute: false,
-        }
-    }
-
-    fn push(&mut self, ferrite: f64, reference: f64) {
-        self.ferrite.push(ferrite);
-        self.reference.push(reference);
-    }
-
-    fn print(&self) {
-        let mut f = self.ferrite.clone();
-        let mut r = self.reference.clone();
-        if f.is_empty() {
-            return;
-        }
-        let mut ratios: Vec<f64> = self
-            .ferrite
-            .iter()
-            .zip(&self.reference)
-            .map(|(a, b)| if self.absolute { *a } else { a / b })
-            .collect();
-        let (fm, rm) = (median(&mut f), median(&mut r));
-        let med = median(&mut ratios);
-        let (lo, hi) = (ratios[0], ratios[ratios.len() - 1]);
-        let goal = match self.goal {
-            Some(g) if self.absolute => format!(
-                "<= {:.0} {}  {}",
-                g * self.scale,
-                self.unit,
-                if med <= g { "met" } else { "NOT met" }
-            ),
-            Some(g) => format!("<= {g:.2}  {}", if med <= g { "met" } else { "NOT met" }),
-            None => String::new(),
-        };
-        if self.absolute {
-            println!(
-                "{:<58} {:>10.2} {:<3} {:>10} {:>24}   {goal}",
-                self.name,
-                fm * self.scale,
-                self.unit,
-                "",
-                format!(
-                    "{:.2} / {:.2} / {:.2} {}",
-                    lo * self.scale,
-                    med * self.scale,
-                    hi * self.scale,
-                    self.unit
-                ),
-            );
-        } else {
-            println!(
-                "{:<58} {:>10.2} {:<3} {:>10.2} {:>24}   {goal}",
-                self.name,
-                fm * self.scale,
-                self.unit,
-                rm * self.scale,
-                format!("{lo:.3} / {med:.3} / {hi:.3}"),
-            );
-        }
-    }
-}
-
 struct Rows {
     start: Row,
     restart: Row,
     rss_idle: Row,
     rss_burst: Row,
     rss_tasks: Row,
+    rss_idle_pocl: Row,
+    rss_tasks_pocl: Row,
     cpu_idle: Row,
     cpu_tasks: Row,
     cpu_busy: Row,
@@ -825,6 +751,18 @@ fn main() {
             1.0 / 1024.0,
             Some(0.25),
         ),
+        rss_idle_pocl: Row::new(
+            "RSS, GPU detection on, PoCL installed, no project",
+            "MB",
+            1.0 / 1024.0,
+            Some(0.33),
+        ),
+        rss_tasks_pocl: Row::new(
+            "RSS, GPU detection on, PoCL installed, 1,000 tasks",
+            "MB",
+            1.0 / 1024.0,
+            Some(0.25),
+        ),
         cpu_idle: Row::new("CPU over idle window, no project", "ms", 1e3, Some(1.0)),
         cpu_tasks: Row::new(
             "CPU over idle window, 1,000 tasks, computing suspended",
@@ -899,6 +837,23 @@ fn main() {
             eprintln!("round {round}/{rounds}: clients ({idle_s} s idle window)");
             clients_round(&mut rows, &xml, &state, idle);
         }
+        if part("opencl") {
+            if with_gpus::pocl_installed() {
+                eprintln!("round {round}/{rounds}: GPU detection on, PoCL installed");
+                with_gpus::round(
+                    &mut rows.rss_idle_pocl,
+                    &mut rows.rss_tasks_pocl,
+                    &xml,
+                    &state,
+                    Duration::from_secs(5),
+                );
+            } else {
+                eprintln!(
+                    "PoCL is not installed ({}): no rows with it",
+                    with_gpus::POCL_ICD
+                );
+            }
+        }
         if let Some(dl) = &dl {
             eprintln!("round {round}/{rounds}: download");
             let (secs, hwm, curl, curl_md5) = dl.round();
@@ -960,6 +915,8 @@ fn main() {
         &rows.rss_idle,
         &rows.rss_burst,
         &rows.rss_tasks,
+        &rows.rss_idle_pocl,
+        &rows.rss_tasks_pocl,
         &rows.cpu_idle,
         &rows.cpu_tasks,
         &rows.cpu_busy,

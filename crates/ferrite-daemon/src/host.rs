@@ -59,6 +59,15 @@ impl HostWatch {
 
 pub(crate) const GPU_REPROBE_SECS: f64 = 120.0;
 
+/// GPU detection in a child process (this binary, run with
+/// `ferrite_hostinfo::gpu_child::GPU_SCAN_ARG`), so that no driver is ever loaded into the
+/// daemon; a child that crashes or hangs gives no GPU, and the probe's note
+/// (`GPU detection failed: …`) is logged.
+fn probe_gpus(det: &HostDetector) -> ferrite_hostinfo::GpuProbe {
+    let exe = Path::new("/proc/self/exe");
+    det.probe_gpus_in_child(exe, ferrite_hostinfo::gpu_child::timeout_from_env())
+}
+
 /// How often to check whether the CPU benchmarks are due again (every 30 days), seconds.
 pub(crate) const BENCHMARK_CHECK_SECS: f64 = 3600.0;
 
@@ -136,7 +145,7 @@ impl Daemon {
             ),
             None => info!("Docker/Podman: not found (or cannot run containers)"),
         }
-        let gpus = det.probe_gpus();
+        let gpus = probe_gpus(&det);
         for w in &gpus.warnings {
             info!("GPU detection: {w}");
         }
@@ -179,7 +188,7 @@ impl Daemon {
     pub(crate) fn reprobe_gpus(&mut self, now: f64) {
         let mut probe = HostProbeConfig::new(&self.dir);
         probe.gpu = self.config.gpu_config(&self.opts);
-        let gpus = HostDetector::new(probe).probe_gpus();
+        let gpus = probe_gpus(&HostDetector::new(probe));
         let before = self.state.host_info.coprocs.clone();
         ferrite_hostinfo::apply_gpu_probe(&mut self.state.host_info, &gpus);
         self.note_gpu_probe(&gpus);

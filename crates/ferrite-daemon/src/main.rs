@@ -7,6 +7,12 @@ use ferrite_daemon::{logging, Daemon, EarlySignals};
 
 fn main() -> ExitCode {
     ferrite_daemon::memory::configure_allocator();
+    // GPU detection child: the daemon runs its own binary so that drivers load only here.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(ferrite_hostinfo::gpu_child::GPU_SCAN_ARG) {
+        print!("{}", ferrite_hostinfo::gpu_child::child_main(&args[1..]));
+        return ExitCode::SUCCESS;
+    }
     let opts = Options::from_env();
     if opts.detect_gpus {
         return match ferrite_daemon::detect_report(&opts) {

@@ -6,7 +6,7 @@
 //! every non-local connection, so edits take effect without a restart.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 /// The file's name in the data directory.
@@ -21,12 +21,14 @@ pub fn parse_remote_hosts(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether the peer is this machine (loopback IPv4 or IPv6, or IPv4-mapped loopback).
+/// Whether the peer counts as this machine: exactly 127.0.0.1 (also IPv4-mapped) or ::1,
+/// as the official client's `is_localhost` (`lib/network.cpp`). The rest of 127.0.0.0/8
+/// is treated as a remote host: it gets no unauthenticated reads.
 pub fn is_local(peer: IpAddr) -> bool {
     match peer {
-        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V4(v4) => v4 == Ipv4Addr::LOCALHOST,
         IpAddr::V6(v6) => {
-            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            v6 == Ipv6Addr::LOCALHOST || v6.to_ipv4_mapped() == Some(Ipv4Addr::LOCALHOST)
         }
     }
 }
@@ -115,5 +117,26 @@ mod tests {
         assert!(peer_allowed(mapped, &RemotePolicy::Listed, &listed));
         assert!(!peer_allowed(other, &RemotePolicy::Listed, &listed));
         assert!(peer_allowed(other, &RemotePolicy::AnyHost, &[]));
+    }
+
+    #[test]
+    fn only_127_0_0_1_and_ipv6_loopback_are_local() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap_or(IpAddr::from([0; 4]));
+        assert!(is_local(ip("127.0.0.1")));
+        assert!(is_local(ip("::1")));
+        assert!(is_local(ip("::ffff:127.0.0.1")));
+        for other in [
+            "127.0.0.2",
+            "127.1.2.3",
+            "::ffff:127.0.0.2",
+            "0.0.0.0",
+            "::",
+        ] {
+            assert!(!is_local(ip(other)), "{other}");
+            assert!(
+                !peer_allowed(ip(other), &RemotePolicy::LocalOnly, &[]),
+                "{other}"
+            );
+        }
     }
 }

@@ -30,6 +30,7 @@
 pub mod access;
 pub mod auth;
 pub mod client;
+mod evictions;
 pub mod framing;
 pub mod ops;
 pub mod reply;

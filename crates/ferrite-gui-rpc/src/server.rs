@@ -236,6 +236,8 @@ struct Shared {
     next_id: AtomicU64,
     /// Last time a refused peer was logged (at most one line per 10 minutes, as officially).
     last_refusal_log: Mutex<Option<Instant>>,
+    /// Connections closed because the server was full, logged one line per burst.
+    evictions: Mutex<crate::evictions::EvictionBursts>,
     /// The TCP settings, for the remote access check.
     tcp: Option<TcpConfig>,
 }
@@ -331,6 +333,7 @@ impl GuiRpcServer {
             calls,
             next_id: AtomicU64::new(1),
             last_refusal_log: Mutex::new(None),
+            evictions: Mutex::new(crate::evictions::EvictionBursts::default()),
             tcp: config.tcp,
         });
         let tcp_addr = match tcp_listener {
@@ -576,10 +579,14 @@ async fn acquire_slot(shared: &Shared) -> Option<OwnedSemaphorePermit> {
     });
     match victim {
         Some((id, evict)) => {
-            tracing::info!(
-                connection_id = id,
-                "too many GUI RPC connections; closing the one quiet the longest"
-            );
+            let line = shared
+                .evictions
+                .lock()
+                .ok()
+                .and_then(|mut b| b.note(Instant::now()));
+            if let Some(line) = line {
+                tracing::info!(connection_id = id, "{line}");
+            }
             evict.cancel();
         }
         None => tracing::warn!("too many GUI RPC connections; none can be closed"),

@@ -15,7 +15,9 @@ use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use crate::opencl::{self, OpenclChoice, OpenclDevice, OpenclStatus};
+use ferrite_proto::host::{GpuScan, LibraryAnswer, NvmlDevice, ScannedOpenclGpu};
+
+use crate::opencl::{self, OpenclChoice, OpenclDevice, OpenclScan, OpenclStatus, ScannedDevice};
 
 /// Environment variable naming the NVML library to load instead of the system's.
 pub const NVML_LIBRARY_ENV: &str = "FERRITE_NVML_LIBRARY";
@@ -130,6 +132,8 @@ pub enum NvmlStatus {
     LibraryMissing(String),
     /// The library loaded but initialisation failed (driver not loaded yet, permissions…).
     InitFailed(String),
+    /// The detection child process crashed, hung or answered nothing readable.
+    DetectionFailed(String),
 }
 
 /// What a GPU probe found.
@@ -206,6 +210,7 @@ impl GpuProbe {
             NvmlStatus::InitFailed(e) => {
                 Some(format!("No NVIDIA GPU: NVML did not initialise ({e})"))
             }
+            NvmlStatus::DetectionFailed(e) => Some(format!("GPU detection failed: {e}")),
         }
     }
 
@@ -553,31 +558,169 @@ fn query_device(
 }
 
 /// Probes NVIDIA GPUs through NVML, then OpenCL (which adds `have_opencl`, AMD and Intel
-/// GPUs and the OpenCL CPU platforms). Never fails: problems become statuses and warnings.
-/// It writes no log line: [`GpuProbe::note`] says why no GPU was found, for the caller to
-/// log once.
+/// GPUs and the OpenCL CPU platforms), in this process. Never fails: problems become
+/// statuses and warnings. The daemon does not call it: it runs [`scan_gpus`] in a child
+/// process (`gpu_child`) and gives its answer to [`probe_from_scan`].
 pub fn probe_gpus(
     config: &GpuConfig,
     nvml_library: Option<&Path>,
     opencl_library: Option<&Path>,
 ) -> GpuProbe {
     if config.no_gpus {
-        return GpuProbe {
-            status: NvmlStatus::Disabled,
-            nvidia: Vec::new(),
-            coprocs: aggregate(&[], None, &config.user_coprocs),
-            warnings: Vec::new(),
-            opencl: OpenclFound::disabled(),
-        };
+        return disabled_probe(config);
     }
-    let (status, mut devices, warnings) = probe_nvml(nvml_library);
+    probe_from_scan(
+        config,
+        scan_gpus(config.no_opencl, nvml_library, opencl_library),
+    )
+}
+
+/// The probe when `no_gpus` is set: nothing asked, only the user-defined coprocessors.
+pub(crate) fn disabled_probe(config: &GpuConfig) -> GpuProbe {
+    GpuProbe {
+        status: NvmlStatus::Disabled,
+        nvidia: Vec::new(),
+        coprocs: aggregate(&[], None, &config.user_coprocs),
+        warnings: Vec::new(),
+        opencl: OpenclFound::disabled(),
+    }
+}
+
+/// Asks the drivers (NVML, then every OpenCL platform unless `no_opencl`) what they see,
+/// choosing nothing: the part of GPU detection that loads driver code, run in the GPU
+/// detection child process.
+pub fn scan_gpus(
+    no_opencl: bool,
+    nvml_library: Option<&Path>,
+    opencl_library: Option<&Path>,
+) -> GpuScan {
+    let (status, devices, nvml_warnings) = probe_nvml(nvml_library);
+    let nvml = match status {
+        NvmlStatus::Ready => LibraryAnswer::Ready,
+        NvmlStatus::Disabled => LibraryAnswer::Disabled,
+        NvmlStatus::LibraryMissing(e) => LibraryAnswer::LibraryMissing(e),
+        NvmlStatus::InitFailed(e) | NvmlStatus::DetectionFailed(e) => LibraryAnswer::InitFailed(e),
+    };
+    let nvidia = devices
+        .into_iter()
+        .map(|d| NvmlDevice {
+            device_num: d.device_num,
+            name: d.name,
+            total_mem: d.total_mem,
+            available_ram: d.available_ram,
+            major: d.major,
+            minor: d.minor,
+            driver_version: d.driver_version,
+            cuda_version: d.cuda_version,
+            cuda_cores: d.cuda_cores,
+            multi_processor_count: d.multi_processor_count,
+            clock_rate_khz: d.clock_rate_khz,
+            pci: d.pci,
+            uuid: d.uuid,
+        })
+        .collect();
+    let mut out = GpuScan {
+        nvml,
+        nvidia,
+        nvml_warnings,
+        opencl: LibraryAnswer::Disabled,
+        ..GpuScan::default()
+    };
+    if !no_opencl {
+        let scan = opencl::scan(opencl_library);
+        out.opencl = match scan.status {
+            OpenclStatus::Ready => LibraryAnswer::Ready,
+            OpenclStatus::Disabled => LibraryAnswer::Disabled,
+            OpenclStatus::LibraryMissing(e) => LibraryAnswer::LibraryMissing(e),
+            OpenclStatus::NoPlatforms => LibraryAnswer::NoPlatforms,
+            OpenclStatus::DetectionFailed(e) => LibraryAnswer::InitFailed(e),
+        };
+        out.opencl_cpus = scan.cpus;
+        out.opencl_gpus = scan
+            .gpus
+            .into_iter()
+            .map(|g| ScannedOpenclGpu {
+                platform_index: g.platform_index,
+                opencl_device_index: g.opencl_device_index,
+                prop: g.prop,
+            })
+            .collect();
+        out.opencl_warnings = scan.warnings;
+    }
+    out
+}
+
+/// Turns what the drivers said ([`scan_gpus`], in this process or a child) into the probe:
+/// the devices used, the `<coprocs>` block, the OpenCL GPUs matched with NVML's. Pure but
+/// for its log lines.
+pub fn probe_from_scan(config: &GpuConfig, scan: GpuScan) -> GpuProbe {
+    if config.no_gpus {
+        return disabled_probe(config);
+    }
+    let status = match scan.nvml {
+        LibraryAnswer::Ready => NvmlStatus::Ready,
+        LibraryAnswer::Disabled => NvmlStatus::Disabled,
+        LibraryAnswer::LibraryMissing(e) => NvmlStatus::LibraryMissing(e),
+        LibraryAnswer::InitFailed(e) => NvmlStatus::InitFailed(e),
+        LibraryAnswer::NoPlatforms => NvmlStatus::InitFailed("no device".into()),
+    };
+    let mut devices: Vec<NvidiaDevice> = scan
+        .nvidia
+        .into_iter()
+        .map(|d| NvidiaDevice {
+            peak_flops: peak_flops(d.major, d.minor, d.clock_rate_khz, d.multi_processor_count),
+            drv_version: encode_driver_version(&d.driver_version),
+            device_num: d.device_num,
+            name: d.name,
+            total_mem: d.total_mem,
+            available_ram: d.available_ram,
+            major: d.major,
+            minor: d.minor,
+            driver_version: d.driver_version,
+            cuda_version: d.cuda_version,
+            cuda_cores: d.cuda_cores,
+            multi_processor_count: d.multi_processor_count,
+            clock_rate_khz: d.clock_rate_khz,
+            pci: d.pci,
+            usage: GpuUse::Unused,
+            uuid: d.uuid,
+        })
+        .collect();
+    let warnings = scan.nvml_warnings;
+    if status == NvmlStatus::Ready {
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+        if devices.is_empty() {
+            tracing::info!("NVML is present but reports no NVIDIA GPU");
+        }
+    }
     let best = choose_devices(&mut devices, config.use_all_gpus, &config.ignore_nvidia_dev);
     let mut coprocs = aggregate(&devices, best, &config.user_coprocs);
     let opencl = if config.no_opencl {
         tracing::info!("OpenCL detection disabled by cc_config.xml <no_opencl>");
         OpenclFound::disabled()
     } else {
-        let scan = opencl::scan(opencl_library);
+        let scan = OpenclScan {
+            status: match scan.opencl {
+                LibraryAnswer::Ready => OpenclStatus::Ready,
+                LibraryAnswer::Disabled => OpenclStatus::Disabled,
+                LibraryAnswer::LibraryMissing(e) => OpenclStatus::LibraryMissing(e),
+                LibraryAnswer::NoPlatforms => OpenclStatus::NoPlatforms,
+                LibraryAnswer::InitFailed(e) => OpenclStatus::DetectionFailed(e),
+            },
+            cpus: scan.opencl_cpus,
+            gpus: scan
+                .opencl_gpus
+                .into_iter()
+                .map(|g| ScannedDevice {
+                    platform_index: g.platform_index,
+                    opencl_device_index: g.opencl_device_index,
+                    prop: g.prop,
+                })
+                .collect(),
+            warnings: scan.opencl_warnings,
+        };
         let mut ow = scan.warnings.clone();
         let mut devs = opencl::classify(&scan, &devices, &mut ow);
         opencl::merge_into(
@@ -609,6 +752,23 @@ pub fn probe_gpus(
         coprocs,
         warnings,
         opencl,
+    }
+}
+
+/// The probe when the detection child failed (crashed, hung, answered nothing readable):
+/// no GPU, only the user-defined coprocessors, and `why` as the status of both libraries.
+pub fn failed_probe(config: &GpuConfig, why: &str) -> GpuProbe {
+    GpuProbe {
+        status: NvmlStatus::DetectionFailed(why.to_owned()),
+        nvidia: Vec::new(),
+        coprocs: aggregate(&[], None, &config.user_coprocs),
+        warnings: Vec::new(),
+        opencl: OpenclFound {
+            status: OpenclStatus::DetectionFailed(why.to_owned()),
+            cpus: Vec::new(),
+            devices: Vec::new(),
+            warnings: Vec::new(),
+        },
     }
 }
 
@@ -656,12 +816,6 @@ fn probe_nvml(nvml_library: Option<&Path>) -> (NvmlStatus, Vec<NvidiaDevice>, Ve
             Ok(d) => devices.push(d),
             Err(e) => warnings.push(format!("NVIDIA GPU {i} could not be queried ({e})")),
         }
-    }
-    for w in &warnings {
-        tracing::warn!("{w}");
-    }
-    if devices.is_empty() {
-        tracing::info!("NVML is present but reports no NVIDIA GPU");
     }
     (NvmlStatus::Ready, devices, warnings)
 }

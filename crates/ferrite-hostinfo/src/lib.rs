@@ -20,6 +20,7 @@ pub mod cpuinfo;
 pub mod docker;
 pub mod docker_cleanup;
 pub mod gpu;
+pub mod gpu_child;
 pub mod opencl;
 pub mod os;
 mod report;
@@ -156,6 +157,19 @@ impl HostDetector {
             &self.config.gpu,
             self.config.nvml_library.as_deref(),
             self.config.opencl_library.as_deref(),
+        )
+    }
+
+    /// [`probe_gpus`](Self::probe_gpus) in a child process: `exe` run with
+    /// [`gpu_child::GPU_SCAN_ARG`] (the daemon's own binary), waited for at most `timeout`.
+    /// Never fails: a child that crashes or hangs gives no GPU and a status that says why.
+    pub fn probe_gpus_in_child(&self, exe: &Path, timeout: std::time::Duration) -> GpuProbe {
+        gpu_child::probe_in_child(
+            exe,
+            &self.config.gpu,
+            self.config.nvml_library.as_deref(),
+            self.config.opencl_library.as_deref(),
+            timeout,
         )
     }
 

@@ -89,6 +89,8 @@ pub enum OpenclStatus {
     LibraryMissing(String),
     /// The library loaded but reports no platform.
     NoPlatforms,
+    /// The detection child process crashed, hung or answered nothing readable.
+    DetectionFailed(String),
 }
 
 /// The vendor a GPU or accelerator belongs to, from its `CL_DEVICE_VENDOR`, tested in the

@@ -49,6 +49,9 @@ pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
         NvmlStatus::InitFailed(e) => {
             let _ = writeln!(s, "NVIDIA library present but not usable ({e})");
         }
+        NvmlStatus::DetectionFailed(e) => {
+            let _ = writeln!(s, "GPU detection failed: {e}");
+        }
     }
     if gpus.coprocs.is_empty() {
         let _ = writeln!(s, "No usable GPUs found");

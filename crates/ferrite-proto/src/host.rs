@@ -5,8 +5,10 @@
 
 use crate::xml::{Num, Tag, XmlError, XmlReader, XmlWriter};
 
+pub mod gpu_scan;
 pub mod opencl;
 
+pub use gpu_scan::{GpuScan, LibraryAnswer, NvmlDevice, ScannedOpenclGpu};
 pub use opencl::{OpenclCpuProp, OpenclDeviceProp, OpenclGpu, OpenclGpuKind};
 
 /// The machine as BOINC describes it (`lib/hostinfo.cpp`). Field names follow the XML tags.

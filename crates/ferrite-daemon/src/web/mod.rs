@@ -10,6 +10,7 @@
 mod api;
 mod assets;
 pub mod guard;
+mod slots;
 mod start;
 
 pub use api::{UsageHistory, UsageSample};
@@ -48,8 +49,13 @@ pub struct Limits {
     pub max_head: usize,
     /// Request bodies larger than this are refused (413).
     pub max_body: usize,
-    /// Connections served at once; more are closed at once.
+    /// Connections held at once. At the limit a newcomer takes the place of the connection
+    /// quiet the longest (one that sent nothing yet, or nothing since its last reply); when
+    /// every one is serving a request, the newcomer is closed.
     pub max_connections: usize,
+    /// A peer holding this many connections makes room for a new one by closing its own
+    /// quiet ones, not other peers'.
+    pub max_per_peer: usize,
     /// How long an API call waits for the main loop's answer.
     pub call_timeout: Duration,
 }
@@ -57,11 +63,12 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            header_timeout: Duration::from_secs(5),
+            header_timeout: Duration::from_secs(2),
             connection_lifetime: Duration::from_secs(120),
             max_head: 8 * 1024,
             max_body: 64 * 1024,
             max_connections: 64,
+            max_per_peer: 16,
             call_timeout: Duration::from_secs(30),
         }
     }
@@ -234,23 +241,49 @@ async fn not_found() -> Response {
 }
 
 /// Accepts connections until aborted; each is served by its own task, which dies with this
-/// one (the `JoinSet` aborts them when dropped).
+/// one (the `JoinSet` aborts them when dropped). At the connection limit a newcomer takes
+/// the place of a quiet connection ([`slots::Table::evict_for`]).
 async fn serve(listener: TcpListener, router: Router, limits: Limits) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let table = slots::Table::default();
     let mut conns = JoinSet::new();
+    let mut burst = RefusalBurst::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-                        debug!("http: too many connections; closing one from {peer}");
-                        continue;
+                    let permit = match Arc::clone(&slots).try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            if !table.evict_for(peer.ip(), limits.max_per_peer) {
+                                burst.note(peer, "every connection is serving a request");
+                                continue;
+                            }
+                            // The closed connection's task gives its slot back at once.
+                            let wait = Arc::clone(&slots).acquire_owned();
+                            match tokio::time::timeout(Duration::from_secs(1), wait).await {
+                                Ok(Ok(p)) => p,
+                                _ => {
+                                    burst.note(peer, "no slot freed up");
+                                    continue;
+                                }
+                            }
+                        }
                     };
+                    let (id, close) = table.add(peer.ip(), std::time::Instant::now());
                     let router = router.clone();
+                    let marks = table.clone();
                     let service = hyper::service::service_fn(
                         move |mut req: hyper::Request<hyper::body::Incoming>| {
                             req.extensions_mut().insert(Peer(peer));
-                            router.clone().oneshot(req)
+                            marks.begin(id);
+                            let marks = marks.clone();
+                            let call = router.clone().oneshot(req);
+                            async move {
+                                let r = call.await;
+                                marks.end(id, std::time::Instant::now());
+                                r
+                            }
                         },
                     );
                     let conn = hyper::server::conn::http1::Builder::new()
@@ -258,13 +291,20 @@ async fn serve(listener: TcpListener, router: Router, limits: Limits) {
                         .header_read_timeout(limits.header_timeout)
                         .max_buf_size(limits.max_head.max(8192))
                         .serve_connection(TokioIo::new(stream), service);
+                    let table = table.clone();
                     conns.spawn(async move {
                         let _permit = permit;
-                        match tokio::time::timeout(limits.connection_lifetime, conn).await {
-                            Ok(Err(e)) => debug!("http: connection from {peer}: {e}"),
-                            Err(_) => debug!("http: connection from {peer} held too long"),
-                            Ok(Ok(())) => {}
+                        tokio::select! {
+                            r = tokio::time::timeout(limits.connection_lifetime, conn) => match r {
+                                Ok(Err(e)) => debug!("http: connection from {peer}: {e}"),
+                                Err(_) => debug!("http: connection from {peer} held too long"),
+                                Ok(Ok(())) => {}
+                            },
+                            () = close.cancelled() => {
+                                debug!("http: closed a quiet connection from {peer} for a newcomer");
+                            }
                         }
+                        table.remove(id);
                     });
                 }
                 Err(e) => {
@@ -274,6 +314,25 @@ async fn serve(listener: TcpListener, router: Router, limits: Limits) {
                 }
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// Newcomers refused because no connection could make room: one log line per burst.
+#[derive(Debug, Default)]
+struct RefusalBurst {
+    last: Option<std::time::Instant>,
+}
+
+impl RefusalBurst {
+    fn note(&mut self, peer: SocketAddr, why: &str) {
+        let now = std::time::Instant::now();
+        let quiet = self
+            .last
+            .is_none_or(|l| now.saturating_duration_since(l) >= Duration::from_secs(10));
+        self.last = Some(now);
+        if quiet {
+            warn!("http: too many connections ({why}); refusing {peer} and others for a while");
         }
     }
 }

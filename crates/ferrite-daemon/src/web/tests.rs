@@ -405,3 +405,60 @@ fn requests_reach_the_parser_the_gui_rpc_server_uses() {
         }
     );
 }
+
+/// Raises this process's soft limit on open files to at least `want` (within the hard
+/// limit), for tests that hold many sockets.
+fn raise_nofile(want: libc::rlim_t) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write `lim`.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        }
+    }
+    assert!(
+        lim.rlim_cur >= want,
+        "the hard limit on open files ({}) is below {want}",
+        lim.rlim_max
+    );
+}
+
+#[tokio::test]
+async fn a_scrape_gets_through_a_thousand_idle_and_slow_connections() {
+    raise_nofile(1500);
+    let (_tx, rx) = watch::channel(String::from("ferrite_up 1\n# EOF\n"));
+    let server = WebServer::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        None,
+        sources(rx, None),
+        Limits::default(),
+    )
+    .await
+    .expect("starts");
+    let addr = server.local_addr();
+    // 1,000 connections, far past the limit of 64: every other one silent, the others
+    // sending half a request head and no more.
+    let mut flood = Vec::new();
+    for i in 0..1000 {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        if i % 2 == 1 {
+            let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").await;
+        }
+        flood.push(s);
+    }
+    // While they are all held, real scrapes are served.
+    for _ in 0..3 {
+        let ok = http(addr, b"GET /metrics HTTP/1.0\r\n\r\n").await;
+        assert!(
+            ok.contains(" 200 OK") && ok.contains("ferrite_up 1"),
+            "{ok:?}"
+        );
+    }
+    drop(flood);
+    server.stop().await;
+}

@@ -8,9 +8,16 @@
  *   1: "AMD Radeon RX 6800 XT"  72 CUs, 2250 MHz, 16 GiB
  * Built with -DFAKE_INTEL: one platform "Intel(R) Corporation" with one GPU:
  *   0: "Intel(R) UHD Graphics 630"  24 CUs, 1150 MHz, 6 GiB
+ *
+ * Broken drivers, for the tests of GPU detection in a child process (with either vendor):
+ *   -DFAKE_CRASH  dies of SIGSEGV when asked for its platforms;
+ *   -DFAKE_HANG   never answers that call;
+ *   -DFAKE_LEAK   allocates and touches 512 MiB there, never freed, then answers.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int32_t cl_int;
 typedef uint32_t cl_uint;
@@ -157,6 +164,18 @@ static cl_int get_device_info(void *d, cl_uint param, size_t size, void *out, si
 
 /* The ICD entry point: the loader asks the driver for its platforms. */
 cl_int clIcdGetPlatformIDsKHR(cl_uint n, void **out, cl_uint *count) {
+#if defined(FAKE_CRASH)
+    *(volatile int *)(uintptr_t)8 = 1;
+#elif defined(FAKE_HANG)
+    for (;;) pause();
+#elif defined(FAKE_LEAK)
+    static char *leak;
+    if (!leak) {
+        size_t size = (size_t)512 << 20;
+        leak = malloc(size);
+        for (size_t i = 0; leak && i < size; i += 4096) ((volatile char *)leak)[i] = 1;
+    }
+#endif
     dispatch[1] = (void *)get_platform_info;
     dispatch[2] = (void *)get_device_ids;
     dispatch[3] = (void *)get_device_info;
