@@ -45,7 +45,7 @@ impl SkipReason {
     /// Why the job waits although it could run.
     pub fn describe(self) -> String {
         match self {
-            SkipReason::CpusCommitted => "CpusCommitted: every usable CPU is taken",
+            SkipReason::CpusCommitted => "CpusCommitted: every usable CPU is taken (for a multi-thread job: fewer are free than it uses)",
             SkipReason::NoCoprocInstance => "NoCoprocInstance: no GPU it may use has room for it (busy, or excluded for it in cc_config.xml or for every project)",
             SkipReason::AppMaxConcurrent => {
                 "AppMaxConcurrent: its app's max_concurrent (app_config.xml) is reached"

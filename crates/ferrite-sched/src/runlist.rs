@@ -22,9 +22,13 @@
 //! Admission rules (the "documented rules" the property tests check):
 //! - CPU: a job (CPU job or GPU job's feeder CPUs) is admitted only while the CPUs already
 //!   committed are below the usable CPUs, so the total exceeds the usable CPUs by less than
-//!   the last job's own usage (a multi-thread job may overshoot, as in BOINC). GPU jobs are
-//!   admitted before any CPU job, so their CPU is committed first and CPU jobs cannot starve
-//!   the GPUs.
+//!   the last job's own usage (a GPU job's feeder share). A multi-thread CPU job is admitted
+//!   only onto free CPUs (all of them if it is wider than the host): unlike BOINC it never
+//!   overcommits them, and a CPU it cannot use goes to a single-thread job. So that it is
+//!   not starved by single-thread slices that end at different times, the next job of the
+//!   most deserving project, when multi-thread, is admitted before the open slices (after
+//!   the deadline jobs). GPU jobs are admitted before any CPU job, so their CPU is
+//!   committed first and CPU jobs cannot starve the GPUs.
 //! - Coprocessors: every instance carries at most 1.0 of usage; a fractional job goes onto a
 //!   partly used instance when one fits, an integer job takes whole free instances; instances
 //!   excluded for the project are never used.
@@ -72,7 +76,7 @@ pub struct RunEntry {
 /// Why a job was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SkipReason {
-    /// The CPUs are fully committed.
+    /// The CPUs are fully committed (for a multi-thread job: fewer are free than it uses).
     CpusCommitted,
     /// No coprocessor instance has room for it.
     NoCoprocInstance,
@@ -180,6 +184,14 @@ impl Admit {
         if cpus > 0.0 && self.cpu_used >= self.ncpus - 1e-9 {
             return Err(SkipReason::CpusCommitted);
         }
+        // A multi-thread CPU job starts only on CPUs that are free: it never overcommits the
+        // host (a job wider than the host needs all of it).
+        if v.resource.is_cpu()
+            && cpus > 1.0
+            && self.cpu_used + cpus.min(self.ncpus) > self.ncpus + 1e-9
+        {
+            return Err(SkipReason::CpusCommitted);
+        }
         if j.working_set_bytes > self.ram_left {
             return Err(SkipReason::Memory);
         }
@@ -285,6 +297,38 @@ pub fn doomed(world: &World, now: Time) -> Vec<JobId> {
         .filter(|&i| is_doomed(world, i, now))
         .map(|i| world.jobs[i].id)
         .collect()
+}
+
+/// The next job of the most deserving project among `jobs` not yet admitted, when it is a
+/// multi-thread CPU job (ties go to the lower project index, as in the priority pass).
+fn multi_thread_to_promote(
+    world: &World,
+    jobs: &[usize],
+    admitted: &[bool],
+    prio: &Priorities,
+) -> Option<usize> {
+    let mut best: Option<(usize, usize)> = None; // (project, job)
+    for &i in jobs.iter().filter(|&&i| !admitted[i]) {
+        let j = &world.jobs[i];
+        let p = j.project.index();
+        best = match best {
+            None => Some((p, i)),
+            Some((bp, bi)) => {
+                let better = match prio.value[p].total_cmp(&prio.value[bp]) {
+                    Ordering::Greater => true,
+                    Ordering::Less => false,
+                    Ordering::Equal if p == bp => {
+                        project_order(j, &world.jobs[bi]) == Ordering::Less
+                    }
+                    Ordering::Equal => p < bp,
+                };
+                Some(if better { (p, i) } else { (bp, bi) })
+            }
+        };
+    }
+    let (_, i) = best?;
+    let v = world.version_of(&world.jobs[i]);
+    (v.resource.is_cpu() && v.avg_ncpus > 1.0).then_some(i)
 }
 
 /// Inputs of [`build`] beyond the world.
@@ -416,6 +460,26 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
             }
         }
 
+        // A multi-thread job of the most deserving project goes before the open slices:
+        // single-thread jobs start and end their slices at different times, so CPUs rarely
+        // come free together, and a multi-thread job waiting for that would starve (BOINC's
+        // `promote_multi_thread_jobs`). The single-thread jobs it displaces resume first. It
+        // goes after the deadline jobs, or before them while none of them is predicted to
+        // miss its deadline (those only within the safety margin keep the CPUs it leaves).
+        let promote = |adm: &mut Admit,
+                       prio: &mut Vec<Priorities>,
+                       admitted: &mut Vec<bool>,
+                       tried: &mut Vec<Option<SkipReason>>,
+                       out: &mut RunDecision| {
+            if let Some(i) = multi_thread_to_promote(world, jobs, admitted, &prio[r]) {
+                push(i, RunReason::Priority, adm, prio, admitted, tried, out);
+            }
+        };
+        let promote_before_edf = r == 0 && !jobs.iter().any(|&i| inp.sim.misses(i));
+        if promote_before_edf {
+            promote(&mut adm, &mut prio, &mut admitted, &mut tried, &mut out);
+        }
+
         // 1. EDF.
         if inp.policy.edf {
             let mut edf: Vec<usize> = jobs
@@ -466,6 +530,10 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
                     deadline_jobs_admitted = true;
                 }
             }
+        }
+
+        if r == 0 && !promote_before_edf {
+            promote(&mut adm, &mut prio, &mut admitted, &mut tried, &mut out);
         }
 
         // 2. Running jobs with an open slice (or about to finish), most deserving first.

@@ -6,27 +6,31 @@ Run from the repository root after `cargo build --release -p ferrite-sim`:
 Official figures come from each scenario folder's `emulator_output_<variant>.txt` ("missed"
 is the sum of the projects' missed deadlines); bold marks a Ferrite figure worse at the third
 decimal.
-`figures_table.py seeds` prints instead the sample_legacy table over seeds 1-20: the official
-per-seed figures from its `official_seeds.txt`, Ferrite's from ferrite-sim, means of both.
+`figures_table.py seeds [SCENARIO]` prints instead the table over seeds 1-20 of sample_legacy (or
+of SCENARIO: flaky_part_time): the official per-seed figures from its `official_seeds.txt`,
+Ferrite's from ferrite-sim, means of both.
 """
 import json, re, subprocess, sys, os
 BIN = os.environ.get("SIM", "target/release/ferrite-sim")
 FIX = "crates/ferrite-sim/tests/fixtures"
 SC = [("a_long_vs_short", 8640000, []), ("b_three_projects", 864000, []), ("sample_legacy", 86400, []),
-      ("gpu_shared", 864000, []), ("gpu_deadlines", 864000, []), ("edf_short_behind_long", 86400, ["--existing_jobs_only"])]
+      ("gpu_shared", 864000, []), ("gpu_deadlines", 864000, []), ("edf_short_behind_long", 86400, ["--existing_jobs_only"]),
+      ("mt_beside_st", 864000, []), ("app_max_concurrent", 864000, [])]
+SEEDED = {"sample_legacy": 86400, "flaky_part_time": 864000}
 VAR = [("default", []), ("rr_only", ["--cpu_sched_rr_only"]), ("server_uses_workload", ["--server_uses_workload"])]
-def seed_means():
-    path = f"{FIX}/sample_legacy/official_seeds.txt"
+def seed_means(name):
+    dur = SEEDED[name]
+    path = f"{FIX}/{name}/official_seeds.txt"
     off, cur = {}, None
     for line in open(path):
         if line.startswith("## "):
-            cur = line[3:].replace("--duration 86400", "").strip(); off[cur] = []
+            cur = line[3:].replace(f"--duration {dur}", "").strip(); off[cur] = []
         elif line.startswith("seed "):
             w = line.split(); off[cur].append({w[k]: float(w[k + 1]) for k in range(2, len(w), 2)})
     keys = [("wasted", "wasted_fraction", 3), ("idle", "idle_fraction", 4), ("share", "share_violation", 3),
             ("missed", "deadlines_missed", 1), ("monotony", "monotony", 3), ("rpcs_per_job", "rpcs_per_job", 3)]
     for opts, seeds in off.items():
-        ours = [json.loads(subprocess.run([BIN, "--json", "--seed", str(s), "--duration", "86400", *opts.split(), f"{FIX}/sample_legacy"],
+        ours = [json.loads(subprocess.run([BIN, "--json", "--seed", str(s), "--duration", str(dur), *opts.split(), f"{FIX}/{name}"],
                                           capture_output=True, text=True, check=True).stdout) for s in range(1, len(seeds) + 1)]
         cells = []
         for ok, fk, d in keys:
@@ -35,7 +39,7 @@ def seed_means():
             cells.append(f"**{c}**" if b > a else c)
         print(f"| {f'`{opts}`' if opts else 'default'} | " + " | ".join(cells) + " |")
 if sys.argv[1:2] == ["seeds"]:
-    seed_means(); sys.exit(0)
+    seed_means(sys.argv[2] if len(sys.argv) > 2 else "sample_legacy"); sys.exit(0)
 seed = sys.argv[1] if len(sys.argv) > 1 else "1"
 only = sys.argv[2:]
 def official(path):

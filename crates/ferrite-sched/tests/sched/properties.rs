@@ -147,6 +147,14 @@ fn check_run_list(w: &World, run: &RunDecision) -> Result<(), TestCaseError> {
                 e.job
             );
         }
+        if v.resource.is_cpu() && v.avg_ncpus > 1.0 {
+            prop_assert!(
+                cpu + v.avg_ncpus.min(ncpus) <= ncpus + 1e-9,
+                "multi-thread {:?} ({} CPUs) admitted with {cpu} of {ncpus} committed",
+                e.job,
+                v.avg_ncpus
+            );
+        }
         cpu += v.avg_ncpus;
         if !v.resource.is_cpu() {
             let r = v.resource.index();
