@@ -158,8 +158,8 @@ impl AcctMgr {
     pub fn info_xml(&self) -> String {
         let mut s = format!(
             "<acct_mgr_info>\n   <acct_mgr_url>{}</acct_mgr_url>\n   <acct_mgr_name>{}</acct_mgr_name>\n",
-            escape(&self.url_file.url),
-            escape(&self.url_file.name)
+            ferrite_proto::xml::escape(&self.url_file.url),
+            ferrite_proto::xml::escape(&self.url_file.name)
         );
         if !self.login.login.is_empty() || !self.login.authenticator.is_empty() {
             s.push_str("   <have_credentials/>\n");
@@ -167,7 +167,7 @@ impl AcctMgr {
         if self.url_file.cookie_required {
             s.push_str(&format!(
                 "   <cookie_required/>\n   <cookie_failure_url>{}</cookie_failure_url>\n",
-                escape(&self.url_file.cookie_failure_url)
+                ferrite_proto::xml::escape(&self.url_file.cookie_failure_url)
             ));
         }
         s.push_str("</acct_mgr_info>\n");
@@ -180,7 +180,7 @@ impl AcctMgr {
         if !self.op_error.1.is_empty() {
             s.push_str(&format!(
                 "    <message>{}</message>\n",
-                escape(&self.op_error.1)
+                ferrite_proto::xml::escape(&self.op_error.1)
             ));
         }
         s.push_str(&format!(
@@ -806,12 +806,6 @@ fn jitter() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     f64::from(nanos % 1_000_000) / 1e6
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

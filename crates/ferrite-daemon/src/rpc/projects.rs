@@ -405,9 +405,9 @@ impl Daemon {
             let _ = write!(
                 out,
                 "<task>\n    <project>{}</project>\n    <name>{}</name>\n    <decision>{decision}</decision>\n    <reason>{}</reason>\n</task>\n",
-                xml_escape(url),
-                xml_escape(name),
-                xml_escape(&reason)
+                ferrite_proto::xml::escape(url),
+                ferrite_proto::xml::escape(name),
+                ferrite_proto::xml::escape(&reason)
             );
         }
         let resource = |r: ferrite_sched::ResourceId| crate::projects::resource_name(world, r);
@@ -416,7 +416,7 @@ impl Daemon {
                 let _ = write!(
                     out,
                     "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>request</verdict>\n    <reason>{}: {:.0} s, {:.2} idle instances</reason>\n</fetch>\n",
-                    xml_escape(&url_of(req.project.index())),
+                    ferrite_proto::xml::escape(&url_of(req.project.index())),
                     resource(rr.resource),
                     req.reason.describe(),
                     rr.req_secs,
@@ -428,9 +428,9 @@ impl Daemon {
             let _ = write!(
                 out,
                 "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>blocked</verdict>\n    <reason>{}</reason>\n</fetch>\n",
-                xml_escape(&b.project.map(|p| url_of(p.index())).unwrap_or_default()),
+                ferrite_proto::xml::escape(&b.project.map(|p| url_of(p.index())).unwrap_or_default()),
                 b.resource.map(resource).unwrap_or_default(),
-                xml_escape(&b.rule.describe(now))
+                ferrite_proto::xml::escape(&b.rule.describe(now))
             );
         }
         let _ = write!(
@@ -449,12 +449,6 @@ impl Daemon {
         }
         self.projects.poll_soon();
     }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The bytes a transfer of `f` moves: the compressed size of a download sent gzipped.
@@ -594,9 +588,9 @@ mod tests {
                 let _ = write!(
                     out,
                     "<file_transfer>\n    <project_url>{}</project_url>\n    <project_name>{}</project_name>\n    <name>{}</name>\n    <nbytes>{:.6}</nbytes>\n    <max_nbytes>{:.6}</max_nbytes>\n    <status>{}</status>\n",
-                    xml_escape(&p.master_url),
-                    xml_escape(&p.project_name),
-                    xml_escape(&f.name),
+                    ferrite_proto::xml::escape(&p.master_url),
+                    ferrite_proto::xml::escape(&p.project_name),
+                    ferrite_proto::xml::escape(&f.name),
                     nbytes,
                     f.max_nbytes,
                     f.status
