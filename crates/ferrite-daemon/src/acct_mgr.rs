@@ -23,8 +23,8 @@ use ferrite_proto::client_state::{ActiveTask, ProjectLookup, ResultState, RpcRea
 use tracing::{error, info, warn};
 
 use crate::config;
+use crate::messages::NOTICE_TARGET;
 use crate::projects::ERR_IN_PROGRESS;
-use crate::rpc::messages::NOTICE_TARGET;
 use crate::rpc::EXIT_ABORTED_VIA_GUI;
 use crate::{Daemon, Event};
 

@@ -11,7 +11,7 @@ use ferrite_sched::suspend::SuspendReason;
 use tracing::{info, warn};
 
 use crate::activity::ActivityMonitor;
-use crate::{now, projects, rpc, Daemon, Event};
+use crate::{now, projects, run_modes, Daemon, Event};
 
 /// How often to look for a GPU driver that was not there at start-up, seconds.
 /// What the host is and does, as last seen: the owner of host watching. Its events are the
@@ -317,12 +317,15 @@ impl Daemon {
     ) -> (Option<SuspendReason>, Option<SuspendReason>, bool) {
         use ferrite_proto::client_state::RunMode;
         use ferrite_sched::suspend::{self, Mode, Observed, SuspendPrefs};
-        let mode = |kind| match rpc::current_mode(&self.state, &self.rpc, kind, t) {
+        let mode = |kind| match run_modes::current_mode(&self.state, &self.modes, kind, t) {
             RunMode::Always => Mode::Always,
             RunMode::Never => Mode::Never,
             RunMode::Auto => Mode::Auto,
         };
-        let (cpu_mode, gpu_mode) = (mode(rpc::ModeKind::Cpu), mode(rpc::ModeKind::Gpu));
+        let (cpu_mode, gpu_mode) = (
+            mode(run_modes::ModeKind::Cpu),
+            mode(run_modes::ModeKind::Gpu),
+        );
         let prefs = &self.config.prefs.prefs;
         let cc = &self.config.cc.options;
         self.host.activity.set_ignore_tty(&cc.ignore_tty);

@@ -23,6 +23,7 @@ pub mod lock;
 pub mod logging;
 mod lookup;
 pub mod memory;
+pub mod messages;
 pub mod metrics;
 pub mod notices;
 mod pass;
@@ -30,6 +31,7 @@ mod persist;
 pub mod project_files;
 pub mod projects;
 pub mod rpc;
+pub mod run_modes;
 pub mod sdnotify;
 mod setup;
 pub mod snapshot;
@@ -165,8 +167,10 @@ pub struct Daemon {
     /// Bytes transferred per day (`daily_xfer_history.xml`).
     xfer_history: history::XferHistory,
     // GUI calls (`rpc/`, `web/`).
-    /// GUI RPC state kept between calls (temporary run modes).
+    /// GUI RPC state kept between calls (what replies keep, the names the event log knows).
     rpc: rpc::RpcState,
+    /// The temporary run modes GUI RPC set (the permanent ones are the state's).
+    modes: run_modes::RunModes,
     // Reporting: systemd, metrics, the daemon's own usage.
     /// systemd's notification socket (a no-op outside a `Type=notify` unit).
     notifier: sdnotify::Notifier,
@@ -226,6 +230,7 @@ impl Daemon {
             events,
             inbox,
             rpc: rpc::RpcState::default(),
+            modes: run_modes::RunModes::default(),
             tick_soon: true,
             last_comm: 0.0,
         };

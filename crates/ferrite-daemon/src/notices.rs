@@ -28,7 +28,7 @@ use ferrite_proto::notices::{
 };
 use tracing::debug;
 
-use crate::rpc::messages::{MessageLog, Notice, NOTICE_MAX_AGE};
+use crate::messages::{MessageLog, Notice, NOTICE_MAX_AGE};
 use crate::{Daemon, Event};
 
 /// BOINC's project list, as the official client fetches it.

@@ -8,7 +8,7 @@ use tracing::{error, info, warn};
 use tokio::sync::mpsc;
 
 use crate::store::{self, LoadSource, SavePolicy, StateStore};
-use crate::{now, rpc, state_summary, writer, Daemon};
+use crate::{now, state_summary, writer, Daemon};
 
 /// The state file's owner: the store, the writer thread, and the policy that says when the
 /// state is dirty and a save is due. Everything that changes the state calls
@@ -135,7 +135,7 @@ impl Persistence {
                 if self.policy.failures() <= 1 {
                     // As the official client: a state file that cannot be written is a notice.
                     warn!(
-                        target: rpc::messages::NOTICE_TARGET,
+                        target: crate::messages::NOTICE_TARGET,
                         "Couldn't write state file; check directory permissions"
                     );
                 }

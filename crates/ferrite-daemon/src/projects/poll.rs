@@ -33,7 +33,12 @@ impl Daemon {
     /// preferences" mode the preferences' daily network time window.
     pub(crate) fn network_allowed(&self, t: f64) -> bool {
         use ferrite_proto::client_state::RunMode;
-        match crate::rpc::current_mode(&self.state, &self.rpc, crate::rpc::ModeKind::Network, t) {
+        match crate::run_modes::current_mode(
+            &self.state,
+            &self.modes,
+            crate::run_modes::ModeKind::Network,
+            t,
+        ) {
             RunMode::Always => true,
             RunMode::Never => false,
             RunMode::Auto => {

@@ -324,7 +324,7 @@ impl Daemon {
             if m.is_notice() {
                 got_notice = true;
                 warn!(
-                    target: crate::rpc::messages::NOTICE_TARGET,
+                    target: crate::messages::NOTICE_TARGET,
                     project = %name,
                     category = "scheduler",
                     "{}",
@@ -347,7 +347,7 @@ impl Daemon {
     fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, withdraw_notices: bool, t: f64) {
         let name = self.display_name(url);
         if withdraw_notices {
-            crate::rpc::messages::MessageLog::global().remove_notices(&name, "scheduler");
+            crate::messages::MessageLog::global().remove_notices(&name, "scheduler");
         }
         if let Some(feeds) = &out.rss_feeds {
             self.project_feeds(url, &name, feeds);

@@ -220,7 +220,7 @@ impl Daemon {
             let result = http.get_text(&url).await.map_err(|e| {
                 // The URL carries the account's password hash: only its redacted form is
                 // logged.
-                let shown = crate::rpc::messages::redact(&format!("web RPC {url}: {e}"));
+                let shown = crate::messages::redact(&format!("web RPC {url}: {e}"));
                 warn!("{shown}");
                 e.boinc_code()
             });

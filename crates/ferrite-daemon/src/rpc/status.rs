@@ -15,11 +15,11 @@ use ferrite_proto::statistics::ProjectStatistics;
 use ferrite_proto::xml::XmlWriter;
 
 use super::body::BodyWriter;
-use super::messages::{notices_xml, MessageLog};
 use super::route::Query;
-use super::{current_mode, mode_delay, ModeKind};
 use crate::config::{self, CC_CONFIG, GLOBAL_PREFS, GLOBAL_PREFS_OVERRIDE};
+use crate::messages::{notices_xml, MessageLog};
 use crate::projects::WebRpcKind;
+use crate::run_modes::{current_mode, mode_delay, ModeKind};
 use crate::Daemon;
 
 /// `SUSPEND_REASON_USER_REQ`.
@@ -774,7 +774,7 @@ impl Daemon {
         use ferrite_sched::suspend::SuspendReason;
         // A mode just changed through the GUI shows at once, before the next tick decides.
         let never = |kind| {
-            current_mode(&self.state, &self.rpc, kind, t)
+            current_mode(&self.state, &self.modes, kind, t)
                 == ferrite_proto::client_state::RunMode::Never
         };
         let shown = |r: Option<SuspendReason>| {
@@ -809,7 +809,7 @@ impl Daemon {
             (ModeKind::Gpu, "gpu"),
             (ModeKind::Network, "network"),
         ] {
-            let cur = current_mode(s, &self.rpc, kind, t);
+            let cur = current_mode(s, &self.modes, kind, t);
             let perm = match kind {
                 ModeKind::Cpu => s.user_run_request,
                 ModeKind::Gpu => s.user_gpu_request,
@@ -821,7 +821,7 @@ impl Daemon {
                 .num(&format!("{name}_mode_perm"), perm.as_i32())
                 .f64(
                     &format!("{name}_mode_delay"),
-                    mode_delay(&self.rpc, kind, t),
+                    mode_delay(&self.modes, kind, t),
                 );
         }
         let o = &self.config.cc.options;
