@@ -340,7 +340,7 @@ impl Daemon {
         self.acct_mgr.in_flight = Some((target, via_gui));
         self.acct_mgr.syncs += 1;
         let events = self.events.clone();
-        tokio::spawn(async move {
+        self.http_tasks.spawn(async move {
             let result = http.post_scheduler(&url, body).await.map_err(|e| {
                 let code = e.boinc_code();
                 (code, e.to_string())

@@ -19,6 +19,7 @@ pub mod finishing;
 pub mod gpu_control;
 pub mod history;
 mod host;
+pub mod http_tasks;
 pub mod lock;
 pub mod logging;
 mod lookup;
@@ -156,6 +157,8 @@ pub struct Daemon {
     feeds: notices::Feeds,
     /// The project list is being fetched.
     project_list_in_flight: bool,
+    /// The HTTP exchanges under way outside the transfers, ended at shutdown.
+    http_tasks: http_tasks::HttpTasks,
     // Transfers (`transfers.rs`; the daemon's side in `pass.rs`).
     /// File transfers.
     transfers: transfers::Transfers,
@@ -230,6 +233,7 @@ impl Daemon {
             events,
             inbox,
             rpc: rpc::RpcState::default(),
+            http_tasks: http_tasks::HttpTasks::default(),
             modes: run_modes::RunModes::default(),
             tick_soon: true,
             last_comm: 0.0,
@@ -520,6 +524,7 @@ impl Daemon {
             || self.config.cc.options.abort_jobs_on_exit)
             .then_some(ferrite_supervise::limits::EXIT_CLIENT_EXITING);
         self.transfers.shutdown().await;
+        self.http_tasks.shutdown().await;
         self.throttle
             .release(&throttle::groups(&self.tasks, &self.state));
         self.tasks.shutdown(&mut self.state, abort_code).await;

@@ -324,7 +324,7 @@ impl Daemon {
             debug!(target: "ferrite::notice_debug", "start fetch from {}", e.feed.url);
             let events = self.events.clone();
             let http = http.clone();
-            tokio::spawn(async move {
+            self.http_tasks.spawn(async move {
                 let result = http.get_text(&e.feed.url).await.map_err(|e| e.boinc_code());
                 let _ = events
                     .send(Event::Info(InfoFetched::Feed(e.feed.url, result)))
@@ -339,7 +339,7 @@ impl Daemon {
                 .unwrap_or_else(|| PROJECT_LIST_URL.to_owned());
             debug!("fetching the project list from {url}");
             let events = self.events.clone();
-            tokio::spawn(async move {
+            self.http_tasks.spawn(async move {
                 let result = http.get_text(&url).await.map_err(|e| e.boinc_code());
                 let _ = events
                     .send(Event::Info(InfoFetched::ProjectList(result)))

@@ -136,7 +136,14 @@ impl Daemon {
             }
         }
         inputs.epoch = self.state_epoch;
-        let report = self.tasks.tick(&mut self.state, &inputs, t);
+        let report = self.tasks.tick(
+            &mut self.state,
+            &inputs,
+            tasks::TickTime {
+                unix: t,
+                mono: std::time::Instant::now(),
+            },
+        );
         if report.changed {
             self.save.mark_dirty(t);
         }

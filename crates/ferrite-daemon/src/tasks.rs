@@ -129,6 +129,16 @@ pub struct TickInputs<'a> {
     pub epoch: u64,
 }
 
+/// The time of a tick, from the caller's clock: Unix time, as BOINC counts it, and the
+/// monotonic instant the apps' polling measures its intervals with.
+#[derive(Debug, Clone, Copy)]
+pub struct TickTime {
+    /// Seconds since the Unix epoch.
+    pub unix: f64,
+    /// The same moment on the monotonic clock.
+    pub mono: Instant,
+}
+
 /// What the tick saw that the daemon should act on.
 #[derive(Debug, Default)]
 pub struct TickReport {
@@ -328,20 +338,23 @@ impl TaskTable {
     /// or when its own next wakeup came. While computing is suspended
     /// (`inputs.suspend`) nothing starts and every process stops: suspended in memory, or told
     /// to quit when the reason allows it, `leave_apps_in_memory` is off and the task has a
-    /// checkpoint to restart from.
+    /// checkpoint to restart from. The tick reads no clock: all its time is `now`'s.
     pub fn tick(
         &mut self,
         state: &mut ClientState,
         inputs: &TickInputs<'_>,
-        now: f64,
+        now: TickTime,
     ) -> TickReport {
+        let TickTime {
+            unix: now,
+            mono: inst,
+        } = now;
         let prefs = inputs.prefs;
         let run_allowed = inputs.suspend.is_none();
         let quit_when_suspended = inputs
             .suspend
             .is_some_and(|r| !r.keeps_tasks_in_memory() && !prefs.leave_apps_in_memory);
         let mut report = TickReport::default();
-        let inst = Instant::now();
         // The RAM limits follow the preferences and the user's activity.
         let max_wss = prefs.available_ram(state.host_info.m_nbytes, inputs.user_active);
         let ram_bound = max_ram(prefs, state.host_info.m_nbytes);

@@ -318,7 +318,7 @@ impl Daemon {
                 info!(project = %url, "fetching the master page");
                 self.projects.busy = Some(url.clone());
                 let http = http.clone();
-                tokio::spawn(async move {
+                self.http_tasks.spawn(async move {
                     let result = http.get_text(&url).await.map_err(|e| e.to_string());
                     let _ = events
                         .send(Event::Project(OpDone::Master {
@@ -404,7 +404,7 @@ impl Daemon {
                 self.save.mark_dirty(t);
                 self.projects.busy = Some(url.clone());
                 let http = http.clone();
-                tokio::spawn(async move {
+                self.http_tasks.spawn(async move {
                     let mut result = Err("no scheduler URL".to_owned());
                     let mut posted = Vec::new();
                     for u in urls {

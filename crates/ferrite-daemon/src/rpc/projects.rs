@@ -216,7 +216,7 @@ impl Daemon {
         };
         self.projects.web[kind as usize] = WebRpcState::Pending;
         let events = self.events.clone();
-        tokio::spawn(async move {
+        self.http_tasks.spawn(async move {
             let result = http.get_text(&url).await.map_err(|e| {
                 // The URL carries the account's password hash: only its redacted form is
                 // logged.
