@@ -23,10 +23,11 @@ use ferrite_proto::client_state::{ActiveTask, ProjectLookup, ResultState, RpcRea
 use tracing::{error, info, warn};
 
 use crate::config;
+use crate::event::Event;
 use crate::messages::NOTICE_TARGET;
 use crate::projects::ERR_IN_PROGRESS;
-use crate::rpc::EXIT_ABORTED_VIA_GUI;
-use crate::{Daemon, Event};
+use crate::tasks::EXIT_ABORTED_VIA_GUI;
+use crate::Daemon;
 
 /// `ERR_INVALID_URL`.
 const ERR_INVALID_URL: i32 = -189;
@@ -858,7 +859,7 @@ mod tests {
 
     /// One sync with the test account manager's reply to the daemon's own request.
     fn sync(d: &mut Daemon, am: &ferrite_testproject::acct_mgr::AccountManager, target: &Target) {
-        let t = crate::now();
+        let t = crate::clock::now();
         let req = d.acct_mgr_request(target, None, t).to_xml();
         let reply = am.rpc(&req);
         d.acct_mgr.in_flight = Some((target.clone(), true));
@@ -897,7 +898,7 @@ mod tests {
         // The share arrives on the next sync, as for the official client (an attach sets no
         // share). The repeat counts from this sync (the first reply may take seconds to
         // make on a loaded machine).
-        let t0 = crate::now();
+        let t0 = crate::clock::now();
         sync(&mut d, &am, &target);
         let p = &d.state.projects[0].project;
         assert_eq!(

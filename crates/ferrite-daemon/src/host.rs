@@ -11,7 +11,9 @@ use ferrite_sched::suspend::SuspendReason;
 use tracing::{info, warn};
 
 use crate::activity::ActivityMonitor;
-use crate::{now, projects, run_modes, Daemon, Event};
+use crate::clock::now;
+use crate::event::Event;
+use crate::{projects, run_modes, Daemon};
 
 /// How often to look for a GPU driver that was not there at start-up, seconds.
 /// What the host is and does, as last seen: the owner of host watching. Its events are the
@@ -395,7 +397,8 @@ impl Daemon {
 
 #[cfg(test)]
 mod tests {
-    use crate::{cli, logging, now, Daemon};
+    use crate::clock::now;
+    use crate::{cli, logging, Daemon};
 
     #[test]
     fn skipped_benchmarks_still_set_p_calculated() {

@@ -12,8 +12,10 @@ pub mod acct_mgr;
 pub mod activity;
 pub mod anonymous;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod docker;
+pub mod event;
 pub mod filecheck;
 pub mod finishing;
 pub mod gpu_control;
@@ -48,14 +50,16 @@ pub mod writer;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrite_hostinfo::BenchmarkResult;
 use ferrite_proto::client_state::ClientState;
 use ferrite_sched::suspend::SuspendReason;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+
+pub use clock::now;
+pub use event::Event;
 
 use crate::cli::Options;
 use crate::config::Config;
@@ -66,40 +70,6 @@ const GUI_RPC_START_WAIT: Duration = Duration::from_secs(5);
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
 use crate::setup::adopt_protocol_version;
-
-/// Seconds since the Unix epoch, as BOINC counts time.
-pub fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// What the main loop reacts to.
-#[derive(Debug)]
-pub enum Event {
-    /// Stop: save the state, stop children, exit (SIGTERM, SIGINT, or a control request).
-    Shutdown(&'static str),
-    /// Re-read `cc_config.xml`, `global_prefs_override.xml` and every `app_config.xml` (SIGHUP).
-    Reload,
-    /// The CPU benchmarks finished (they run on a blocking thread).
-    BenchmarksDone(BenchmarkResult),
-    /// A GUI RPC request, to be answered from the state.
-    GuiRpc(ferrite_gui_rpc::Call),
-    /// A master fetch or scheduler RPC ended.
-    Project(projects::OpDone),
-    /// A file transfer attempt ended.
-    Transfer(transfers::TransferDone),
-    /// A web RPC of the attach wizard ended (reply text, or a BOINC error code).
-    WebRpc(projects::WebRpcKind, Result<String, i32>),
-    /// A news feed or project list fetch ended.
-    Info(notices::InfoFetched),
-    /// A child process ended (SIGCHLD): an app exited, so its CPU can be given to the next
-    /// task now rather than at the next tick.
-    ChildExited,
-    /// An account-manager sync ended (reply text, or a BOINC error code and its text).
-    AcctMgr(Result<String, (i32, String)>),
-}
 
 /// The running client: the state and, grouped by part of the loop, the owners that handle
 /// its events.

@@ -454,7 +454,7 @@ impl<S: Subscriber> Layer<S> for MessageLayer {
         if priority == PRI_INTERNAL_ERROR {
             body.insert_str(0, "[error] ");
         }
-        let t = crate::now();
+        let t = crate::clock::now();
         let log = MessageLog::global();
         v.project = log.project_name(&v.project);
         if notice && v.category == "scheduler" {

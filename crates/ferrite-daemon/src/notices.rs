@@ -28,8 +28,9 @@ use ferrite_proto::notices::{
 };
 use tracing::debug;
 
+use crate::event::Event;
 use crate::messages::{MessageLog, Notice, NOTICE_MAX_AGE};
-use crate::{Daemon, Event};
+use crate::Daemon;
 
 /// BOINC's project list, as the official client fetches it.
 pub const PROJECT_LIST_URL: &str = "https://boinc.berkeley.edu/project_list.php";
@@ -577,7 +578,7 @@ mod tests {
             d.project_feeds("http://p.example/", "P", feeds);
             assert_eq!(d.feeds.all().len(), 1, "the reply's feeds are kept");
             assert_eq!(
-                d.feed_due(crate::now()).is_some(),
+                d.feed_due(crate::clock::now()).is_some(),
                 fetched,
                 "no_info_fetch {no_info_fetch}, dont_contact_ref_site {ref_site}"
             );

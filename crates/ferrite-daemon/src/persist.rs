@@ -7,8 +7,9 @@ use tracing::{error, info, warn};
 
 use tokio::sync::mpsc;
 
+use crate::clock::now;
 use crate::store::{self, LoadSource, SavePolicy, StateStore};
-use crate::{now, state_summary, writer, Daemon};
+use crate::{config, writer, Daemon};
 
 /// The state file's owner: the store, the writer thread, and the policy that says when the
 /// state is dirty and a save is due. Everything that changes the state calls
@@ -190,7 +191,7 @@ impl Daemon {
             (None, _) => info!("no state file; starting with a fresh state"),
         }
         self.attach_account_file_projects(!loaded.rejected.is_empty());
-        for line in state_summary(&self.state) {
+        for line in config::summary(&self.state) {
             info!("{line}");
         }
         self.save.mark_dirty(now());

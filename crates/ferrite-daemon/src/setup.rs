@@ -6,8 +6,9 @@ use ferrite_proto::client_state::ClientState;
 use ferrite_proto::xml::Warning;
 use tracing::{error, info, warn};
 
+use crate::clock::now;
 use crate::config::{self, Config};
-use crate::{anonymous, now, Daemon};
+use crate::{anonymous, Daemon};
 
 impl Daemon {
     pub(crate) fn log_warnings(&mut self, warnings: impl IntoIterator<Item = Warning>) {

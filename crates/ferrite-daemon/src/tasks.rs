@@ -56,6 +56,8 @@ use ferrite_supervise::limits::EXIT_OVERDUE_EXCEEDED;
 
 /// `EXIT_UNSTARTED_LATE`: a job that was never started can no longer meet its deadline.
 pub const EXIT_UNSTARTED_LATE: i32 = 200;
+/// `EXIT_ABORTED_VIA_GUI`: the exit status of a task aborted by the user.
+pub const EXIT_ABORTED_VIA_GUI: i32 = 203;
 
 /// `PROCESS_*` numbers of an active task, as saved and shown to GUIs.
 pub const PROCESS_EXECUTING: i32 = 1;
@@ -731,7 +733,7 @@ impl TaskTable {
         let mut killed = false;
         while !self.live.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = crate::now();
+            let now = crate::clock::now();
             let mut report = TickReport::default();
             self.poll_all(state, Instant::now(), now, &mut report);
             if !killed && begin.elapsed() > SHUTDOWN_WAIT {

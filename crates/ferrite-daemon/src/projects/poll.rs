@@ -15,7 +15,8 @@ use super::{
     authenticator, client_brand, disk_figures, http_client, may_fetch_from, resource_name,
     rpc_backoff, to_request_work, volume_space, OpDone, POLL_PERIOD, REPORT_CHECK_PERIOD,
 };
-use crate::{Daemon, Event};
+use crate::event::Event;
+use crate::Daemon;
 
 /// What the poll decided to do.
 enum Action {

@@ -29,10 +29,9 @@ use tracing::{error, info, warn};
 
 use route::Routed;
 
-use crate::{now, Daemon, Event};
-
-/// `EXIT_ABORTED_VIA_GUI`: the exit status of a task aborted by the user.
-pub const EXIT_ABORTED_VIA_GUI: i32 = 203;
+use crate::clock::now;
+use crate::event::Event;
+use crate::Daemon;
 
 /// `remote_hosts.cfg`: hosts allowed to connect from elsewhere.
 pub const REMOTE_HOSTS_FILE: &str = "remote_hosts.cfg";

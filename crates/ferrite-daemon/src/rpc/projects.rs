@@ -9,8 +9,9 @@ use ferrite_proto::client_state::{FileInfo, ProjectState, RpcReason};
 use tracing::{error, info, warn};
 
 use super::named_project;
+use crate::event::Event;
 use crate::projects::{WebRpcKind, WebRpcState};
-use crate::{config, Daemon, Event};
+use crate::{config, Daemon};
 
 impl Daemon {
     /// `network_available` ("retry pending transfers"): every project and transfer backoff
@@ -797,7 +798,7 @@ mod tests {
         }
         // The project's properties: "File uploads deferred for".
         d.transfers
-            .set_project_backoff(&url, true, crate::now() + 1000.0);
+            .set_project_backoff(&url, true, crate::clock::now() + 1000.0);
         let state = d.gui_rpc_reply(Request::GetState);
         let up: f64 = state
             .split("<upload_backoff>")

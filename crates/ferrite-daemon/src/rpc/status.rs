@@ -429,7 +429,7 @@ impl Daemon {
         let dir = config::project_dir(&self.dir, &p.project.master_url);
         let dir = fs::canonicalize(&dir).unwrap_or(dir);
         let url = &p.project.master_url;
-        let now = crate::now();
+        let now = crate::clock::now();
         ProjectGuiExtra {
             project_dir: dir.display().to_string(),
             gui_urls: config::account_gui_urls(&self.dir, url),
