@@ -248,7 +248,7 @@ impl Daemon {
             return;
         }
         self.acct_mgr.next_starve_check = t + 60.0;
-        let idle = self.suspended.0.is_none()
+        let idle = self.host.suspended.0.is_none()
             && !self.state.projects.iter().any(|p| {
                 p.results
                     .iter()

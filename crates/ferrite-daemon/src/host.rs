@@ -40,6 +40,8 @@ pub(crate) struct HostWatch {
     cpu_busy_at: Option<f64>,
     /// Next look at whether the CPU benchmarks are due.
     pub(crate) next_bench_check: f64,
+    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
+    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
 }
 
 impl HostWatch {
@@ -55,6 +57,7 @@ impl HostWatch {
             next_usage_refresh: 0.0,
             cpu_busy_at: None,
             next_bench_check: 0.0,
+            suspended: (None, None),
         }
     }
 }
@@ -377,7 +380,7 @@ impl Daemon {
             .is_none()
             .then(|| suspend::gpu_suspend_reason(&sp, &obs))
             .flatten();
-        let (old, old_gpu) = self.suspended;
+        let (old, old_gpu) = self.host.suspended;
         if reason != old {
             match reason {
                 Some(r) => info!("Suspending computation - {}", r.describe()),
@@ -390,7 +393,7 @@ impl Daemon {
                 None => info!("Resuming GPU computation"),
             }
         }
-        self.suspended = (reason, gpu_reason);
+        self.host.suspended = (reason, gpu_reason);
         (reason, gpu_reason, user_active)
     }
 }

@@ -54,7 +54,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ferrite_proto::client_state::ClientState;
-use ferrite_sched::suspend::SuspendReason;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -116,8 +115,6 @@ pub struct Daemon {
     // Host watching (`host.rs`).
     /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
     host: host::HostWatch,
-    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
-    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
     // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
@@ -125,8 +122,6 @@ pub struct Daemon {
     acct_mgr: acct_mgr::AcctMgr,
     /// Project news feeds and their schedule.
     feeds: notices::Feeds,
-    /// The project list is being fetched.
-    project_list_in_flight: bool,
     /// The HTTP exchanges under way outside the transfers, ended at shutdown.
     http_tasks: http_tasks::HttpTasks,
     // Transfers (`transfers.rs`; the daemon's side in `pass.rs`).
@@ -175,7 +170,6 @@ impl Daemon {
             next_overdue_check: 0.0,
             host: host::HostWatch::new(now()),
             app_started_at: None,
-            suspended: (None, None),
             _lock: lock,
             tasks: tasks::TaskTable::new(&dir),
             throttle: throttle::Throttle::new(),
@@ -183,7 +177,6 @@ impl Daemon {
             verified: filecheck::Verified::default(),
             projects: projects::ProjectLoop::default(),
             feeds: notices::Feeds::default(),
-            project_list_in_flight: false,
             notifier: sdnotify::Notifier::from_env(),
             metrics: None,
             usage: None,

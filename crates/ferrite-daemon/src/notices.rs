@@ -67,6 +67,8 @@ pub struct Feeds {
     /// Only this source's feeds are fetched (an account manager that sent
     /// `no_project_notices`: its own feeds, none of the projects').
     pub only_from: Option<String>,
+    /// The project list is being fetched.
+    pub project_list_in_flight: bool,
 }
 
 impl Feeds {
@@ -333,7 +335,7 @@ impl Daemon {
             });
         }
         if self.project_list_due(t) {
-            self.project_list_in_flight = true;
+            self.feeds.project_list_in_flight = true;
             let url = std::env::var(PROJECT_LIST_URL_ENV)
                 .ok()
                 .filter(|u| !u.is_empty())
@@ -361,7 +363,7 @@ impl Daemon {
     }
 
     fn project_list_due(&self, t: f64) -> bool {
-        if self.project_list_in_flight
+        if self.feeds.project_list_in_flight
             || self.info_fetch_off()
             || self.config.cc.options.dont_contact_ref_site
         {
@@ -398,7 +400,7 @@ impl Daemon {
                 }
             }
             InfoFetched::ProjectList(result) => {
-                self.project_list_in_flight = false;
+                self.feeds.project_list_in_flight = false;
                 let ok = match result {
                     Ok(text) if text.contains("</projects>") => {
                         let tmp = self.dir.join(PROJECT_LIST_TEMP);

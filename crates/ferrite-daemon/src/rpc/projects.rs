@@ -352,7 +352,10 @@ impl Daemon {
         use std::fmt::Write as _;
         let mut out = String::from("<ferrite_explain>\n");
         // A client-wide suspension overrides every task's decision: say it first.
-        for (what, reason) in [("computing", self.suspended.0), ("gpu", self.suspended.1)] {
+        for (what, reason) in [
+            ("computing", self.host.suspended.0),
+            ("gpu", self.host.suspended.1),
+        ] {
             if let Some(r) = reason {
                 let _ = writeln!(
                     out,

@@ -783,8 +783,8 @@ impl Daemon {
         };
         match kind {
             _ if never(kind) || (kind == ModeKind::Gpu && never(ModeKind::Cpu)) => SUSPEND_USER_REQ,
-            ModeKind::Cpu => shown(self.suspended.0),
-            ModeKind::Gpu => shown(self.suspended.0.or(self.suspended.1)),
+            ModeKind::Cpu => shown(self.host.suspended.0),
+            ModeKind::Gpu => shown(self.host.suspended.0.or(self.host.suspended.1)),
             // Outside the preferences' network hours (auto mode).
             ModeKind::Network if !self.network_allowed(t) => SuspendReason::TimeOfDay.code(),
             ModeKind::Network => 0,
