@@ -71,7 +71,7 @@ fn parse_boinctui(text: &str) -> Vec<HostEntry> {
         let open = format!("<{tag}>");
         let i = block.find(&open)? + open.len();
         let j = block[i..].find(&format!("</{tag}>"))? + i;
-        Some(unescape(block[i..j].trim()))
+        Some(ferrite_gui_rpc::unescape(block[i..j].trim()).into_owned())
     };
     text.split("<srv>")
         .skip(1)
@@ -88,14 +88,6 @@ fn parse_boinctui(text: &str) -> Vec<HostEntry> {
             })
         })
         .collect()
-}
-
-fn unescape(s: &str) -> String {
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
 }
 
 /// What one host answered.

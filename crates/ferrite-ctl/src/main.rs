@@ -19,6 +19,7 @@ macro_rules! println {
 }
 
 mod account;
+mod commands;
 mod demo;
 mod exit;
 mod hosts;
@@ -32,13 +33,15 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use ferrite_gui_rpc::client::check_success;
-use ferrite_gui_rpc::{ClientError, GuiRpcClient, ProjectAction, Request, ResultAction, RunMode};
+use ferrite_gui_rpc::{ClientError, GuiRpcClient, ProjectAction, Request};
 use serde::Serialize;
 
-use crate::model::{Message, Project, Status, Task, Transfer};
-use crate::tables::{
-    message_line, now, status_text, table, tasks_table, transfers_table, ProjectNames,
+use crate::commands::{
+    explain, mode_request, prefs_get, prefs_set, project_request, projects, status, task_request,
+    tasks,
 };
+use crate::model::{Message, Task, Transfer};
+use crate::tables::{message_line, transfers_table};
 
 /// Control a running Ferrite (or BOINC) client.
 #[derive(Debug, Parser)]
@@ -469,116 +472,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match &cli.command {
         Command::Demo { .. } => unreachable!("handled above"),
-        Command::Explain => {
-            let body = fetch(&mut client, &Request::FerriteExplain).await?;
-            if !body.contains("<ferrite_explain>") {
-                anyhow::bail!("this client does not explain its decisions (not Ferrite?)");
-            }
-            let pick = |tag: &str, keys: &[&str]| -> Vec<Vec<String>> {
-                model::records(&body, tag)
-                    .iter()
-                    .map(|r| {
-                        keys.iter()
-                            .map(|k| r.get(*k).cloned().unwrap_or_default())
-                            .collect()
-                    })
-                    .collect()
-            };
-            let mut tasks = pick("task", &["name", "project", "decision", "reason"]);
-            let mut fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
-            let suspended = pick("suspended", &["what", "code", "reason"]);
-            if json {
-                let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
-                    rows.iter()
-                        .map(|row| {
-                            serde_json::Value::Object(
-                                keys.iter()
-                                    .zip(row)
-                                    .map(|(k, v)| {
-                                        ((*k).to_owned(), serde_json::Value::String(v.clone()))
-                                    })
-                                    .collect(),
-                            )
-                        })
-                        .collect()
-                };
-                return print_json(&serde_json::json!({
-                    "tasks": obj(&["name", "project", "decision", "reason"], &tasks),
-                    "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
-                    "suspended": obj(&["what", "code", "reason"], &suspended),
-                }));
-            }
-            if body.contains("<pending/>") {
-                println!("The scheduler has not run yet; try again in a second.");
-                return Ok(());
-            }
-            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
-            let names = ProjectNames::new(&projects);
-            for row in &mut tasks {
-                row[1] = names.of(&row[1]).to_owned();
-            }
-            for row in &mut fetches {
-                row[0] = names.of(&row[0]).to_owned();
-            }
-            for s in &suspended {
-                let what = if s[0] == "gpu" {
-                    "GPU computing"
-                } else {
-                    "Computing"
-                };
-                println!(
-                    "{what} is suspended: {} (reason {}); tasks stay stopped whatever they show below.\n",
-                    s[2], s[1]
-                );
-            }
-            if projects.is_empty() {
-                println!(
-                    "No project is attached: there is nothing to run and no work to ask for.\n\
-                     Attach one with `ferrite attach URL ACCOUNT_KEY`."
-                );
-                return Ok(());
-            }
-            if tasks.is_empty() {
-                println!("No tasks: nothing runs or waits to run.");
-            } else {
-                print!(
-                    "{}",
-                    table(&["TASK", "PROJECT", "DECISION", "REASON"], &tasks)
-                );
-            }
-            println!();
-            if fetches.is_empty() {
-                println!("No work-fetch decision was made for any project in the last pass.");
-            } else {
-                print!(
-                    "{}",
-                    table(&["PROJECT", "RESOURCE", "FETCH", "REASON"], &fetches)
-                );
-            }
-            let host = fetch(&mut client, &Request::GetHostInfo).await?;
-            if !host.contains("<coproc_") {
-                println!(
-                    "\nNo GPU is in use on this client (none detected, or GPUs turned off with \
-                     --no_gpus or <no_gpus>): only CPU work is asked for. See \
-                     `ferrited --detect_gpus`."
-                );
-            }
-        }
-        Command::Status => {
-            let cc = fetch(&mut client, &Request::GetCcStatus).await?;
-            let status = Status::parse(&cc).context("the reply has no <cc_status>")?;
-            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
-            let tasks =
-                Task::all(&fetch(&mut client, &Request::GetResults { active_only: false }).await?);
-            if json {
-                return print_json(&serde_json::json!({
-                    "modes": status,
-                    "projects": projects.len(),
-                    "tasks": tasks.len(),
-                }));
-            }
-            print!("{}", status_text(&status, projects.len(), &tasks));
-        }
+        Command::Explain => explain(&mut client, json).await?,
+        Command::Status => status(&mut client, json).await?,
         Command::Tasks { active, watch } if watch.watch => {
             let request = Request::GetResults {
                 active_only: *active,
@@ -594,53 +489,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             })
             .await?;
         }
-        Command::Tasks { active, .. } => {
-            let body = fetch(
-                &mut client,
-                &Request::GetResults {
-                    active_only: *active,
-                },
-            )
-            .await?;
-            let mut tasks = Task::all(&body);
-            if let Some(status) = Status::parse(&fetch(&mut client, &Request::GetCcStatus).await?) {
-                Task::note_network_suspension(&mut tasks, &status);
-            }
-            if json {
-                return print_json(&tasks);
-            }
-            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
-            print!(
-                "{}",
-                tasks_table(&tasks, &ProjectNames::new(&projects), now())
-            );
-        }
-        Command::Projects => {
-            let projects = Project::all(&fetch(&mut client, &Request::GetProjectStatus).await?);
-            if json {
-                return print_json(&projects);
-            }
-            let rows: Vec<Vec<String>> = projects
-                .iter()
-                .map(|p| {
-                    vec![
-                        p.name.clone(),
-                        p.master_url.clone(),
-                        p.user_name.clone(),
-                        format!("{:.0}", p.resource_share),
-                        format!("{:.2}", p.host_total_credit),
-                        p.status(),
-                    ]
-                })
-                .collect();
-            print!(
-                "{}",
-                table(
-                    &["PROJECT", "URL", "USER", "SHARE", "HOST CREDIT", "STATUS"],
-                    &rows
-                )
-            );
-        }
+        Command::Tasks { active, .. } => tasks(&mut client, *active, json).await?,
+        Command::Projects => projects(&mut client, json).await?,
         Command::Messages {
             since,
             follow: false,
@@ -709,88 +559,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Prefs {
             op: PrefsOp::Get { override_file },
-        } => {
-            let request = if *override_file {
-                Request::GetGlobalPrefsOverride
-            } else {
-                Request::GetGlobalPrefsWorking
-            };
-            let body = fetch(&mut client, &request).await?;
-            if json {
-                let leaves =
-                    model::prefs(&body).context("the reply has no <global_preferences>")?;
-                return print_json(&leaves);
-            }
-            print!("{}", body.trim_start());
-        }
+        } => prefs_get(&mut client, *override_file, json).await?,
         Command::Prefs {
             op: PrefsOp::Set { file },
-        } => {
-            let doc = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            if model::prefs(&doc).is_none() {
-                anyhow::bail!("{} holds no <global_preferences> document", file.display());
-            }
-            let raw = doc.trim().to_owned();
-            client
-                .call_expect_success(&Request::SetGlobalPrefsOverride { raw })
-                .await
-                .context("set_global_prefs_override")?;
-            control(&mut client, &Request::ReadGlobalPrefsOverride, json).await?;
-        }
+        } => prefs_set(&mut client, file, json).await?,
         Command::Benchmark => control(&mut client, &Request::RunBenchmarks, json).await?,
         Command::Mode {
             which,
             mode,
             for_secs,
         } => {
-            let mode = match mode {
-                ModeValue::Always => RunMode::Always,
-                ModeValue::Auto => RunMode::Auto,
-                ModeValue::Never => RunMode::Never,
-                ModeValue::Restore => RunMode::Restore,
-            };
-            let duration = for_secs.unwrap_or(0.0);
-            if !(duration >= 0.0 && duration.is_finite()) {
-                return Err(exit::usage("--for takes a number of seconds, 0 or more"));
-            }
-            let request = match which {
-                ModeWhich::Run => Request::SetRunMode { mode, duration },
-                ModeWhich::Gpu => Request::SetGpuMode { mode, duration },
-                ModeWhich::Network => Request::SetNetworkMode { mode, duration },
-            };
+            let request = mode_request(which, mode, *for_secs)?;
             control(&mut client, &request, json).await?;
         }
         Command::Task { url, name, op } => {
-            let op = match op {
-                TaskOp::Suspend => ResultAction::Suspend,
-                TaskOp::Resume => ResultAction::Resume,
-                TaskOp::Abort => ResultAction::Abort,
-            };
-            let request = Request::ResultOp {
-                op,
-                project_url: url.clone(),
-                name: name.clone(),
-            };
-            control(&mut client, &request, json).await?;
+            control(&mut client, &task_request(url, name, op), json).await?;
         }
         Command::Project { url, op } => {
-            let op = match op {
-                ProjectOp::Suspend => ProjectAction::Suspend,
-                ProjectOp::Resume => ProjectAction::Resume,
-                ProjectOp::Update => ProjectAction::Update,
-                ProjectOp::Reset => ProjectAction::Reset,
-                ProjectOp::Detach => ProjectAction::Detach,
-                ProjectOp::Nomorework => ProjectAction::NoMoreWork,
-                ProjectOp::Allowmorework => ProjectAction::AllowMoreWork,
-                ProjectOp::DetachWhenDone => ProjectAction::DetachWhenDone,
-                ProjectOp::DontDetachWhenDone => ProjectAction::DontDetachWhenDone,
-            };
-            let request = Request::ProjectOp {
-                op,
-                project_url: url.clone(),
-            };
-            control(&mut client, &request, json).await?;
+            control(&mut client, &project_request(url, op), json).await?;
         }
         Command::Config {
             op: ConfigOp::Reload,

@@ -23,10 +23,11 @@ use ferrite_proto::client_state::{ActiveTask, ProjectLookup, ResultState, RpcRea
 use tracing::{error, info, warn};
 
 use crate::config;
+use crate::event::Event;
+use crate::messages::NOTICE_TARGET;
 use crate::projects::ERR_IN_PROGRESS;
-use crate::rpc::messages::NOTICE_TARGET;
-use crate::rpc::EXIT_ABORTED_VIA_GUI;
-use crate::{Daemon, Event};
+use crate::tasks::EXIT_ABORTED_VIA_GUI;
+use crate::Daemon;
 
 /// `ERR_INVALID_URL`.
 const ERR_INVALID_URL: i32 = -189;
@@ -158,8 +159,8 @@ impl AcctMgr {
     pub fn info_xml(&self) -> String {
         let mut s = format!(
             "<acct_mgr_info>\n   <acct_mgr_url>{}</acct_mgr_url>\n   <acct_mgr_name>{}</acct_mgr_name>\n",
-            escape(&self.url_file.url),
-            escape(&self.url_file.name)
+            ferrite_proto::xml::escape(&self.url_file.url),
+            ferrite_proto::xml::escape(&self.url_file.name)
         );
         if !self.login.login.is_empty() || !self.login.authenticator.is_empty() {
             s.push_str("   <have_credentials/>\n");
@@ -167,7 +168,7 @@ impl AcctMgr {
         if self.url_file.cookie_required {
             s.push_str(&format!(
                 "   <cookie_required/>\n   <cookie_failure_url>{}</cookie_failure_url>\n",
-                escape(&self.url_file.cookie_failure_url)
+                ferrite_proto::xml::escape(&self.url_file.cookie_failure_url)
             ));
         }
         s.push_str("</acct_mgr_info>\n");
@@ -180,7 +181,7 @@ impl AcctMgr {
         if !self.op_error.1.is_empty() {
             s.push_str(&format!(
                 "    <message>{}</message>\n",
-                escape(&self.op_error.1)
+                ferrite_proto::xml::escape(&self.op_error.1)
             ));
         }
         s.push_str(&format!(
@@ -247,7 +248,7 @@ impl Daemon {
             return;
         }
         self.acct_mgr.next_starve_check = t + 60.0;
-        let idle = self.suspended.0.is_none()
+        let idle = self.host.suspended.0.is_none()
             && !self.state.projects.iter().any(|p| {
                 p.results
                     .iter()
@@ -340,7 +341,7 @@ impl Daemon {
         self.acct_mgr.in_flight = Some((target, via_gui));
         self.acct_mgr.syncs += 1;
         let events = self.events.clone();
-        tokio::spawn(async move {
+        self.http_tasks.spawn(async move {
             let result = http.post_scheduler(&url, body).await.map_err(|e| {
                 let code = e.boinc_code();
                 (code, e.to_string())
@@ -808,12 +809,6 @@ fn jitter() -> f64 {
     f64::from(nanos % 1_000_000) / 1e6
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -864,7 +859,7 @@ mod tests {
 
     /// One sync with the test account manager's reply to the daemon's own request.
     fn sync(d: &mut Daemon, am: &ferrite_testproject::acct_mgr::AccountManager, target: &Target) {
-        let t = crate::now();
+        let t = crate::clock::now();
         let req = d.acct_mgr_request(target, None, t).to_xml();
         let reply = am.rpc(&req);
         d.acct_mgr.in_flight = Some((target.clone(), true));
@@ -903,7 +898,7 @@ mod tests {
         // The share arrives on the next sync, as for the official client (an attach sets no
         // share). The repeat counts from this sync (the first reply may take seconds to
         // make on a loaded machine).
-        let t0 = crate::now();
+        let t0 = crate::clock::now();
         sync(&mut d, &am, &target);
         let p = &d.state.projects[0].project;
         assert_eq!(

@@ -13,7 +13,7 @@ use ferrite_proto::client_state::{ClientState, ProjectState};
 use tracing::{info, warn};
 
 use crate::config;
-use crate::rpc::messages::NOTICE_TARGET;
+use crate::messages::NOTICE_TARGET;
 
 /// The file's name in a project directory.
 pub const APP_INFO: &str = "app_info.xml";

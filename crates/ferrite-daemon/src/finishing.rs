@@ -89,14 +89,14 @@ pub struct FinishWatch {
 
 impl FinishWatch {
     /// A watch for a task starting now in `slot_dir`.
-    pub fn new(slot_dir: &Path) -> FinishWatch {
+    pub fn new(slot_dir: &Path, started: Instant) -> FinishWatch {
         FinishWatch {
             stderr_seen: fs::metadata(slot_dir.join(STDERR_FILE)).map_or(0, |m| m.len()),
             called_finish: false,
             samples: VecDeque::new(),
             endgame_since: None,
             finishing: false,
-            started: Some(Instant::now()),
+            started: Some(started),
             line_seen: None,
         }
     }
@@ -369,7 +369,7 @@ mod tests {
         let path = dir.path().join(STDERR_FILE);
         fs::write(&path, "12:00:00 (1): called boinc_finish(0)\n").expect("write");
         // Written by an earlier run: not this run's.
-        let mut w = FinishWatch::new(dir.path());
+        let mut w = FinishWatch::new(dir.path(), Instant::now());
         assert!(!w.scan_stderr(dir.path()));
         let mut f = fs::OpenOptions::new()
             .append(true)

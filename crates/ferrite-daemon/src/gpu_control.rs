@@ -70,7 +70,7 @@ impl GpuControlState {
                 }
                 Err(e) => {
                     warn!(
-                        target: crate::rpc::messages::NOTICE_TARGET,
+                        target: crate::messages::NOTICE_TARGET,
                         "{e}; no GPU is excluded or stopped by this file"
                     );
                     GpuControlFile::default()

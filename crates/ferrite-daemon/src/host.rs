@@ -11,7 +11,9 @@ use ferrite_sched::suspend::SuspendReason;
 use tracing::{info, warn};
 
 use crate::activity::ActivityMonitor;
-use crate::{now, projects, rpc, Daemon, Event};
+use crate::clock::now;
+use crate::event::Event;
+use crate::{projects, run_modes, Daemon};
 
 /// How often to look for a GPU driver that was not there at start-up, seconds.
 /// What the host is and does, as last seen: the owner of host watching. Its events are the
@@ -38,6 +40,8 @@ pub(crate) struct HostWatch {
     cpu_busy_at: Option<f64>,
     /// Next look at whether the CPU benchmarks are due.
     pub(crate) next_bench_check: f64,
+    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
+    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
 }
 
 impl HostWatch {
@@ -53,6 +57,7 @@ impl HostWatch {
             next_usage_refresh: 0.0,
             cpu_busy_at: None,
             next_bench_check: 0.0,
+            suspended: (None, None),
         }
     }
 }
@@ -326,12 +331,15 @@ impl Daemon {
     ) -> (Option<SuspendReason>, Option<SuspendReason>, bool) {
         use ferrite_proto::client_state::RunMode;
         use ferrite_sched::suspend::{self, Mode, Observed, SuspendPrefs};
-        let mode = |kind| match rpc::current_mode(&self.state, &self.rpc, kind, t) {
+        let mode = |kind| match run_modes::current_mode(&self.state, &self.modes, kind, t) {
             RunMode::Always => Mode::Always,
             RunMode::Never => Mode::Never,
             RunMode::Auto => Mode::Auto,
         };
-        let (cpu_mode, gpu_mode) = (mode(rpc::ModeKind::Cpu), mode(rpc::ModeKind::Gpu));
+        let (cpu_mode, gpu_mode) = (
+            mode(run_modes::ModeKind::Cpu),
+            mode(run_modes::ModeKind::Gpu),
+        );
         let prefs = &self.config.prefs.prefs;
         let cc = &self.config.cc.options;
         self.host.activity.set_ignore_tty(&cc.ignore_tty);
@@ -381,7 +389,7 @@ impl Daemon {
             .is_none()
             .then(|| suspend::gpu_suspend_reason(&sp, &obs))
             .flatten();
-        let (old, old_gpu) = self.suspended;
+        let (old, old_gpu) = self.host.suspended;
         if reason != old {
             match reason {
                 Some(r) => info!("Suspending computation - {}", r.describe()),
@@ -394,14 +402,15 @@ impl Daemon {
                 None => info!("Resuming GPU computation"),
             }
         }
-        self.suspended = (reason, gpu_reason);
+        self.host.suspended = (reason, gpu_reason);
         (reason, gpu_reason, user_active)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::{cli, logging, now, Daemon};
+    use crate::clock::now;
+    use crate::{cli, logging, Daemon};
 
     #[test]
     fn skipped_benchmarks_still_set_p_calculated() {

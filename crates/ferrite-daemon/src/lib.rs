@@ -12,17 +12,21 @@ pub mod acct_mgr;
 pub mod activity;
 pub mod anonymous;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod docker;
+pub mod event;
 pub mod filecheck;
 pub mod finishing;
 pub mod gpu_control;
 pub mod history;
 mod host;
+pub mod http_tasks;
 pub mod lock;
 pub mod logging;
 mod lookup;
 pub mod memory;
+pub mod messages;
 pub mod metrics;
 pub mod notices;
 mod pass;
@@ -30,6 +34,7 @@ mod persist;
 pub mod project_files;
 pub mod projects;
 pub mod rpc;
+pub mod run_modes;
 pub mod sdnotify;
 mod setup;
 pub mod snapshot;
@@ -46,14 +51,15 @@ pub mod writer;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrite_hostinfo::BenchmarkResult;
 use ferrite_proto::client_state::ClientState;
-use ferrite_sched::suspend::SuspendReason;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+
+pub use clock::now;
+pub use event::Event;
 
 use crate::cli::Options;
 use crate::config::Config;
@@ -65,40 +71,6 @@ use crate::lock::DirLock;
 use crate::logging::LogHandle;
 use crate::setup::adopt_protocol_version;
 use crate::turn::TurnTimer;
-
-/// Seconds since the Unix epoch, as BOINC counts time.
-pub fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// What the main loop reacts to.
-#[derive(Debug)]
-pub enum Event {
-    /// Stop: save the state, stop children, exit (SIGTERM, SIGINT, or a control request).
-    Shutdown(&'static str),
-    /// Re-read `cc_config.xml`, `global_prefs_override.xml` and every `app_config.xml` (SIGHUP).
-    Reload,
-    /// The CPU benchmarks finished (they run on a blocking thread).
-    BenchmarksDone(BenchmarkResult),
-    /// A GUI RPC request, to be answered from the state.
-    GuiRpc(ferrite_gui_rpc::Call),
-    /// A master fetch or scheduler RPC ended.
-    Project(projects::OpDone),
-    /// A file transfer attempt ended.
-    Transfer(transfers::TransferDone),
-    /// A web RPC of the attach wizard ended (reply text, or a BOINC error code).
-    WebRpc(projects::WebRpcKind, Result<String, i32>),
-    /// A news feed or project list fetch ended.
-    Info(notices::InfoFetched),
-    /// A child process ended (SIGCHLD): an app exited, so its CPU can be given to the next
-    /// task now rather than at the next tick.
-    ChildExited,
-    /// An account-manager sync ended (reply text, or a BOINC error code and its text).
-    AcctMgr(Result<String, (i32, String)>),
-}
 
 /// The running client: the state and, grouped by part of the loop, the owners that handle
 /// its events.
@@ -145,8 +117,6 @@ pub struct Daemon {
     // Host watching (`host.rs`).
     /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
     host: host::HostWatch,
-    /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
-    pub(crate) suspended: (Option<SuspendReason>, Option<SuspendReason>),
     // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
@@ -154,8 +124,8 @@ pub struct Daemon {
     acct_mgr: acct_mgr::AcctMgr,
     /// Project news feeds and their schedule.
     feeds: notices::Feeds,
-    /// The project list is being fetched.
-    project_list_in_flight: bool,
+    /// The HTTP exchanges under way outside the transfers, ended at shutdown.
+    http_tasks: http_tasks::HttpTasks,
     // Transfers (`transfers.rs`; the daemon's side in `pass.rs`).
     /// File transfers.
     transfers: transfers::Transfers,
@@ -167,8 +137,10 @@ pub struct Daemon {
     /// Bytes transferred per day (`daily_xfer_history.xml`).
     xfer_history: history::XferHistory,
     // GUI calls (`rpc/`, `web/`).
-    /// GUI RPC state kept between calls (temporary run modes).
+    /// GUI RPC state kept between calls (what replies keep, the names the event log knows).
     rpc: rpc::RpcState,
+    /// The temporary run modes GUI RPC set (the permanent ones are the state's).
+    modes: run_modes::RunModes,
     // Reporting: systemd, metrics, the daemon's own usage.
     /// systemd's notification socket (a no-op outside a `Type=notify` unit).
     notifier: sdnotify::Notifier,
@@ -200,7 +172,6 @@ impl Daemon {
             next_overdue_check: 0.0,
             host: host::HostWatch::new(now()),
             app_started_at: None,
-            suspended: (None, None),
             _lock: lock,
             tasks: tasks::TaskTable::new(&dir),
             throttle: throttle::Throttle::new(),
@@ -208,7 +179,6 @@ impl Daemon {
             verified: filecheck::Verified::default(),
             projects: projects::ProjectLoop::default(),
             feeds: notices::Feeds::default(),
-            project_list_in_flight: false,
             notifier: sdnotify::Notifier::from_env(),
             metrics: None,
             usage: None,
@@ -228,6 +198,8 @@ impl Daemon {
             events,
             inbox,
             rpc: rpc::RpcState::default(),
+            http_tasks: http_tasks::HttpTasks::default(),
+            modes: run_modes::RunModes::default(),
             tick_soon: true,
             last_comm: 0.0,
         };
@@ -522,6 +494,7 @@ impl Daemon {
             || self.config.cc.options.abort_jobs_on_exit)
             .then_some(ferrite_supervise::limits::EXIT_CLIENT_EXITING);
         self.transfers.shutdown().await;
+        self.http_tasks.shutdown().await;
         self.throttle
             .release(&throttle::groups(&self.tasks, &self.state));
         self.tasks.shutdown(&mut self.state, abort_code).await;

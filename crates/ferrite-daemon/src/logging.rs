@@ -189,7 +189,7 @@ pub fn init_with(files: Option<LogFiles>) -> LogHandle {
     let terminal = std::io::stderr().is_terminal();
     let registry = tracing_subscriber::registry()
         .with(filter)
-        .with(crate::rpc::messages::MessageLayer);
+        .with(crate::messages::MessageLayer);
     if let Some(files) = files {
         // Panics and anything else written to stderr land beside the log.
         let _ = nix::unistd::dup2_stderr(&files.stderr);

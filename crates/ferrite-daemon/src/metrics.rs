@@ -256,10 +256,22 @@ type ProjectFigure = fn(&ProjectState) -> f64;
 /// Renders everything as OpenMetrics text, ending with `# EOF`. `now` is Unix time (for
 /// backoffs, shown as seconds left).
 pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
-    let state = input.state;
     let mut t = Text {
         out: String::with_capacity(4096),
     };
+    write_tasks(&mut t, input.state);
+    write_resources(&mut t, input);
+    write_transfers(&mut t, input);
+    write_rpc_counters(&mut t, input);
+    write_project_figures(&mut t, input.state, now);
+    write_disk(&mut t, input);
+    write_process(&mut t);
+    t.out.push_str("# EOF\n");
+    t.out
+}
+
+/// `boinc_tasks`: each project's tasks counted by state.
+fn write_tasks(t: &mut Text, state: &ClientState) {
     let active: HashMap<(&str, &str), &ActiveTask> = state
         .active_tasks
         .iter()
@@ -288,13 +300,16 @@ pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
             );
         }
     }
+}
 
+/// The CPUs, the CPU and GPU instances in use, and the work buffer per resource.
+fn write_resources(t: &mut Text, input: &MetricsInput<'_>) {
     t.family(
         "boinc_cpus",
         Kind::Gauge,
         "Logical CPUs the client may use.",
     );
-    t.sample("boinc_cpus", &[], f64::from(state.host_info.p_ncpus));
+    t.sample("boinc_cpus", &[], f64::from(input.state.host_info.p_ncpus));
     t.family(
         "boinc_cpus_busy",
         Kind::Gauge,
@@ -320,7 +335,10 @@ pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
             *secs,
         );
     }
+}
 
+/// The bytes the file transfers moved since start-up.
+fn write_transfers(t: &mut Text, input: &MetricsInput<'_>) {
     t.family(
         "boinc_transfer_bytes",
         Kind::Counter,
@@ -336,7 +354,11 @@ pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
         &[("direction", "upload")],
         input.transfer_bytes_up,
     );
+}
 
+/// The scheduler RPC counters of every project the state or the counters know.
+fn write_rpc_counters(t: &mut Text, input: &MetricsInput<'_>) {
+    let state = input.state;
     // Projects for the RPC counters: those in the state, then any only the counters know
     // (detached since), so a counter never disappears while the daemon runs.
     let mut rpc_rows: Vec<(&str, &str, &ProjectRpcCounters)> = Vec::new();
@@ -377,7 +399,10 @@ pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
             c.failures,
         );
     }
+}
 
+/// Each project's gauges read from the state, and its backoffs as seconds left at `now`.
+fn write_project_figures(t: &mut Text, state: &ClientState, now: f64) {
     let per_project: [(&str, &str, ProjectFigure); 7] = [
         (
             "boinc_project_consecutive_rpc_failures",
@@ -462,7 +487,10 @@ pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
             );
         }
     }
+}
 
+/// The disk the client uses and may use.
+fn write_disk(t: &mut Text, input: &MetricsInput<'_>) {
     t.family(
         "boinc_disk_usage_bytes",
         Kind::Gauge,
@@ -475,7 +503,10 @@ pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
         "Disk the preferences allow the client to use.",
     );
     t.sample("boinc_disk_allowed_bytes", &[], input.disk_allowed);
+}
 
+/// The client process's own CPU time and memory, when `/proc` tells them.
+fn write_process(t: &mut Text) {
     if let Some(p) = ProcessStats::read() {
         t.family(
             "process_cpu_seconds",
@@ -508,9 +539,6 @@ pub fn render(input: &MetricsInput<'_>, now: f64) -> String {
             t.sample("process_start_time_seconds", &[], start);
         }
     }
-
-    t.out.push_str("# EOF\n");
-    t.out
 }
 
 /// The daemon's own resource use, from `/proc/self` (Linux).

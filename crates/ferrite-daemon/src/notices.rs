@@ -28,8 +28,9 @@ use ferrite_proto::notices::{
 };
 use tracing::debug;
 
-use crate::rpc::messages::{MessageLog, Notice, NOTICE_MAX_AGE};
-use crate::{Daemon, Event};
+use crate::event::Event;
+use crate::messages::{MessageLog, Notice, NOTICE_MAX_AGE};
+use crate::Daemon;
 
 /// BOINC's project list, as the official client fetches it.
 pub const PROJECT_LIST_URL: &str = "https://boinc.berkeley.edu/project_list.php";
@@ -66,6 +67,8 @@ pub struct Feeds {
     /// Only this source's feeds are fetched (an account manager that sent
     /// `no_project_notices`: its own feeds, none of the projects').
     pub only_from: Option<String>,
+    /// The project list is being fetched.
+    pub project_list_in_flight: bool,
 }
 
 impl Feeds {
@@ -324,7 +327,7 @@ impl Daemon {
             debug!(target: "ferrite::notice_debug", "start fetch from {}", e.feed.url);
             let events = self.events.clone();
             let http = http.clone();
-            tokio::spawn(async move {
+            self.http_tasks.spawn(async move {
                 let result = http.get_text(&e.feed.url).await.map_err(|e| e.boinc_code());
                 let _ = events
                     .send(Event::Info(InfoFetched::Feed(e.feed.url, result)))
@@ -332,14 +335,14 @@ impl Daemon {
             });
         }
         if self.project_list_due(t) {
-            self.project_list_in_flight = true;
+            self.feeds.project_list_in_flight = true;
             let url = std::env::var(PROJECT_LIST_URL_ENV)
                 .ok()
                 .filter(|u| !u.is_empty())
                 .unwrap_or_else(|| PROJECT_LIST_URL.to_owned());
             debug!("fetching the project list from {url}");
             let events = self.events.clone();
-            tokio::spawn(async move {
+            self.http_tasks.spawn(async move {
                 let result = http.get_text(&url).await.map_err(|e| e.boinc_code());
                 let _ = events
                     .send(Event::Info(InfoFetched::ProjectList(result)))
@@ -360,7 +363,7 @@ impl Daemon {
     }
 
     fn project_list_due(&self, t: f64) -> bool {
-        if self.project_list_in_flight
+        if self.feeds.project_list_in_flight
             || self.info_fetch_off()
             || self.config.cc.options.dont_contact_ref_site
         {
@@ -397,7 +400,7 @@ impl Daemon {
                 }
             }
             InfoFetched::ProjectList(result) => {
-                self.project_list_in_flight = false;
+                self.feeds.project_list_in_flight = false;
                 let ok = match result {
                     Ok(text) if text.contains("</projects>") => {
                         let tmp = self.dir.join(PROJECT_LIST_TEMP);
@@ -577,7 +580,7 @@ mod tests {
             d.project_feeds("http://p.example/", "P", feeds);
             assert_eq!(d.feeds.all().len(), 1, "the reply's feeds are kept");
             assert_eq!(
-                d.feed_due(crate::now()).is_some(),
+                d.feed_due(crate::clock::now()).is_some(),
                 fetched,
                 "no_info_fetch {no_info_fetch}, dont_contact_ref_site {ref_site}"
             );

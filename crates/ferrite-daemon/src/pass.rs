@@ -20,7 +20,7 @@ impl Daemon {
             .count_other_traffic(t, down.saturating_add(up));
     }
 
-    /// A transfer attempt ended ([`Event::Transfer`](crate::Event::Transfer)): the byte
+    /// A transfer attempt ended ([`Event::Transfer`](crate::event::Event::Transfer)): the byte
     /// counts and the daily history learn it, then the transfers apply it to the state.
     pub(crate) fn transfer_done(&mut self, done: transfers::TransferDone, t: f64) {
         if let Ok(n) = &done.result {
@@ -136,7 +136,14 @@ impl Daemon {
             }
         }
         inputs.epoch = self.state_epoch;
-        let report = self.tasks.tick(&mut self.state, &inputs, t);
+        let report = self.tasks.tick(
+            &mut self.state,
+            &inputs,
+            tasks::TickTime {
+                unix: t,
+                mono: std::time::Instant::now(),
+            },
+        );
         if report.changed {
             self.save.mark_dirty(t);
         }
@@ -288,7 +295,8 @@ pub(crate) fn rec_half_life_secs(days: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{cli, logging, now};
+    use crate::clock::now;
+    use crate::{cli, logging};
 
     #[test]
     fn cc_config_rec_half_life_days_sets_the_cores_half_life() {

@@ -7,8 +7,9 @@ use tracing::{error, info, warn};
 
 use tokio::sync::mpsc;
 
+use crate::clock::now;
 use crate::store::{self, LoadSource, SavePolicy, StateStore};
-use crate::{now, rpc, state_summary, writer, Daemon};
+use crate::{config, writer, Daemon};
 
 /// The state file's owner: the store, the writer thread, and the policy that says when the
 /// state is dirty and a save is due. Everything that changes the state calls
@@ -141,7 +142,7 @@ impl Persistence {
                 if self.policy.failures() <= 1 {
                     // As the official client: a state file that cannot be written is a notice.
                     warn!(
-                        target: rpc::messages::NOTICE_TARGET,
+                        target: crate::messages::NOTICE_TARGET,
                         "Couldn't write state file; check directory permissions"
                     );
                 }
@@ -196,7 +197,7 @@ impl Daemon {
             (None, _) => info!("no state file; starting with a fresh state"),
         }
         self.attach_account_file_projects(!loaded.rejected.is_empty());
-        for line in state_summary(&self.state) {
+        for line in config::summary(&self.state) {
             info!("{line}");
         }
         self.save.mark_dirty(now());

@@ -499,12 +499,6 @@ fn authenticator(dir: &Path, url: &str) -> Option<String> {
         .filter(|a| !a.trim().is_empty())
 }
 
-fn quick_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

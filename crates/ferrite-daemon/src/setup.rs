@@ -6,8 +6,9 @@ use ferrite_proto::client_state::ClientState;
 use ferrite_proto::xml::Warning;
 use tracing::{error, info, warn};
 
+use crate::clock::now;
 use crate::config::{self, Config};
-use crate::{anonymous, now, rpc, Daemon};
+use crate::{anonymous, Daemon};
 
 impl Daemon {
     pub(crate) fn log_warnings(&mut self, warnings: impl IntoIterator<Item = Warning>) {
@@ -18,7 +19,7 @@ impl Daemon {
                 // app_config.xml; other documents' oddities are only logged (a cc_config.xml
                 // that parses to its end has its notices withdrawn at once).
                 if w.file.ends_with("app_config.xml") {
-                    warn!(target: rpc::messages::NOTICE_TARGET, "{w}");
+                    warn!(target: crate::messages::NOTICE_TARGET, "{w}");
                 } else {
                     warn!("{w}");
                 }
@@ -128,11 +129,11 @@ impl Daemon {
         self.gpu_control.load(&self.dir, &self.opts);
         self.log_warnings(report.warnings);
         if !report.errors.iter().any(|e| e.contains("cc_config.xml")) {
-            rpc::messages::MessageLog::global().remove_notices_mentioning("cc_config.xml");
+            crate::messages::MessageLog::global().remove_notices_mentioning("cc_config.xml");
         }
         for e in report.errors {
             if is_config_file(&e) {
-                warn!(target: rpc::messages::NOTICE_TARGET, "{e}");
+                warn!(target: crate::messages::NOTICE_TARGET, "{e}");
             } else {
                 error!("{e}");
             }

@@ -56,6 +56,8 @@ use ferrite_supervise::limits::EXIT_OVERDUE_EXCEEDED;
 
 /// `EXIT_UNSTARTED_LATE`: a job that was never started can no longer meet its deadline.
 pub const EXIT_UNSTARTED_LATE: i32 = 200;
+/// `EXIT_ABORTED_VIA_GUI`: the exit status of a task aborted by the user.
+pub const EXIT_ABORTED_VIA_GUI: i32 = 203;
 
 /// `PROCESS_*` numbers of an active task, as saved and shown to GUIs.
 pub const PROCESS_EXECUTING: i32 = 1;
@@ -127,6 +129,16 @@ pub struct TickInputs<'a> {
     /// The daemon's state epoch: a pass runs only when it moved (or another input changed,
     /// or the core's own deadline came).
     pub epoch: u64,
+}
+
+/// The time of a tick, from the caller's clock: Unix time, as BOINC counts it, and the
+/// monotonic instant the apps' polling measures its intervals with.
+#[derive(Debug, Clone, Copy)]
+pub struct TickTime {
+    /// Seconds since the Unix epoch.
+    pub unix: f64,
+    /// The same moment on the monotonic clock.
+    pub mono: Instant,
 }
 
 /// What the tick saw that the daemon should act on.
@@ -328,20 +340,23 @@ impl TaskTable {
     /// or when its own next wakeup came. While computing is suspended
     /// (`inputs.suspend`) nothing starts and every process stops: suspended in memory, or told
     /// to quit when the reason allows it, `leave_apps_in_memory` is off and the task has a
-    /// checkpoint to restart from.
+    /// checkpoint to restart from. The tick reads no clock: all its time is `now`'s.
     pub fn tick(
         &mut self,
         state: &mut ClientState,
         inputs: &TickInputs<'_>,
-        now: f64,
+        now: TickTime,
     ) -> TickReport {
+        let TickTime {
+            unix: now,
+            mono: inst,
+        } = now;
         let prefs = inputs.prefs;
         let run_allowed = inputs.suspend.is_none();
         let quit_when_suspended = inputs
             .suspend
             .is_some_and(|r| !r.keeps_tasks_in_memory() && !prefs.leave_apps_in_memory);
         let mut report = TickReport::default();
-        let inst = Instant::now();
         // The RAM limits follow the preferences and the user's activity.
         let max_wss = prefs.available_ram(state.host_info.m_nbytes, inputs.user_active);
         let ram_bound = max_ram(prefs, state.host_info.m_nbytes);
@@ -718,7 +733,7 @@ impl TaskTable {
         let mut killed = false;
         while !self.live.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = crate::now();
+            let now = crate::clock::now();
             let mut report = TickReport::default();
             self.poll_all(state, Instant::now(), now, &mut report);
             if !killed && begin.elapsed() > SHUTDOWN_WAIT {

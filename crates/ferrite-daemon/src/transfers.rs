@@ -1,7 +1,7 @@
 //! Persistent file transfers: downloads of input and app files, uploads of outputs.
 //!
 //! The main loop calls [`Transfers::tick`] each turn; it starts what may start (as tokio
-//! tasks that report back with [`Event::Transfer`](crate::Event::Transfer)) and the loop hands
+//! tasks that report back with [`Event::Transfer`](crate::event::Event::Transfer)) and the loop hands
 //! each [`TransferDone`] to [`Transfers::finished`], which changes the state: file status,
 //! results whose inputs are all present, results whose outputs are all uploaded, and the
 //! results a failed file dooms (reported with `ERR_RESULT_DOWNLOAD` / `ERR_RESULT_UPLOAD`,
@@ -30,7 +30,8 @@ use ferrite_sched::{Jitter, SplitMix64};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::{config, Event};
+use crate::config;
+use crate::event::Event;
 
 mod results;
 mod retry;

@@ -49,4 +49,4 @@ pub use server::{
     Call, GuiRpcServer, PeerInfo, PeerTransport, ServerConfig, ServerError, TcpConfig, UnixConfig,
 };
 pub use session::ServerVersion;
-pub use xml::escape;
+pub use xml::{escape, unescape};

@@ -222,8 +222,10 @@ pub(crate) enum TopItem<'a> {
 }
 
 /// Decodes the five predefined entities and numeric references; anything else is kept as is
-/// (URLs with a bare `&` are common in hand-written requests).
-pub(crate) fn unescape(text: &str) -> Cow<'_, str> {
+/// (URLs with a bare `&` are common in hand-written requests). This crate and `ferrite`, which
+/// uses only this crate, do not link `ferrite-proto`; every other crate escapes and unescapes
+/// through `ferrite_proto::xml`.
+pub fn unescape(text: &str) -> Cow<'_, str> {
     if !text.contains('&') {
         return Cow::Borrowed(text);
     }

@@ -422,17 +422,11 @@ pub fn aggregate(devices: &[NvidiaDevice], best: Option<usize>, user: &[UserCopr
     Coprocs { nvidia, other }
 }
 
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 fn user_coproc_to_other(u: &UserCoproc) -> OtherCoproc {
     let count = u.count.max(1);
     // The children of `<coproc>`, one per line, as the proto writer expects them.
     let mut children = vec![
-        format!("<type>{}</type>", xml_escape(&u.rsc_type)),
+        format!("<type>{}</type>", ferrite_proto::xml::escape(&u.rsc_type)),
         format!("<count>{count}</count>"),
         format!("<peak_flops>{:.6}</peak_flops>", u.peak_flops),
     ];

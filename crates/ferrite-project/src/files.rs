@@ -108,12 +108,6 @@ pub fn record_verification(file: &mut FileInfo, outcome: &Result<(), VerifyError
 /// (`FILE_SIZE_CHECK_THRESHOLD`).
 pub const FILE_SIZE_CHECK_THRESHOLD: u64 = 8192;
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 fn version_lines(v: ClientVersion) -> String {
     format!(
         "<data_server_request>\n    <core_client_major_version>{}</core_client_major_version>\n    <core_client_minor_version>{}</core_client_minor_version>\n    <core_client_release>{}</core_client_release>\n",
@@ -126,7 +120,7 @@ pub fn get_file_size_request(version: ClientVersion, name: &str) -> String {
     format!(
         "{}    <get_file_size>{}</get_file_size>\n</data_server_request>\n",
         version_lines(version),
-        escape(name)
+        ferrite_proto::xml::escape(name)
     )
 }
 
@@ -146,7 +140,7 @@ pub fn file_upload_header(
     format!(
         "{}<file_upload>\n<file_info>\n<name>{}</name>\n<xml_signature>\n{}</xml_signature>\n<max_nbytes>{:.0}</max_nbytes>\n</file_info>\n<nbytes>{}</nbytes>\n<md5_cksum>{}</md5_cksum>\n<offset>{}</offset>\n<data>\n",
         version_lines(version),
-        escape(&file.name),
+        ferrite_proto::xml::escape(&file.name),
         cert,
         file.max_nbytes,
         nbytes,

@@ -9,6 +9,7 @@
 //! occurrence order kept.
 
 use ferrite_proto::client_state::Project;
+use ferrite_proto::xml::unescape;
 
 /// What a master page says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub fn parse_master_page(text: &str) -> Result<MasterPage, MasterError> {
             let Some(end) = body.find(SCHED_CLOSE) else {
                 break;
             };
-            push(unescape(body[..end].trim()));
+            push(unescape(body[..end].trim()).into_owned());
             rest = &body[end + SCHED_CLOSE.len()..];
         }
         let mut rest = line;
@@ -56,7 +57,7 @@ pub fn parse_master_page(text: &str) -> Result<MasterPage, MasterError> {
             let end = body
                 .find(|c: char| c == '"' || c.is_whitespace())
                 .unwrap_or(body.len());
-            push(unescape(body[..end].trim()));
+            push(unescape(body[..end].trim()).into_owned());
             rest = &body[end..];
         }
     }
@@ -80,20 +81,8 @@ fn title(text: &str) -> Option<String> {
     let lower = text.to_ascii_lowercase();
     let start = lower.find("<title>")? + "<title>".len();
     let end = start + lower[start..].find("</title>")?;
-    let t = unescape(text.get(start..end)?.trim());
+    let t = unescape(text.get(start..end)?.trim()).into_owned();
     (!t.is_empty() && !t.eq_ignore_ascii_case(PLACEHOLDER_TITLE)).then_some(t)
-}
-
-/// Decodes the five XML entities (scheduler URLs may carry `&amp;`).
-fn unescape(s: &str) -> String {
-    if !s.contains('&') {
-        return s.to_owned();
-    }
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
 }
 
 /// Applies a successful master fetch to the project record: failures reset, URL list

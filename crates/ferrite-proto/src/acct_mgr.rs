@@ -7,7 +7,7 @@
 use crate::client_state::{Form, NetStats, TimeStats};
 use crate::host::{HostInfo, HostInfoForm};
 use crate::notices::RssFeed;
-use crate::xml::{Parsed, Tag, XmlError, XmlReader, XmlWriter};
+use crate::xml::{escape, Parsed, Tag, XmlError, XmlReader, XmlWriter};
 
 /// The manager's URL, name and signing key.
 pub const ACCT_MGR_URL_FILE: &str = "acct_mgr_url.xml";
@@ -905,21 +905,6 @@ impl AmReply {
         w.close("acct_mgr_reply");
         w.finish()
     }
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

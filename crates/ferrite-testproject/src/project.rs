@@ -177,13 +177,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Escapes text for XML element content.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 /// The text an upload certificate signs.
 pub fn upload_cert_text(name: &str, max_nbytes: f64) -> String {
     format!("<name>{name}</name><max_nbytes>{max_nbytes:.0}</max_nbytes>")
@@ -387,7 +380,7 @@ impl Project {
             "<html>\n<head>\n<title>{name}</title>\n\
              <link rel=\"boinc_scheduler\" href=\"{sched}\">\n</head>\n<body>\n\
              <scheduler>{sched}</scheduler>\n<h1>{name}</h1>\n</body>\n</html>\n",
-            name = esc(&self.args.name),
+            name = ferrite_proto::xml::escape(&self.args.name),
         )
     }
 
@@ -400,7 +393,7 @@ impl Project {
              <platform_name>x86_64-pc-linux-gnu</platform_name>\n            \
              <user_friendly_name>Linux running on an AMD x86_64 or Intel EM64T CPU</user_friendly_name>\n        \
              </platform>\n    </platforms>\n</project_config>\n",
-            name = esc(&self.args.name),
+            name = ferrite_proto::xml::escape(&self.args.name),
             url = self.base_url
         )
     }
@@ -412,7 +405,7 @@ impl Project {
     fn account_out(&self) -> String {
         format!(
             "<account_out>\n    <authenticator>{}</authenticator>\n</account_out>\n",
-            esc(&self.args.account_key)
+            ferrite_proto::xml::escape(&self.args.account_key)
         )
     }
 

@@ -1,6 +1,6 @@
 //! Tasks the servers acknowledged, kept an hour for `get_old_results`.
 
-use super::quick_escape;
+use ferrite_proto::xml::escape;
 
 /// A task the server acknowledged, shown by `get_old_results` for an hour.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,9 +34,9 @@ pub fn old_results_xml(old: &std::collections::VecDeque<OldResult>) -> String {
         let _ = write!(
             out,
             "    <old_result>\n         <project_url>{}</project_url>\n         <result_name>{}</result_name>\n         <app_name>{}</app_name>\n         <exit_status>{}</exit_status>\n         <elapsed_time>{:.6}</elapsed_time>\n         <cpu_time>{:.6}</cpu_time>\n         <completed_time>{:.6}</completed_time>\n         <create_time>{:.6}</create_time>\n    </old_result>\n",
-            quick_escape(&o.project_url),
-            quick_escape(&o.result_name),
-            quick_escape(&o.app_name),
+            escape(&o.project_url),
+            escape(&o.result_name),
+            escape(&o.app_name),
             o.exit_status,
             o.elapsed_time,
             o.cpu_time,

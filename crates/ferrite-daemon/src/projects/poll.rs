@@ -16,7 +16,8 @@ use super::{
     authenticator, client_brand, disk_figures, http_client, may_fetch_from, resource_name,
     rpc_backoff, to_request_work, volume_space, OpDone, POLL_PERIOD, REPORT_CHECK_PERIOD,
 };
-use crate::{Daemon, Event};
+use crate::event::Event;
+use crate::Daemon;
 
 /// What the poll decided to do.
 enum Action {
@@ -34,7 +35,12 @@ impl Daemon {
     /// preferences" mode the preferences' daily network time window.
     pub(crate) fn network_allowed(&self, t: f64) -> bool {
         use ferrite_proto::client_state::RunMode;
-        match crate::rpc::current_mode(&self.state, &self.rpc, crate::rpc::ModeKind::Network, t) {
+        match crate::run_modes::current_mode(
+            &self.state,
+            &self.modes,
+            crate::run_modes::ModeKind::Network,
+            t,
+        ) {
             RunMode::Always => true,
             RunMode::Never => false,
             RunMode::Auto => {
@@ -314,7 +320,7 @@ impl Daemon {
                 info!(project = %url, "fetching the master page");
                 self.projects.busy = Some(url.clone());
                 let http = http.clone();
-                tokio::spawn(async move {
+                self.http_tasks.spawn(async move {
                     let result = http.get_text(&url).await.map_err(|e| e.to_string());
                     let _ = events
                         .send(Event::Project(OpDone::Master {
@@ -403,7 +409,7 @@ impl Daemon {
                 let reply_file = self
                     .dir
                     .join(format!("sched_reply_{}.xml", escape_project_url(&url)));
-                tokio::spawn(async move {
+                self.http_tasks.spawn(async move {
                     let mut result = Err("no scheduler URL".to_owned());
                     let mut posted = Vec::new();
                     for u in urls {

@@ -17,8 +17,8 @@ use tracing::{error, info, warn};
 
 use super::old_results::OLD_RESULT_KEEP;
 use super::{
-    disk_figures, quick_escape, resource_name, root_refusal, rpc_backoff, OldResult, OpDone,
-    RefusalCauses, ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
+    disk_figures, resource_name, root_refusal, rpc_backoff, OldResult, OpDone, RefusalCauses,
+    ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
 };
 use crate::config::{self, write_atomic, GLOBAL_PREFS};
 use crate::Daemon;
@@ -317,7 +317,7 @@ impl Daemon {
             if m.is_notice() {
                 got_notice = true;
                 warn!(
-                    target: crate::rpc::messages::NOTICE_TARGET,
+                    target: crate::messages::NOTICE_TARGET,
                     project = %name,
                     category = "scheduler",
                     "{}",
@@ -340,7 +340,7 @@ impl Daemon {
     fn apply_outcome(&mut self, url: &str, out: &ApplyOutcome, withdraw_notices: bool, t: f64) {
         let name = self.display_name(url);
         if withdraw_notices {
-            crate::rpc::messages::MessageLog::global().remove_notices(&name, "scheduler");
+            crate::messages::MessageLog::global().remove_notices(&name, "scheduler");
         }
         if let Some(feeds) = &out.rss_feeds {
             self.project_feeds(url, &name, feeds);
@@ -455,7 +455,7 @@ impl Daemon {
                     report_deadline: t,
                     stderr_out: format!(
                         "<message>\nrefused by the client: {}\n</message>",
-                        quick_escape(&why)
+                        ferrite_proto::xml::escape(&why)
                     ),
                     ..TaskResult::default()
                 });
@@ -516,7 +516,10 @@ impl Daemon {
                 r.exit_status = ERR_RSC_LIMIT_EXCEEDED;
                 r.ready_to_report = true;
                 r.completed_time = t;
-                r.stderr_out = format!("<message>\n{}\n</message>", quick_escape(&msg));
+                r.stderr_out = format!(
+                    "<message>\n{}\n</message>",
+                    ferrite_proto::xml::escape(&msg)
+                );
             }
         }
     }

@@ -11,10 +11,12 @@ use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::CcConfig;
 use tracing::{error, info, warn};
 
+use super::named_project;
 use super::route::Command;
-use super::{named_project, set_mode, ModeKind, EXIT_ABORTED_VIA_GUI};
 use crate::config::{self, APP_CONFIG, CC_CONFIG};
 use crate::projects::WebRpcKind;
+use crate::run_modes::{set_mode, ModeKind};
+use crate::tasks::EXIT_ABORTED_VIA_GUI;
 use crate::Daemon;
 
 impl Daemon {
@@ -123,7 +125,7 @@ impl Daemon {
     }
 
     fn rpc_set_mode(&mut self, kind: ModeKind, mode: RpcRunMode, duration: f64, t: f64) -> String {
-        set_mode(&mut self.state, &mut self.rpc, kind, mode, duration, t);
+        set_mode(&mut self.state, &mut self.modes, kind, mode, duration, t);
         let name = match kind {
             ModeKind::Cpu => "run",
             ModeKind::Gpu => "GPU",

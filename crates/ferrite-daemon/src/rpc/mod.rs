@@ -6,12 +6,11 @@
 //! [`route`] sorts each request: a query is answered from a shared borrow of the daemon
 //! (`Daemon::query`, in [`status`]; the event log and notices in [`messages`], transfers and
 //! the attach wizard's polls in [`projects`]); a command is applied by `Daemon::apply`
-//! ([`commands`]), which hands it to the owner of what it changes. The run modes, which GUI
-//! RPC owns, are here.
+//! ([`commands`]), which hands it to the owner of what it changes, the run modes
+//! ([`crate::run_modes`]) among them.
 
 mod body;
 mod commands;
-pub mod messages;
 mod projects;
 mod result_heads;
 mod route;
@@ -21,8 +20,8 @@ mod web_rpc;
 use std::time::Duration;
 
 use ferrite_gui_rpc::server::{ServerConfig, TcpConfig, UnixConfig, DEFAULT_PORT};
-use ferrite_gui_rpc::{auth, reply, Body, Call, GuiRpcServer, Request, RunMode as RpcRunMode};
-use ferrite_proto::client_state::{ClientState, ProjectState, RunMode};
+use ferrite_gui_rpc::{auth, reply, Body, Call, GuiRpcServer, Request};
+use ferrite_proto::client_state::{ClientState, ProjectState};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -30,10 +29,9 @@ use tracing::{error, info, warn};
 
 use route::Routed;
 
-use crate::{now, Daemon, Event};
-
-/// `EXIT_ABORTED_VIA_GUI`: the exit status of a task aborted by the user.
-pub const EXIT_ABORTED_VIA_GUI: i32 = 203;
+use crate::clock::now;
+use crate::event::Event;
+use crate::Daemon;
 
 /// `remote_hosts.cfg`: hosts allowed to connect from elsewhere.
 pub const REMOTE_HOSTS_FILE: &str = "remote_hosts.cfg";
@@ -42,34 +40,10 @@ pub const REMOTE_HOSTS_FILE: &str = "remote_hosts.cfg";
 /// instance at boot), as the official client does.
 const BIND_RETRY: Duration = Duration::from_secs(30);
 
-/// Which of the three run modes an op changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModeKind {
-    /// Computing.
-    Cpu,
-    /// GPU computing.
-    Gpu,
-    /// Network use.
-    Network,
-}
-
-/// A temporary mode: in force until `until`, then the permanent mode applies again.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct TempMode {
-    /// The temporary mode.
-    pub mode: RunMode,
-    /// Unix time it ends (0 = no temporary mode).
-    pub until: f64,
-}
-
 /// GUI RPC state the daemon keeps between calls (not saved: temporary modes end with the
 /// process, as officially).
 #[derive(Debug, Default)]
 pub struct RpcState {
-    /// Temporary CPU, GPU and network modes.
-    pub temp: [TempMode; 3],
-    /// The network mode to go back to on `restore` (the state file has no such field).
-    pub network_prev: RunMode,
     /// The results' heads written for the last reply that listed them all.
     result_heads: std::cell::RefCell<result_heads::ResultHeads>,
     /// The parts of `get_state` written for a state epoch.
@@ -178,78 +152,6 @@ impl RpcState {
     }
 }
 
-impl ModeKind {
-    fn index(self) -> usize {
-        match self {
-            ModeKind::Cpu => 0,
-            ModeKind::Gpu => 1,
-            ModeKind::Network => 2,
-        }
-    }
-}
-
-/// The permanent and previous modes of `kind` in the state.
-fn perm_prev<'a>(
-    state: &'a mut ClientState,
-    rpc: &'a mut RpcState,
-    kind: ModeKind,
-) -> (&'a mut RunMode, &'a mut RunMode) {
-    match kind {
-        ModeKind::Cpu => (
-            &mut state.user_run_request,
-            &mut state.user_run_prev_request,
-        ),
-        ModeKind::Gpu => (
-            &mut state.user_gpu_request,
-            &mut state.user_gpu_prev_request,
-        ),
-        ModeKind::Network => (&mut state.user_network_request, &mut rpc.network_prev),
-    }
-}
-
-/// Applies `set_*_mode` (official `RUN_MODE::set`).
-pub fn set_mode(
-    state: &mut ClientState,
-    rpc: &mut RpcState,
-    kind: ModeKind,
-    mode: RpcRunMode,
-    duration: f64,
-    now: f64,
-) {
-    let temp_before = current_mode(state, rpc, kind, now);
-    let i = kind.index();
-    let (perm, prev) = perm_prev(state, rpc, kind);
-    let new = match mode {
-        RpcRunMode::Always => RunMode::Always,
-        RpcRunMode::Auto => RunMode::Auto,
-        RpcRunMode::Never => RunMode::Never,
-        RpcRunMode::Restore => {
-            if temp_before == *perm {
-                *perm = *prev;
-            }
-            let p = *perm;
-            rpc.temp[i] = TempMode {
-                mode: p,
-                until: 0.0,
-            };
-            return;
-        }
-    };
-    *prev = temp_before;
-    if duration > 0.0 {
-        rpc.temp[i] = TempMode {
-            mode: new,
-            until: now + duration,
-        };
-    } else {
-        *perm = new;
-        rpc.temp[i] = TempMode {
-            mode: new,
-            until: 0.0,
-        };
-    }
-}
-
 /// The project a control request names, or the reply the official client gives for a
 /// missing or unknown URL.
 pub(super) fn named_project<'a>(
@@ -262,24 +164,6 @@ pub(super) fn named_project<'a>(
     state
         .project_mut(url)
         .ok_or_else(|| reply::error("No such project"))
-}
-
-/// The mode in force: the temporary one while it lasts, else the permanent one.
-pub fn current_mode(state: &ClientState, rpc: &RpcState, kind: ModeKind, now: f64) -> RunMode {
-    let t = rpc.temp[kind.index()];
-    if t.until > now {
-        return t.mode;
-    }
-    match kind {
-        ModeKind::Cpu => state.user_run_request,
-        ModeKind::Gpu => state.user_gpu_request,
-        ModeKind::Network => state.user_network_request,
-    }
-}
-
-/// Seconds left in a temporary mode (0 if none).
-pub fn mode_delay(rpc: &RpcState, kind: ModeKind, now: f64) -> f64 {
-    (rpc.temp[kind.index()].until - now).max(0.0)
 }
 
 /// The running server: stop it with [`RpcServerHandle::stop`].
@@ -343,7 +227,7 @@ impl Daemon {
                 )
             })
             .collect();
-        messages::MessageLog::global().set_project_names(
+        crate::messages::MessageLog::global().set_project_names(
             self.rpc
                 .log_names
                 .iter()
@@ -453,7 +337,7 @@ impl Daemon {
             peer,
             reply: tx,
         } = call;
-        let log = messages::MessageLog::global();
+        let log = crate::messages::MessageLog::global();
         if matches!(
             request,
             Request::GetNotices { .. } | Request::GetNoticesPublic { .. }
@@ -463,7 +347,7 @@ impl Daemon {
             let (id, closed) = (peer.connection_id, peer.closed.clone());
             tokio::spawn(async move {
                 closed.cancelled().await;
-                messages::MessageLog::global().forget_connection(id);
+                crate::messages::MessageLog::global().forget_connection(id);
             });
         }
         let quit = matches!(request, Request::Quit);
@@ -502,7 +386,7 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite_gui_rpc::ProjectAction;
+    use ferrite_gui_rpc::{ProjectAction, RunMode as RpcRunMode};
 
     fn daemon_attached_to(url: &str) -> (tempfile::TempDir, Daemon) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -521,7 +405,7 @@ mod tests {
     fn the_event_log_is_told_the_project_names_as_they_change() {
         let url = "http://names.example/";
         let (_dir, mut d) = daemon_attached_to(url);
-        let log = messages::MessageLog::global();
+        let log = crate::messages::MessageLog::global();
         d.sync_log_project_names();
         // No name yet: lines show the master URL.
         assert_eq!(log.project_name(url), url);
@@ -744,63 +628,5 @@ mod tests {
         );
         let cc = d.gui_rpc_reply(Request::GetCcStatus);
         assert!(cc.contains("   <task_suspend_reason>0</task_suspend_reason>\n   <task_mode>2</task_mode>\n   <task_mode_perm>2</task_mode_perm>\n   <task_mode_delay>0.000000</task_mode_delay>"), "{cc}");
-    }
-
-    #[test]
-    fn temporary_modes_expire_and_restore_goes_back() {
-        let mut s = ClientState::default();
-        let mut rpc = RpcState::default();
-        set_mode(
-            &mut s,
-            &mut rpc,
-            ModeKind::Cpu,
-            RpcRunMode::Never,
-            0.0,
-            100.0,
-        );
-        assert_eq!(s.user_run_request, RunMode::Never);
-        assert_eq!(current_mode(&s, &rpc, ModeKind::Cpu, 100.0), RunMode::Never);
-        set_mode(
-            &mut s,
-            &mut rpc,
-            ModeKind::Cpu,
-            RpcRunMode::Always,
-            60.0,
-            100.0,
-        );
-        assert_eq!(
-            current_mode(&s, &rpc, ModeKind::Cpu, 130.0),
-            RunMode::Always
-        );
-        assert_eq!(mode_delay(&rpc, ModeKind::Cpu, 130.0), 30.0);
-        assert_eq!(s.user_run_request, RunMode::Never, "perm unchanged");
-        assert_eq!(current_mode(&s, &rpc, ModeKind::Cpu, 161.0), RunMode::Never);
-        assert_eq!(mode_delay(&rpc, ModeKind::Cpu, 161.0), 0.0);
-
-        set_mode(
-            &mut s,
-            &mut rpc,
-            ModeKind::Network,
-            RpcRunMode::Always,
-            0.0,
-            200.0,
-        );
-        set_mode(
-            &mut s,
-            &mut rpc,
-            ModeKind::Network,
-            RpcRunMode::Restore,
-            0.0,
-            201.0,
-        );
-        assert_eq!(
-            s.user_network_request,
-            RunMode::Auto,
-            "back to the previous mode"
-        );
-        assert_eq!(
-            current_mode(&s, &rpc, ModeKind::Network, 202.0),
-            RunMode::Auto
-        );
     }
 }

@@ -9,8 +9,9 @@ use ferrite_proto::client_state::{FileInfo, ProjectState, RpcReason};
 use tracing::{error, info, warn};
 
 use super::named_project;
+use crate::event::Event;
 use crate::projects::{WebRpcKind, WebRpcState};
-use crate::{config, Daemon, Event};
+use crate::{config, Daemon};
 
 impl Daemon {
     /// `network_available` ("retry pending transfers"): every project and transfer backoff
@@ -216,11 +217,11 @@ impl Daemon {
         };
         self.projects.web[kind as usize] = WebRpcState::Pending;
         let events = self.events.clone();
-        tokio::spawn(async move {
+        self.http_tasks.spawn(async move {
             let result = http.get_text(&url).await.map_err(|e| {
                 // The URL carries the account's password hash: only its redacted form is
                 // logged.
-                let shown = crate::rpc::messages::redact(&format!("web RPC {url}: {e}"));
+                let shown = crate::messages::redact(&format!("web RPC {url}: {e}"));
                 warn!("{shown}");
                 e.boinc_code()
             });
@@ -351,7 +352,10 @@ impl Daemon {
         use std::fmt::Write as _;
         let mut out = String::from("<ferrite_explain>\n");
         // A client-wide suspension overrides every task's decision: say it first.
-        for (what, reason) in [("computing", self.suspended.0), ("gpu", self.suspended.1)] {
+        for (what, reason) in [
+            ("computing", self.host.suspended.0),
+            ("gpu", self.host.suspended.1),
+        ] {
             if let Some(r) = reason {
                 let _ = writeln!(
                     out,
@@ -405,9 +409,9 @@ impl Daemon {
             let _ = write!(
                 out,
                 "<task>\n    <project>{}</project>\n    <name>{}</name>\n    <decision>{decision}</decision>\n    <reason>{}</reason>\n</task>\n",
-                xml_escape(url),
-                xml_escape(name),
-                xml_escape(&reason)
+                ferrite_proto::xml::escape(url),
+                ferrite_proto::xml::escape(name),
+                ferrite_proto::xml::escape(&reason)
             );
         }
         let resource = |r: ferrite_sched::ResourceId| crate::projects::resource_name(world, r);
@@ -416,7 +420,7 @@ impl Daemon {
                 let _ = write!(
                     out,
                     "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>request</verdict>\n    <reason>{}: {:.0} s, {:.2} idle instances</reason>\n</fetch>\n",
-                    xml_escape(&url_of(req.project.index())),
+                    ferrite_proto::xml::escape(&url_of(req.project.index())),
                     resource(rr.resource),
                     req.reason.describe(),
                     rr.req_secs,
@@ -428,9 +432,9 @@ impl Daemon {
             let _ = write!(
                 out,
                 "<fetch>\n    <project>{}</project>\n    <resource>{}</resource>\n    <verdict>blocked</verdict>\n    <reason>{}</reason>\n</fetch>\n",
-                xml_escape(&b.project.map(|p| url_of(p.index())).unwrap_or_default()),
+                ferrite_proto::xml::escape(&b.project.map(|p| url_of(p.index())).unwrap_or_default()),
                 b.resource.map(resource).unwrap_or_default(),
-                xml_escape(&b.rule.describe(now))
+                ferrite_proto::xml::escape(&b.rule.describe(now))
             );
         }
         let _ = write!(
@@ -449,12 +453,6 @@ impl Daemon {
         }
         self.projects.poll_soon();
     }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The bytes a transfer of `f` moves: the compressed size of a download sent gzipped.
@@ -594,9 +592,9 @@ mod tests {
                 let _ = write!(
                     out,
                     "<file_transfer>\n    <project_url>{}</project_url>\n    <project_name>{}</project_name>\n    <name>{}</name>\n    <nbytes>{:.6}</nbytes>\n    <max_nbytes>{:.6}</max_nbytes>\n    <status>{}</status>\n",
-                    xml_escape(&p.master_url),
-                    xml_escape(&p.project_name),
-                    xml_escape(&f.name),
+                    ferrite_proto::xml::escape(&p.master_url),
+                    ferrite_proto::xml::escape(&p.project_name),
+                    ferrite_proto::xml::escape(&f.name),
                     nbytes,
                     f.max_nbytes,
                     f.status
@@ -803,7 +801,7 @@ mod tests {
         }
         // The project's properties: "File uploads deferred for".
         d.transfers
-            .set_project_backoff(&url, true, crate::now() + 1000.0);
+            .set_project_backoff(&url, true, crate::clock::now() + 1000.0);
         let state = d.gui_rpc_reply(Request::GetState);
         let up: f64 = state
             .split("<upload_backoff>")

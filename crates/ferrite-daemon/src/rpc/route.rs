@@ -9,8 +9,8 @@ use ferrite_gui_rpc::{
     RunMode as RpcRunMode,
 };
 
-use super::ModeKind;
 use crate::config::{CC_CONFIG, GLOBAL_PREFS_OVERRIDE};
+use crate::run_modes::ModeKind;
 
 /// A request sorted by what it does to the daemon.
 #[derive(Debug)]

@@ -15,11 +15,11 @@ use ferrite_proto::statistics::ProjectStatistics;
 use ferrite_proto::xml::XmlWriter;
 
 use super::body::BodyWriter;
-use super::messages::{notices_xml, MessageLog};
 use super::route::Query;
-use super::{current_mode, mode_delay, ModeKind};
 use crate::config::{self, CC_CONFIG, GLOBAL_PREFS, GLOBAL_PREFS_OVERRIDE};
+use crate::messages::{notices_xml, MessageLog};
 use crate::projects::WebRpcKind;
+use crate::run_modes::{current_mode, mode_delay, ModeKind};
 use crate::Daemon;
 
 /// `SUSPEND_REASON_USER_REQ`.
@@ -429,7 +429,7 @@ impl Daemon {
         let dir = config::project_dir(&self.dir, &p.project.master_url);
         let dir = fs::canonicalize(&dir).unwrap_or(dir);
         let url = &p.project.master_url;
-        let now = crate::now();
+        let now = crate::clock::now();
         ProjectGuiExtra {
             project_dir: dir.display().to_string(),
             gui_urls: config::account_gui_urls(&self.dir, url),
@@ -774,7 +774,7 @@ impl Daemon {
         use ferrite_sched::suspend::SuspendReason;
         // A mode just changed through the GUI shows at once, before the next tick decides.
         let never = |kind| {
-            current_mode(&self.state, &self.rpc, kind, t)
+            current_mode(&self.state, &self.modes, kind, t)
                 == ferrite_proto::client_state::RunMode::Never
         };
         let shown = |r: Option<SuspendReason>| {
@@ -783,8 +783,8 @@ impl Daemon {
         };
         match kind {
             _ if never(kind) || (kind == ModeKind::Gpu && never(ModeKind::Cpu)) => SUSPEND_USER_REQ,
-            ModeKind::Cpu => shown(self.suspended.0),
-            ModeKind::Gpu => shown(self.suspended.0.or(self.suspended.1)),
+            ModeKind::Cpu => shown(self.host.suspended.0),
+            ModeKind::Gpu => shown(self.host.suspended.0.or(self.host.suspended.1)),
             // Outside the preferences' network hours (auto mode).
             ModeKind::Network if !self.network_allowed(t) => SuspendReason::TimeOfDay.code(),
             ModeKind::Network => 0,
@@ -809,7 +809,7 @@ impl Daemon {
             (ModeKind::Gpu, "gpu"),
             (ModeKind::Network, "network"),
         ] {
-            let cur = current_mode(s, &self.rpc, kind, t);
+            let cur = current_mode(s, &self.modes, kind, t);
             let perm = match kind {
                 ModeKind::Cpu => s.user_run_request,
                 ModeKind::Gpu => s.user_gpu_request,
@@ -821,7 +821,7 @@ impl Daemon {
                 .num(&format!("{name}_mode_perm"), perm.as_i32())
                 .f64(
                     &format!("{name}_mode_delay"),
-                    mode_delay(&self.rpc, kind, t),
+                    mode_delay(&self.modes, kind, t),
                 );
         }
         let o = &self.config.cc.options;

@@ -225,7 +225,7 @@ impl TaskTable {
         self.live.insert(
             key.clone(),
             Live {
-                finish: crate::finishing::FinishWatch::new(slot.dir()),
+                finish: crate::finishing::FinishWatch::new(slot.dir(), inst),
                 task,
                 slot,
                 run_started_at: now,

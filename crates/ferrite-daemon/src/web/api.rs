@@ -118,7 +118,7 @@ pub(super) async fn history(
     if let Some(r) = gate(&app, Access::ApiRead, &headers) {
         return r;
     }
-    let now = crate::now();
+    let now = crate::clock::now();
     let urls: Vec<String> = q
         .urls
         .split_whitespace()

@@ -7,8 +7,10 @@ use tokio::sync::mpsc;
 use tracing::{error, info};
 
 use super::{Limits, Sources, UsageHistory, UsageSample, WebServer};
+use crate::clock::now;
+use crate::event::Event;
 use crate::metrics::ProcessStats;
-use crate::{now, Daemon, Event};
+use crate::Daemon;
 
 /// Seconds between two samples of the daemon's own CPU and memory.
 pub const USAGE_EVERY_SECS: f64 = 30.0;

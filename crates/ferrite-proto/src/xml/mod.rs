@@ -10,6 +10,7 @@
 mod reader;
 mod writer;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -130,6 +131,69 @@ pub fn write_document(write: impl FnOnce(&mut XmlWriter)) -> String {
     let mut w = XmlWriter::new();
     write(&mut w);
     w.finish()
+}
+
+/// `text` escaped for element content: `<`, `>` and `&` (what [`XmlWriter::text`] writes;
+/// quotes need no escape outside attributes). Borrowed when there is nothing to escape.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if memchr::memchr3(b'<', b'>', b'&', text.as_bytes()).is_none() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    push_escaped(&mut out, text);
+    Cow::Owned(out)
+}
+
+/// `text` with the five predefined entities (`&lt;` `&gt;` `&amp;` `&quot;` `&apos;`) and
+/// numeric character references decoded. Anything else, a bare `&` or an unknown entity, is
+/// kept as it is, as BOINC's `xml_unescape` keeps it (URLs with a bare `&` are common).
+/// Borrowed when there is no `&`.
+pub fn unescape(text: &str) -> Cow<'_, str> {
+    if !text.contains('&') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        match decode_entity(tail) {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &tail[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// The character an entity at the start of `s` (which starts with `&`) stands for, and the
+/// entity's length in bytes; `None` when it is not one [`unescape`] decodes.
+fn decode_entity(s: &str) -> Option<(char, usize)> {
+    // The longest decoded entity is `&#x10FFFF;` (10 bytes) or `&#1114111;`.
+    let end = s.as_bytes().iter().take(12).position(|&b| b == b';')?;
+    let name = &s[1..end];
+    let c = match name {
+        "lt" => '<',
+        "gt" => '>',
+        "amp" => '&',
+        "quot" => '"',
+        "apos" => '\'',
+        _ => {
+            let num = name.strip_prefix('#')?;
+            let code = match num.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => num.parse::<u32>().ok()?,
+            };
+            char::from_u32(code)?
+        }
+    };
+    Some((c, end + 1))
 }
 
 /// Formats a double the way BOINC's `%f` does: six decimals.

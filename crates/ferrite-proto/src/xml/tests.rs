@@ -150,3 +150,26 @@ fn writer_layout_and_escaping() {
         ["http://a/?x=1&y=<2>", "0.500000", "7", "true", "a]]>b"]
     );
 }
+
+#[test]
+fn escape_covers_element_content_and_borrows_plain_text() {
+    assert_eq!(escape("a<b>&c \"'"), "a&lt;b&gt;&amp;c \"'");
+    assert!(matches!(escape("plain text"), Cow::Borrowed(_)));
+}
+
+#[test]
+fn unescape_decodes_entities_and_keeps_what_is_not_one() {
+    assert_eq!(
+        unescape("&lt;a&gt; &amp;amp; &quot;&apos; &#65;&#x42;"),
+        "<a> &amp; \"' AB"
+    );
+    // A bare `&`, an unknown entity and a reference to no character stay as they are.
+    assert_eq!(
+        unescape("http://x/?a=1&b=2&amp;c=3 &nbsp; &#xD800; &"),
+        "http://x/?a=1&b=2&c=3 &nbsp; &#xD800; &"
+    );
+    assert!(matches!(unescape("no entity"), Cow::Borrowed(_)));
+    // What `escape` writes, `unescape` reads back.
+    let text = "<tag> & \"quoted\" 'é'";
+    assert_eq!(unescape(&escape(text)), text);
+}

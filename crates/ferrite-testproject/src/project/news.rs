@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 
 use ferrite_proto::notices::{rss_xml, RssItem};
 
-use super::{esc, lock, now, Project};
+use super::{lock, now, Project};
+use ferrite_proto::xml::escape;
 
 /// Seconds between fetches of the feed that the scheduler replies ask for.
 pub const FEED_POLL_INTERVAL: f64 = 3600.0;
@@ -28,7 +29,7 @@ impl Project {
     pub fn rss_feeds(&self) -> String {
         format!(
             "<rss_feeds>\n<rss_feed>\n<url>{}</url>\n<poll_interval>{FEED_POLL_INTERVAL}</poll_interval>\n</rss_feed>\n</rss_feeds>\n",
-            esc(&self.feed_url())
+            escape(&self.feed_url())
         )
     }
 
@@ -82,9 +83,9 @@ impl Project {
              </platforms>\n</project>\n<account_manager>\n    <name>{am_name}</name>\n    \
              <url>{url}am/</url>\n    <description><![CDATA[The account manager served under /am/ \
              of this test project.]]></description>\n</account_manager>\n</projects>\n",
-            name = esc(&self.args.name),
-            url = esc(&self.base_url),
-            am_name = esc(crate::acct_mgr::AM_NAME),
+            name = escape(&self.args.name),
+            url = escape(&self.base_url),
+            am_name = escape(crate::acct_mgr::AM_NAME),
         )
     }
 }

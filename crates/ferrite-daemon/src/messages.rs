@@ -8,7 +8,11 @@
 //! Scheduler messages of priority `notice` and project news (RSS) items are added with
 //! [`MessageLog::add_notice`]. Every line and notice passes through [`redact`] first.
 //!
-//! The buffer is process-wide because logging starts before the daemon exists.
+//! The buffer is process-wide because logging starts before the daemon exists. Its writers:
+//! the tracing layer (every line any code logs, notices on [`NOTICE_TARGET`]), the news feeds
+//! (`notices.rs`: [`MessageLog::add_notice`]), scheduler replies (`projects/reply.rs`: a
+//! project's scheduler notices withdrawn), a reload (`setup.rs`: the configuration's notices
+//! withdrawn) and GUI RPC's project names (`rpc/`, which also reads it for its replies).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -17,7 +21,6 @@ use std::sync::{Mutex, OnceLock};
 use bytes::Bytes;
 use ferrite_gui_rpc::Body;
 
-use super::body::kept;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
@@ -116,11 +119,11 @@ impl Entry {
         let marked = has_markers(&m.body).then(|| {
             let mut t = String::with_capacity(xml.len() + 8);
             write_msg(&mut t, m, true);
-            kept(t)
+            Bytes::from(t.into_bytes().into_boxed_slice())
         });
         Entry {
             seqno: m.seqno,
-            xml: kept(xml),
+            xml: Bytes::from(xml.into_bytes().into_boxed_slice()),
             marked,
         }
     }
@@ -451,7 +454,7 @@ impl<S: Subscriber> Layer<S> for MessageLayer {
         if priority == PRI_INTERNAL_ERROR {
             body.insert_str(0, "[error] ");
         }
-        let t = crate::now();
+        let t = crate::clock::now();
         let log = MessageLog::global();
         v.project = log.project_name(&v.project);
         if notice && v.category == "scheduler" {

@@ -1,0 +1,210 @@
+//! The crate-dependency rules docs/ARCHITECTURE.md states ("Dependencies point one way"),
+//! checked against the workspace's manifests: each crate's normal, build and target
+//! dependencies on other workspace crates (dev-dependencies, used by tests only, are free).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// What each workspace crate may use, as the architecture document lists it.
+const ALLOWED: &[(&str, &[&str])] = &[
+    (
+        "ferrite-daemon",
+        &[
+            "ferrite-proto",
+            "ferrite-sched",
+            "ferrite-hostinfo",
+            "ferrite-gui-rpc",
+            "ferrite-supervise",
+            "ferrite-project",
+            "ferrite-net",
+        ],
+    ),
+    ("ferrite-hostinfo", &["ferrite-proto"]),
+    ("ferrite-project", &["ferrite-proto"]),
+    ("ferrite-net", &["ferrite-project", "ferrite-proto"]),
+    ("ferrite-testproject", &["ferrite-proto"]),
+    ("ferrite-sim", &["ferrite-sched", "ferrite-proto"]),
+    ("ferrite-ctl", &["ferrite-gui-rpc"]),
+    ("ferrite-sched", &[]),
+    ("ferrite-gui-rpc", &[]),
+    ("ferrite-supervise", &[]),
+    ("ferrite-proto", &[]),
+];
+
+/// The end-to-end test crate, which may use any crate but the daemon's library.
+const E2E: &str = "ferrite-e2e";
+
+struct Manifest {
+    name: String,
+    /// Workspace crates used outside tests.
+    uses: BTreeSet<String>,
+    /// Workspace crates used by tests only.
+    dev_uses: BTreeSet<String>,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the daemon's crate lies two levels under the workspace root")
+        .to_path_buf()
+}
+
+/// Reads the package name and the `ferrite-*` dependencies of a manifest, by section.
+fn read_manifest(path: &Path) -> Manifest {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let mut name = String::new();
+    let mut uses = BTreeSet::new();
+    let mut dev_uses = BTreeSet::new();
+    let mut section = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_owned();
+            // `[dependencies.ferrite-x]` and its target and dev forms name the crate.
+            for kind in ["dependencies.", "build-dependencies.", "dev-dependencies."] {
+                if let Some((before, dep)) = section.split_once(kind) {
+                    if dep.starts_with("ferrite-") && (before.is_empty() || before.ends_with('.')) {
+                        let set = if kind == "dev-dependencies." {
+                            &mut dev_uses
+                        } else {
+                            &mut uses
+                        };
+                        set.insert(dep.to_owned());
+                    }
+                }
+            }
+            continue;
+        }
+        if section == "package" {
+            if let Some(v) = line.strip_prefix("name") {
+                if let Some(v) = v.trim_start().strip_prefix('=') {
+                    name = v.trim().trim_matches('"').to_owned();
+                }
+            }
+            continue;
+        }
+        let Some(dep) = line
+            .split(|c: char| c == '=' || c == '.' || c.is_whitespace())
+            .next()
+            .filter(|d| d.starts_with("ferrite-"))
+        else {
+            continue;
+        };
+        if section == "dev-dependencies" || section.ends_with(".dev-dependencies") {
+            dev_uses.insert(dep.to_owned());
+        } else if section == "dependencies"
+            || section == "build-dependencies"
+            || section.ends_with(".dependencies")
+            || section.ends_with(".build-dependencies")
+        {
+            uses.insert(dep.to_owned());
+        }
+    }
+    assert!(!name.is_empty(), "{} names no package", path.display());
+    Manifest {
+        name,
+        uses,
+        dev_uses,
+    }
+}
+
+fn workspace_manifests() -> Vec<Manifest> {
+    let root = workspace_root();
+    let mut paths = vec![root.join("tests/Cargo.toml")];
+    let crates = std::fs::read_dir(root.join("crates")).expect("the crates folder");
+    for entry in crates.flatten() {
+        let manifest = entry.path().join("Cargo.toml");
+        if manifest.is_file() {
+            paths.push(manifest);
+        }
+    }
+    paths.iter().map(|p| read_manifest(p)).collect()
+}
+
+#[test]
+fn the_manifest_reader_sorts_dependencies_by_section() {
+    let dir = std::env::temp_dir().join(format!("ferrite-arch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("Cargo.toml");
+    std::fs::write(
+        &path,
+        "[package]\nname = \"ferrite-x\"\n\n[dependencies]\nferrite-proto.workspace = true\n\
+         serde = \"1\"\n\n[target.'cfg(unix)'.dependencies]\nferrite-sched = { path = \"../s\" }\n\n\
+         [dev-dependencies]\nferrite-testproject.workspace = true\n\n[dependencies.ferrite-net]\n\
+         path = \"../n\"\n",
+    )
+    .expect("write");
+    let m = read_manifest(&path);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(m.name, "ferrite-x");
+    let uses: Vec<_> = m.uses.iter().map(String::as_str).collect();
+    assert_eq!(uses, ["ferrite-net", "ferrite-proto", "ferrite-sched"]);
+    let dev: Vec<_> = m.dev_uses.iter().map(String::as_str).collect();
+    assert_eq!(dev, ["ferrite-testproject"]);
+}
+
+#[test]
+fn workspace_crates_depend_only_as_the_architecture_document_says() {
+    let allowed: BTreeMap<&str, BTreeSet<&str>> = ALLOWED
+        .iter()
+        .map(|(name, deps)| (*name, deps.iter().copied().collect()))
+        .collect();
+    let manifests = workspace_manifests();
+    let names: BTreeSet<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
+    for crate_name in allowed.keys() {
+        assert!(
+            names.contains(crate_name),
+            "{crate_name} is in the rules but not in the workspace"
+        );
+    }
+    let mut broken = Vec::new();
+    for m in &manifests {
+        if m.name != E2E && !allowed.contains_key(m.name.as_str()) {
+            broken.push(format!(
+                "{} is not in docs/ARCHITECTURE.md's dependency rules",
+                m.name
+            ));
+            continue;
+        }
+        for dep in &m.uses {
+            let ok = match allowed.get(m.name.as_str()) {
+                Some(deps) => deps.contains(dep.as_str()),
+                None => dep != "ferrite-daemon",
+            };
+            if !ok {
+                broken.push(format!("{} uses {dep}", m.name));
+            }
+        }
+        // No library depends on the daemon, not even for its tests.
+        if m.name != "ferrite-daemon" && m.dev_uses.contains("ferrite-daemon") {
+            broken.push(format!("{} uses ferrite-daemon in its tests", m.name));
+        }
+    }
+    assert!(broken.is_empty(), "dependency rules broken: {broken:#?}");
+}
+
+#[test]
+fn the_control_cli_never_links_the_scheduling_core() {
+    let manifests = workspace_manifests();
+    let uses: BTreeMap<&str, &BTreeSet<String>> = manifests
+        .iter()
+        .map(|m| (m.name.as_str(), &m.uses))
+        .collect();
+    // Everything `ferrite` links, through any chain of normal dependencies.
+    let mut linked = BTreeSet::new();
+    let mut todo = vec!["ferrite-ctl".to_owned()];
+    while let Some(c) = todo.pop() {
+        if let Some(deps) = uses.get(c.as_str()) {
+            for d in deps.iter() {
+                if linked.insert(d.clone()) {
+                    todo.push(d.clone());
+                }
+            }
+        }
+    }
+    assert!(
+        !linked.contains("ferrite-sched"),
+        "ferrite links ferrite-sched through {linked:?}"
+    );
+}
