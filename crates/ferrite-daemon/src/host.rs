@@ -11,6 +11,7 @@ use ferrite_sched::suspend::SuspendReason;
 use tracing::{info, warn};
 
 use crate::activity::ActivityMonitor;
+use crate::thermal::ThermalWatch;
 use crate::{now, projects, rpc, Daemon, Event};
 
 /// How often to look for a GPU driver that was not there at start-up, seconds.
@@ -29,6 +30,8 @@ pub(crate) struct HostWatch {
     pub(crate) benchmarks_running: bool,
     /// User input, battery, exclusive apps and other programs' CPU load.
     activity: ActivityMonitor,
+    /// The CPU and GPU temperature limits.
+    pub(crate) thermal: ThermalWatch,
     /// Wall time the daemon started (for `start_delay`).
     pub(crate) started_at: f64,
     /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
@@ -49,6 +52,7 @@ impl HostWatch {
             gpu_instances: BTreeMap::new(),
             benchmarks_running: false,
             activity: ActivityMonitor::from_env(),
+            thermal: ThermalWatch::from_env(),
             started_at,
             next_usage_refresh: 0.0,
             cpu_busy_at: None,
@@ -368,9 +372,31 @@ impl Daemon {
             },
         };
         let reason = suspend::cpu_suspend_reason(&sp, &obs);
+        let nvidia = self
+            .state
+            .host_info
+            .coprocs
+            .nvidia
+            .as_ref()
+            .is_some_and(|n| n.count > 0);
+        let gpu_hot = self
+            .host
+            .thermal
+            .observe(
+                t,
+                prefs.ferrite_cpu_temp_limit,
+                prefs.ferrite_gpu_temp_limit,
+                nvidia,
+            )
+            .gpu_hot;
+        // A GPU over its temperature limit suspends the GPU tasks, shown with the nearest
+        // official reason, "CPU throttled".
         let gpu_reason = reason
             .is_none()
-            .then(|| suspend::gpu_suspend_reason(&sp, &obs))
+            .then(|| {
+                suspend::gpu_suspend_reason(&sp, &obs)
+                    .or((gpu_hot && obs.has_gpu).then_some(SuspendReason::CpuThrottle))
+            })
             .flatten();
         let (old, old_gpu) = self.suspended;
         if reason != old {
