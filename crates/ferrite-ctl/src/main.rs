@@ -487,6 +487,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut tasks = pick("task", &["name", "project", "decision", "reason"]);
             let mut fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
             let suspended = pick("suspended", &["what", "code", "reason"]);
+            const THERMAL: [&str; 9] = [
+                "cpu_limit",
+                "cpu_temp",
+                "cpu_sensor",
+                "cpu_share",
+                "gpu_limit",
+                "gpu_temp",
+                "gpu_sensor",
+                "gpu_held",
+                "reason",
+            ];
+            let thermal = pick("thermal", &THERMAL);
             if json {
                 let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
                     rows.iter()
@@ -506,6 +518,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "tasks": obj(&["name", "project", "decision", "reason"], &tasks),
                     "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
                     "suspended": obj(&["what", "code", "reason"], &suspended),
+                    "thermal": obj(&THERMAL, &thermal),
                 }));
             }
             if body.contains("<pending/>") {
@@ -530,6 +543,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "{what} is suspended: {} (reason {}); tasks stay stopped whatever they show below.\n",
                     s[2], s[1]
                 );
+            }
+            for t in &thermal {
+                if !t[8].is_empty() {
+                    println!("Temperature limit: {}.\n", t[8]);
+                }
             }
             if projects.is_empty() {
                 println!(

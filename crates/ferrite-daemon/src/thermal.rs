@@ -68,6 +68,43 @@ impl ThermalStatus {
     }
 }
 
+impl ThermalStatus {
+    /// The `<thermal>` record of `ferrite_explain` (Ferrite only), when a limit is set: the
+    /// limits, the readings, the CPU share, whether GPU tasks are held, and the sentence of
+    /// [`describe`](Self::describe) (empty while no limit acts).
+    pub fn explain_xml(&self) -> Option<String> {
+        if self.cpu_limit_c <= 0.0 && self.gpu_limit_c <= 0.0 {
+            return None;
+        }
+        let temp =
+            |r: Option<&Reading>| r.map_or_else(String::new, |r| format!("{:.1}", r.celsius));
+        let sensor = |r: Option<&Reading>| {
+            r.map_or_else(String::new, |r| {
+                r.source
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+            })
+        };
+        Some(format!(
+            "<thermal>\n    <cpu_limit>{:.1}</cpu_limit>\n    <cpu_temp>{}</cpu_temp>\n    \
+             <cpu_sensor>{}</cpu_sensor>\n    <cpu_share>{:.0}</cpu_share>\n    \
+             <gpu_limit>{:.1}</gpu_limit>\n    <gpu_temp>{}</gpu_temp>\n    \
+             <gpu_sensor>{}</gpu_sensor>\n    <gpu_held>{}</gpu_held>\n    \
+             <reason>{}</reason>\n</thermal>\n",
+            self.cpu_limit_c,
+            temp(self.cpu.as_ref()),
+            sensor(self.cpu.as_ref()),
+            self.cpu_share_pct,
+            self.gpu_limit_c,
+            temp(self.gpu.as_ref()),
+            sensor(self.gpu.as_ref()),
+            u8::from(self.gpu_hot),
+            self.describe().unwrap_or_default()
+        ))
+    }
+}
+
 fn temp_text(r: Option<&Reading>) -> String {
     r.map_or_else(
         || "an unknown temperature".to_owned(),
