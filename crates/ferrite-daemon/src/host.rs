@@ -37,8 +37,8 @@ pub(crate) struct HostWatch {
     /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
     /// host's free space).
     next_usage_refresh: f64,
-    /// Last time other programs' CPU load was over `suspend_cpu_usage`.
-    cpu_busy_at: Option<f64>,
+    /// Other programs' CPU load against `suspend_cpu_usage`, with hysteresis.
+    cpu_load: ferrite_sched::suspend::CpuLoadWatch,
     /// Next look at whether the CPU benchmarks are due.
     pub(crate) next_bench_check: f64,
 }
@@ -55,7 +55,7 @@ impl HostWatch {
             thermal: ThermalWatch::from_env(),
             started_at,
             next_usage_refresh: 0.0,
-            cpu_busy_at: None,
+            cpu_load: ferrite_sched::suspend::CpuLoadWatch::default(),
             next_bench_check: 0.0,
         }
     }
@@ -349,9 +349,10 @@ impl Daemon {
             t,
             i64::from(self.state.host_info.timezone),
         );
-        if sp.suspend_cpu_usage_pct > 0.0 && seen.non_client_cpu_pct > sp.suspend_cpu_usage_pct {
-            self.host.cpu_busy_at = Some(t);
-        }
+        let cpu_busy =
+            self.host
+                .cpu_load
+                .sample(t, seen.non_client_cpu_pct, sp.suspend_cpu_usage_pct);
         let obs = Observed {
             cpu_mode,
             gpu_mode,
@@ -363,8 +364,7 @@ impl Daemon {
             outside_time_of_day: prefs.cpu_suspended_at(hour, weekday),
             exclusive_app_seen_ago: seen.exclusive_app_at.map(|a| t - a),
             exclusive_gpu_app_seen_ago: seen.exclusive_gpu_app_at.map(|a| t - a),
-            non_client_cpu_pct: seen.non_client_cpu_pct,
-            cpu_usage_suspended_ago: self.host.cpu_busy_at.map(|a| t - a),
+            cpu_busy,
             has_gpu: {
                 let c = &self.state.host_info.coprocs;
                 c.nvidia.as_ref().is_some_and(|n| n.count > 0)
