@@ -27,6 +27,18 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
     let mut tasks = pick("task", &["name", "project", "decision", "reason"]);
     let mut fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
     let suspended = pick("suspended", &["what", "code", "reason"]);
+    const THERMAL: [&str; 9] = [
+        "cpu_limit",
+        "cpu_temp",
+        "cpu_sensor",
+        "cpu_share",
+        "gpu_limit",
+        "gpu_temp",
+        "gpu_sensor",
+        "gpu_held",
+        "reason",
+    ];
+    let thermal = pick("thermal", &THERMAL);
     if json {
         let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
             rows.iter()
@@ -44,6 +56,7 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
             "tasks": obj(&["name", "project", "decision", "reason"], &tasks),
             "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
             "suspended": obj(&["what", "code", "reason"], &suspended),
+            "thermal": obj(&THERMAL, &thermal),
         }));
     }
     if body.contains("<pending/>") {
@@ -68,6 +81,11 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
             "{what} is suspended: {} (reason {}); tasks stay stopped whatever they show below.\n",
             s[2], s[1]
         );
+    }
+    for t in &thermal {
+        if !t[8].is_empty() {
+            println!("Temperature limit: {}.\n", t[8]);
+        }
     }
     if projects.is_empty() {
         println!(

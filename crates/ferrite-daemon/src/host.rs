@@ -13,6 +13,7 @@ use tracing::{info, warn};
 use crate::activity::ActivityMonitor;
 use crate::clock::now;
 use crate::event::Event;
+use crate::thermal::ThermalWatch;
 use crate::{projects, run_modes, Daemon};
 
 /// How often to look for a GPU driver that was not there at start-up, seconds.
@@ -31,13 +32,15 @@ pub(crate) struct HostWatch {
     pub(crate) benchmarks_running: bool,
     /// User input, battery, exclusive apps and other programs' CPU load.
     activity: ActivityMonitor,
+    /// The CPU and GPU temperature limits.
+    pub(crate) thermal: ThermalWatch,
     /// Wall time the daemon started (for `start_delay`).
     pub(crate) started_at: f64,
     /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
     /// host's free space).
     next_usage_refresh: f64,
-    /// Last time other programs' CPU load was over `suspend_cpu_usage`.
-    cpu_busy_at: Option<f64>,
+    /// Other programs' CPU load against `suspend_cpu_usage`, with hysteresis.
+    cpu_load: ferrite_sched::suspend::CpuLoadWatch,
     /// Next look at whether the CPU benchmarks are due.
     pub(crate) next_bench_check: f64,
     /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
@@ -53,9 +56,10 @@ impl HostWatch {
             gpu_instances: BTreeMap::new(),
             benchmarks_running: false,
             activity: ActivityMonitor::from_env(),
+            thermal: ThermalWatch::from_env(),
             started_at,
             next_usage_refresh: 0.0,
-            cpu_busy_at: None,
+            cpu_load: ferrite_sched::suspend::CpuLoadWatch::default(),
             next_bench_check: 0.0,
             suspended: (None, None),
         }
@@ -362,9 +366,10 @@ impl Daemon {
             t,
             i64::from(self.state.host_info.timezone),
         );
-        if sp.suspend_cpu_usage_pct > 0.0 && seen.non_client_cpu_pct > sp.suspend_cpu_usage_pct {
-            self.host.cpu_busy_at = Some(t);
-        }
+        let cpu_busy =
+            self.host
+                .cpu_load
+                .sample(t, seen.non_client_cpu_pct, sp.suspend_cpu_usage_pct);
         let obs = Observed {
             cpu_mode,
             gpu_mode,
@@ -376,8 +381,7 @@ impl Daemon {
             outside_time_of_day: prefs.cpu_suspended_at(hour, weekday),
             exclusive_app_seen_ago: seen.exclusive_app_at.map(|a| t - a),
             exclusive_gpu_app_seen_ago: seen.exclusive_gpu_app_at.map(|a| t - a),
-            non_client_cpu_pct: seen.non_client_cpu_pct,
-            cpu_usage_suspended_ago: self.host.cpu_busy_at.map(|a| t - a),
+            cpu_busy,
             has_gpu: {
                 let c = &self.state.host_info.coprocs;
                 c.nvidia.as_ref().is_some_and(|n| n.count > 0)
@@ -385,9 +389,31 @@ impl Daemon {
             },
         };
         let reason = suspend::cpu_suspend_reason(&sp, &obs);
+        let nvidia = self
+            .state
+            .host_info
+            .coprocs
+            .nvidia
+            .as_ref()
+            .is_some_and(|n| n.count > 0);
+        let gpu_hot = self
+            .host
+            .thermal
+            .observe(
+                t,
+                prefs.ferrite_cpu_temp_limit,
+                prefs.ferrite_gpu_temp_limit,
+                nvidia,
+            )
+            .gpu_hot;
+        // A GPU over its temperature limit suspends the GPU tasks, shown with the nearest
+        // official reason, "CPU throttled".
         let gpu_reason = reason
             .is_none()
-            .then(|| suspend::gpu_suspend_reason(&sp, &obs))
+            .then(|| {
+                suspend::gpu_suspend_reason(&sp, &obs)
+                    .or((gpu_hot && obs.has_gpu).then_some(SuspendReason::CpuThrottle))
+            })
             .flatten();
         let (old, old_gpu) = self.host.suspended;
         if reason != old {

@@ -40,6 +40,7 @@ mod setup;
 pub mod snapshot;
 pub mod store;
 pub mod tasks;
+pub mod thermal;
 pub mod throttle;
 pub mod transfers;
 pub mod trickle;

@@ -100,6 +100,8 @@ impl Daemon {
             .prefs
             .effective_cpu_usage_limit(user_active);
         self.throttle.set_limit(limit, t);
+        self.throttle
+            .set_thermal_share(self.host.thermal.status().cpu_share_pct, t);
         let o = &self.config.cc.options;
         // cc_config rec_half_life_days: how fast recent credit fades (the share balance).
         let policy = &mut self.tasks.scheduler_mut().policy;

@@ -249,8 +249,12 @@ enum Mechanism {
 /// The throttle's state.
 #[derive(Debug)]
 pub struct Throttle {
-    /// The limit in force, percent (100: off).
+    /// The limit in force, percent (100: off): the preferences' limit times the thermal share.
     limit: f64,
+    /// `cpu_usage_limit` (or its not-in-use value), percent.
+    prefs_limit: f64,
+    /// The share the temperature limit allows, percent (100: no hold).
+    thermal_share: f64,
     /// Chosen at the first limit below 100.
     mechanism: Option<Mechanism>,
     /// The cgroup v2 mount to probe (`/sys/fs/cgroup`, or `FERRITE_CGROUP_ROOT`).
@@ -278,6 +282,8 @@ impl Throttle {
             .map_or_else(|| PathBuf::from("/sys/fs/cgroup"), PathBuf::from);
         Throttle {
             limit: 100.0,
+            prefs_limit: 100.0,
+            thermal_share: 100.0,
             mechanism: None,
             cgroup_root,
             cycle_start: 0.0,
@@ -305,26 +311,55 @@ impl Throttle {
             && self.limit >= 100.0
     }
 
-    /// Sets the limit in force (`GlobalPrefs::effective_cpu_usage_limit`); the first limit
+    /// Sets the preferences' limit (`GlobalPrefs::effective_cpu_usage_limit`); the first limit
     /// below 100 chooses the mechanism and logs it.
     pub fn set_limit(&mut self, pct: f64, t: f64) {
+        let pct = if pct > 0.0 && pct < 100.0 { pct } else { 100.0 };
+        if pct == self.prefs_limit {
+            return;
+        }
+        let was = self.prefs_limit;
+        self.prefs_limit = pct;
+        if pct >= 100.0 {
+            info!("CPU throttling off (cpu_usage_limit 100%)");
+        } else if self.mechanism.is_some() {
+            if was < 100.0 {
+                info!("CPU throttling now at {pct:.0}%");
+            } else {
+                info!("CPU throttling on again at {pct:.0}%");
+            }
+        }
+        self.apply(t, true);
+    }
+
+    /// Sets the share the temperature limit allows, percent (rounded to whole percent; 100:
+    /// none). The thermal module logs its own changes; the duty cycle keeps its phase.
+    pub fn set_thermal_share(&mut self, share: f64, t: f64) {
+        let share = if share > 0.0 && share < 100.0 {
+            share.round().clamp(1.0, 100.0)
+        } else {
+            100.0
+        };
+        if share == self.thermal_share {
+            return;
+        }
+        self.thermal_share = share;
+        self.apply(t, false);
+    }
+
+    /// Puts the product of the two limits in force.
+    fn apply(&mut self, t: f64, restart_cycle: bool) {
+        let pct = self.prefs_limit * self.thermal_share / 100.0;
         let pct = if pct > 0.0 && pct < 100.0 { pct } else { 100.0 };
         if pct == self.limit {
             return;
         }
-        let was = self.limit;
-        self.limit = pct;
-        self.cycle_start = t;
-        if pct >= 100.0 {
-            info!("CPU throttling off (cpu_usage_limit 100%)");
-            return;
+        if restart_cycle || self.limit >= 100.0 {
+            self.cycle_start = t;
         }
-        if self.mechanism.is_none() {
+        self.limit = pct;
+        if pct < 100.0 && self.mechanism.is_none() {
             self.mechanism = Some(self.choose(pct));
-        } else if was < 100.0 {
-            info!("CPU throttling now at {pct:.0}%");
-        } else {
-            info!("CPU throttling on again at {pct:.0}%");
         }
     }
 
@@ -744,5 +779,24 @@ mod tests {
         assert_eq!(moved, pgid);
         assert!(t.moved.contains(&pgid));
         assert_eq!(t.next_switch(0.0), None, "no duty cycle with a cgroup");
+    }
+
+    #[test]
+    fn the_thermal_share_scales_the_limit_without_restarting_the_duty_cycle() {
+        let mut t = Throttle::new();
+        t.mechanism = Some(Mechanism::Signals);
+        t.set_limit(50.0, 10.0);
+        assert!(close(t.limit(), 50.0));
+        assert!(close(t.cycle_start, 10.0));
+        // The temperature allows 60 % of that: 30 %, in the same cycle.
+        t.set_thermal_share(59.6, 12.4);
+        assert!(close(t.limit(), 30.0), "{}", t.limit());
+        assert!(close(t.cycle_start, 10.0));
+        // Alone, the thermal share is the limit; at 100 % it lets go.
+        t.set_limit(100.0, 20.0);
+        assert!(close(t.limit(), 60.0));
+        t.set_thermal_share(100.0, 21.0);
+        assert!(close(t.limit(), 100.0));
+        assert!(!t.wants_poll() || !t.stopped.is_empty());
     }
 }

@@ -133,8 +133,11 @@ fn read_trimmed(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned())
 }
 
-/// True when the machine runs on battery: a battery is discharging and no mains or USB supply
-/// is online. `sys_root` is normally `/sys`. Machines without batteries are never on battery.
+/// True when the machine runs on battery: a battery of the system is discharging and no mains
+/// or USB supply is online. `sys_root` is normally `/sys`. Machines without batteries are
+/// never on battery, and neither are batteries that are not the system's: a UPS (its own
+/// `UPS` type, or a USB UPS or peripheral that the HID driver lists as a `Battery` of scope
+/// `Device`) and an empty battery slot (`present` 0).
 pub fn on_battery(sys_root: &Path) -> bool {
     let Ok(rd) = std::fs::read_dir(sys_root.join("class/power_supply")) else {
         return false;
@@ -147,7 +150,9 @@ pub fn on_battery(sys_root: &Path) -> bool {
         match kind.as_str() {
             "Battery" => {
                 // Peripheral batteries (mice, keyboards) carry scope=Device.
-                if read_trimmed(&dir.join("scope")).as_deref() == Some("Device") {
+                if read_trimmed(&dir.join("scope")).as_deref() == Some("Device")
+                    || read_trimmed(&dir.join("present")).as_deref() == Some("0")
+                {
                     continue;
                 }
                 if read_trimmed(&dir.join("status")).as_deref() == Some("Discharging") {
@@ -163,4 +168,84 @@ pub fn on_battery(sys_root: &Path) -> bool {
         }
     }
     discharging && !external_online
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `power_supply` tree: (name, [(file, text)]).
+    fn tree(supplies: &[(&str, &[(&str, &str)])]) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().expect("tmp");
+        for (name, files) in supplies {
+            let d = tmp.path().join("class/power_supply").join(name);
+            std::fs::create_dir_all(&d).expect("mkdir");
+            for (f, text) in *files {
+                std::fs::write(d.join(f), format!("{text}\n")).expect("write");
+            }
+        }
+        tmp
+    }
+
+    #[test]
+    fn only_a_discharging_system_battery_without_mains_is_on_battery() {
+        // A desktop: no power supply class at all, or only its mains.
+        let desktop = tempfile::tempdir().expect("tmp");
+        assert!(!on_battery(desktop.path()));
+        let desktop = tree(&[("ACAD", &[("type", "Mains"), ("online", "1")])]);
+        assert!(!on_battery(desktop.path()));
+        // A laptop on mains, charging or full.
+        let laptop = tree(&[
+            ("AC", &[("type", "Mains"), ("online", "1")]),
+            (
+                "BAT0",
+                &[
+                    ("type", "Battery"),
+                    ("status", "Charging"),
+                    ("present", "1"),
+                ],
+            ),
+        ]);
+        assert!(!on_battery(laptop.path()));
+        // The same laptop unplugged.
+        let unplugged = tree(&[
+            ("AC", &[("type", "Mains"), ("online", "0")]),
+            (
+                "BAT0",
+                &[
+                    ("type", "Battery"),
+                    ("status", "Discharging"),
+                    ("present", "1"),
+                ],
+            ),
+        ]);
+        assert!(on_battery(unplugged.path()));
+        // A desktop on a USB UPS that runs on its battery (the HID driver's Device scope),
+        // and one whose driver lists it with the UPS type: not the system's battery.
+        let ups = tree(&[
+            (
+                "hid-0001:0463:FFFF.0001-battery",
+                &[
+                    ("type", "Battery"),
+                    ("scope", "Device"),
+                    ("status", "Discharging"),
+                ],
+            ),
+            (
+                "ups0",
+                &[("type", "UPS"), ("status", "Discharging"), ("online", "0")],
+            ),
+        ]);
+        assert!(!on_battery(ups.path()));
+        // A laptop whose battery slot is empty: some firmware still says "Discharging".
+        let empty = tree(&[(
+            "BAT1",
+            &[
+                ("type", "Battery"),
+                ("status", "Discharging"),
+                ("present", "0"),
+            ],
+        )]);
+        assert!(!on_battery(empty.path()));
+    }
 }

@@ -471,7 +471,7 @@ pub fn usable_devices_for(
 }
 
 /// Loads NVML from `explicit`, else from `$FERRITE_NVML_LIBRARY`, else from the system.
-fn open_nvml(explicit: Option<&Path>) -> Result<Nvml, NvmlError> {
+pub(crate) fn open_nvml(explicit: Option<&Path>) -> Result<Nvml, NvmlError> {
     let env_path = std::env::var_os(NVML_LIBRARY_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);

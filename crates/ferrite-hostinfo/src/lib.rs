@@ -1,7 +1,8 @@
 //! Host detection for Ferrite: what the `<host_info>` and `<coprocs>` blocks say about this
 //! machine (CPUs, memory, disk, OS, NVIDIA GPUs, OpenCL platforms and GPUs, user-defined
 //! coprocessors), the CPU
-//! benchmarks, user activity and power state, and the `--detect_gpus` report.
+//! benchmarks, user activity and power state, CPU and GPU temperatures (`thermal`), and the
+//! `--detect_gpus` report.
 //!
 //! The daemon owns *when* things run; this crate only answers. Typical use:
 //!
@@ -24,6 +25,7 @@ pub mod gpu_child;
 pub mod opencl;
 pub mod os;
 mod report;
+pub mod thermal;
 pub mod vbox;
 
 use std::path::{Path, PathBuf};

@@ -157,6 +157,12 @@ pub struct GlobalPrefs {
     pub battery_max_temperature: f64,
     /// An override file was applied (written so that GUIs know).
     pub override_file_present: bool,
+    /// Ferrite extension `<ferrite_cpu_temp_limit>`: the CPU package temperature Ferrite
+    /// holds by lowering the apps' CPU share, °C (0 = no limit).
+    pub ferrite_cpu_temp_limit: f64,
+    /// Ferrite extension `<ferrite_gpu_temp_limit>`: the GPU temperature over which GPU tasks
+    /// are suspended, °C (0 = no limit).
+    pub ferrite_gpu_temp_limit: f64,
 }
 
 impl Default for GlobalPrefs {
@@ -202,6 +208,8 @@ impl Default for GlobalPrefs {
             battery_charge_min_pct: 90.0,
             battery_max_temperature: 40.0,
             override_file_present: false,
+            ferrite_cpu_temp_limit: 0.0,
+            ferrite_gpu_temp_limit: 0.0,
         }
     }
 }
@@ -433,6 +441,15 @@ impl GlobalPrefs {
         if self.max_cpus != 0 {
             let _ = writeln!(s, "   <max_cpus>{}</max_cpus>", self.max_cpus);
         }
+        // Ferrite's extensions, only when set: the official client's documents stay as they are.
+        for (name, v) in [
+            ("ferrite_cpu_temp_limit", self.ferrite_cpu_temp_limit),
+            ("ferrite_gpu_temp_limit", self.ferrite_gpu_temp_limit),
+        ] {
+            if v > 0.0 {
+                f(&mut s, name, v);
+            }
+        }
         for day in 0..7 {
             let cpu = self.cpu_times.week[day];
             let net = self.net_times.week[day];
@@ -498,6 +515,8 @@ impl GlobalPrefs {
         "daily_xfer_limit_mb",
         "daily_xfer_period_days",
         "network_wifi_only",
+        "ferrite_cpu_temp_limit",
+        "ferrite_gpu_temp_limit",
     ];
 
     /// The text BOINC writes for element `name` (`%f` doubles, 0/1 booleans), if it is a
@@ -543,6 +562,8 @@ impl GlobalPrefs {
             "daily_xfer_limit_mb" => f(self.daily_xfer_limit_mb),
             "daily_xfer_period_days" => Some(self.daily_xfer_period_days.to_string()),
             "network_wifi_only" => b(self.network_wifi_only),
+            "ferrite_cpu_temp_limit" => f(self.ferrite_cpu_temp_limit),
+            "ferrite_gpu_temp_limit" => f(self.ferrite_gpu_temp_limit),
             _ => None,
         }
     }
@@ -1090,6 +1111,18 @@ fn pref_element<'a>(
             }
         }
         "network_wifi_only" => p.network_wifi_only = r.flag(tag)?,
+        "ferrite_cpu_temp_limit" => {
+            if let Some(v) = num_in(r, tag, 0.0, TEMP_LIMIT_MAX_C)? {
+                p.ferrite_cpu_temp_limit = v;
+                present.insert("ferrite_cpu_temp_limit");
+            }
+        }
+        "ferrite_gpu_temp_limit" => {
+            if let Some(v) = num_in(r, tag, 0.0, TEMP_LIMIT_MAX_C)? {
+                p.ferrite_gpu_temp_limit = v;
+                present.insert("ferrite_gpu_temp_limit");
+            }
+        }
         "host_specific" => p.host_specific = r.flag(tag)?,
         // Written by BOINC's writer; informational, set by the merge.
         "override_file_present" => p.override_file_present = r.flag(tag)?,
@@ -1097,6 +1130,9 @@ fn pref_element<'a>(
     }
     Ok(())
 }
+
+/// The highest temperature limit accepted, °C (higher values are clamped to it).
+pub const TEMP_LIMIT_MAX_C: f64 = 150.0;
 
 /// The niu_* percentage rule: ≤ 0 or > 100 means 100 (with a warning).
 fn pct_or_100(r: &mut XmlReader<'_>, tag: &Tag<'_>, v: f64) -> f64 {
@@ -1158,6 +1194,29 @@ fn day_prefs<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temperature_limits_are_read_from_an_override_and_written_back() {
+        let mut p = GlobalPrefs::default();
+        let text = "<global_preferences>\n<ferrite_cpu_temp_limit>82.5</ferrite_cpu_temp_limit>\n\
+                    <ferrite_gpu_temp_limit>400</ferrite_gpu_temp_limit>\n</global_preferences>\n";
+        let parsed = p
+            .apply_override(text, "global_prefs_override.xml", 0.0)
+            .expect("parse");
+        assert_eq!(p.ferrite_cpu_temp_limit, 82.5);
+        assert_eq!(p.ferrite_gpu_temp_limit, TEMP_LIMIT_MAX_C);
+        assert!(parsed.value.present.contains("ferrite_cpu_temp_limit"));
+        assert!(p
+            .to_xml()
+            .contains("   <ferrite_cpu_temp_limit>82.500000</ferrite_cpu_temp_limit>\n"));
+        let o = p.to_override_xml(&parsed.value.present);
+        assert!(
+            o.contains("<ferrite_gpu_temp_limit>150.000000</ferrite_gpu_temp_limit>"),
+            "{o}"
+        );
+        // Unset limits are not written: the official client's documents stay as they were.
+        assert!(!GlobalPrefs::default().to_xml().contains("ferrite_"));
+    }
 
     #[test]
     fn time_span_rules() {

@@ -498,6 +498,8 @@ prop_compose! {
             battery_charge_min_pct: pcts[0],
             battery_max_temperature: pcts[1],
             override_file_present: bools[9],
+            ferrite_cpu_temp_limit: pcts[6],
+            ferrite_gpu_temp_limit: pcts[5],
         }
     }
 }

@@ -61,7 +61,8 @@
 //! round-robin simulation), [`accounting`] (REC and priorities), [`runlist`] (run list and
 //! enforcement), [`fetch`] (work fetch, backoffs, reporting), [`disk`] (disk shares),
 //! [`scheduler`] (the stateful wrapper), [`shares`] (each project's part of each resource),
-//! [`suspend`] (whether computing may go on at all), [`wake`] (when the next pass is due).
+//! [`suspend`] (whether computing may go on at all), [`thermal`] (the CPU share and GPU hold
+//! that keep the sensors under their limits), [`wake`] (when the next pass is due).
 
 pub mod accounting;
 pub mod describe;
@@ -78,6 +79,7 @@ pub mod runlist;
 pub mod scheduler;
 pub mod shares;
 pub mod suspend;
+pub mod thermal;
 pub mod wake;
 
 pub use error::SchedError;

@@ -120,10 +120,9 @@ pub struct Observed {
     pub exclusive_app_seen_ago: Option<f64>,
     /// Seconds since an exclusive GPU app was last seen running (`None`: never).
     pub exclusive_gpu_app_seen_ago: Option<f64>,
-    /// CPU load of programs other than this client's apps, percent of all CPUs.
-    pub non_client_cpu_pct: f64,
-    /// Seconds since computing was last suspended for [`SuspendReason::CpuUsage`].
-    pub cpu_usage_suspended_ago: Option<f64>,
+    /// Other programs' CPU load counts as over `suspend_cpu_usage`, as [`CpuLoadWatch`]
+    /// judges it (sustained, with hysteresis).
+    pub cpu_busy: bool,
     /// The host has at least one usable GPU (or other coprocessor).
     pub has_gpu: bool,
 }
@@ -135,6 +134,50 @@ pub const EXCLUSIVE_APP_HOLD_SECS: f64 = 15.0;
 /// How long a CPU-usage suspension holds at least, so a load that comes and goes does not make
 /// the tasks flap.
 pub const CPU_USAGE_HOLD_SECS: f64 = 20.0;
+
+/// How long other programs' load must stay over `suspend_cpu_usage` before computing is
+/// suspended: one and a half of the daemon's 10-second load samples, so a spike seen in one
+/// sample never stops the tasks.
+pub const CPU_USAGE_CONFIRM_SECS: f64 = 15.0;
+
+/// How far under `suspend_cpu_usage` (percentage points) the load must fall before the
+/// suspension's hold time starts to run out.
+pub const CPU_USAGE_BAND_PCT: f64 = 5.0;
+
+/// Other programs' CPU load over time, with hysteresis: busy once the load has stayed over the
+/// threshold for [`CPU_USAGE_CONFIRM_SECS`], and until it has stayed [`CPU_USAGE_BAND_PCT`]
+/// under it for [`CPU_USAGE_HOLD_SECS`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuLoadWatch {
+    over_since: Option<f64>,
+    busy_at: Option<f64>,
+}
+
+impl CpuLoadWatch {
+    /// One look at time `now` (seconds): `load_pct` is other programs' load, `threshold_pct`
+    /// `suspend_cpu_usage` (or its not-in-use value; 0 = off). Returns whether the load counts
+    /// as busy.
+    pub fn sample(&mut self, now: f64, load_pct: f64, threshold_pct: f64) -> bool {
+        if threshold_pct <= 0.0 {
+            *self = CpuLoadWatch::default();
+            return false;
+        }
+        let held = |at: Option<f64>| at.is_some_and(|a| now >= a && now - a < CPU_USAGE_HOLD_SECS);
+        let busy = held(self.busy_at);
+        if load_pct > threshold_pct {
+            let since = *self.over_since.get_or_insert(now);
+            if busy || now - since >= CPU_USAGE_CONFIRM_SECS {
+                self.busy_at = Some(now);
+            }
+        } else {
+            self.over_since = None;
+            if busy && load_pct > threshold_pct - CPU_USAGE_BAND_PCT {
+                self.busy_at = Some(now);
+            }
+        }
+        held(self.busy_at)
+    }
+}
 
 /// Whether the user counts as active: input within `idle_time_to_run` minutes. Unknown idle
 /// time counts as inactive (the official client's "infinite" idle time).
@@ -177,10 +220,7 @@ pub fn cpu_suspend_reason(p: &SuspendPrefs, o: &Observed) -> Option<SuspendReaso
     if recently(o.exclusive_app_seen_ago, EXCLUSIVE_APP_HOLD_SECS) {
         return Some(SuspendReason::ExclusiveApp);
     }
-    if p.suspend_cpu_usage_pct > 0.0
-        && (o.non_client_cpu_pct > p.suspend_cpu_usage_pct
-            || recently(o.cpu_usage_suspended_ago, CPU_USAGE_HOLD_SECS))
-    {
+    if p.suspend_cpu_usage_pct > 0.0 && o.cpu_busy {
         return Some(SuspendReason::CpuUsage);
     }
     None
@@ -235,8 +275,7 @@ mod tests {
             outside_time_of_day: false,
             exclusive_app_seen_ago: None,
             exclusive_gpu_app_seen_ago: None,
-            non_client_cpu_pct: 3.0,
-            cpu_usage_suspended_ago: None,
+            cpu_busy: false,
             has_gpu: true,
         }
     }
@@ -328,7 +367,7 @@ mod tests {
             (
                 p,
                 Observed {
-                    non_client_cpu_pct: 80.0,
+                    cpu_busy: true,
                     ..quiet()
                 },
                 1024,
@@ -354,7 +393,7 @@ mod tests {
             on_battery: true,
             user_active: true,
             outside_time_of_day: true,
-            non_client_cpu_pct: 90.0,
+            cpu_busy: true,
             ..quiet()
         };
         assert_eq!(
@@ -439,18 +478,17 @@ mod tests {
             ..quiet()
         };
         assert_eq!(cpu_suspend_reason(&p, &long_gone), None);
-        let calm = Observed {
-            cpu_usage_suspended_ago: Some(5.0),
+        let loaded = Observed {
+            cpu_busy: true,
             ..quiet()
         };
-        assert_eq!(cpu_suspend_reason(&p, &calm), Some(SuspendReason::CpuUsage));
+        assert_eq!(
+            cpu_suspend_reason(&p, &loaded),
+            Some(SuspendReason::CpuUsage)
+        );
         let off = SuspendPrefs {
             suspend_cpu_usage_pct: 0.0,
             ..p
-        };
-        let loaded = Observed {
-            non_client_cpu_pct: 99.0,
-            ..calm
         };
         assert_eq!(cpu_suspend_reason(&off, &loaded), None);
     }
@@ -498,5 +536,47 @@ mod tests {
         }
         assert!(SuspendReason::CpuUsage.keeps_tasks_in_memory());
         assert!(!SuspendReason::UserActive.keeps_tasks_in_memory());
+    }
+
+    /// The busy verdicts of a load sampled every 10 s (held between samples, as the daemon
+    /// sees it once a second), from t = 0 to the end of `loads`.
+    fn busy_trace(loads: &[f64], threshold: f64) -> Vec<bool> {
+        let mut w = CpuLoadWatch::default();
+        (0..loads.len() * 10)
+            .map(|t| w.sample(t as f64, loads[t / 10], threshold))
+            .collect()
+    }
+
+    #[test]
+    fn a_short_spike_of_other_programs_load_stops_nothing() {
+        // One 10-s sample at 90 % over a threshold of 25 %: never busy.
+        let t = busy_trace(&[5.0, 90.0, 5.0, 5.0, 5.0], 25.0);
+        assert!(t.iter().all(|b| !b));
+        // Two spikes apart: still never.
+        let t = busy_trace(&[90.0, 5.0, 90.0, 5.0], 25.0);
+        assert!(t.iter().all(|b| !b));
+    }
+
+    #[test]
+    fn a_sustained_load_suspends_and_resumes_with_hysteresis() {
+        // Over from t = 10 s: busy from 25 s (15 s sustained), not before.
+        let t = busy_trace(
+            &[
+                5.0, 90.0, 90.0, 90.0, 22.0, 22.0, 22.0, 10.0, 10.0, 10.0, 10.0,
+            ],
+            25.0,
+        );
+        assert!(!t[24] && t[25], "{t:?}");
+        // 22 % is under the threshold but inside the 5-point band: still busy.
+        assert!(t[40..70].iter().all(|b| *b), "{t:?}");
+        // Under the band from 70 s: busy until 20 s after the last look inside the band.
+        assert!(t[70..89].iter().all(|b| *b), "{t:?}");
+        assert!(t[90..].iter().all(|b| !b), "{t:?}");
+        // The threshold at 0 turns it off at once.
+        let mut w = CpuLoadWatch::default();
+        for s in 0..30 {
+            w.sample(f64::from(s), 90.0, 25.0);
+        }
+        assert!(!w.sample(30.0, 90.0, 0.0));
     }
 }

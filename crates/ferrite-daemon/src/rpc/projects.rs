@@ -352,10 +352,18 @@ impl Daemon {
         use std::fmt::Write as _;
         let mut out = String::from("<ferrite_explain>\n");
         // A client-wide suspension overrides every task's decision: say it first.
+        let thermal = self.host.thermal.status();
         for (what, reason) in [
             ("computing", self.host.suspended.0),
             ("gpu", self.host.suspended.1),
         ] {
+            // GPU tasks held for temperature: the <thermal> record says so and why.
+            if what == "gpu"
+                && thermal.gpu_hot
+                && reason == Some(ferrite_sched::suspend::SuspendReason::CpuThrottle)
+            {
+                continue;
+            }
             if let Some(r) = reason {
                 let _ = writeln!(
                     out,
@@ -364,6 +372,9 @@ impl Daemon {
                     r.describe()
                 );
             }
+        }
+        if let Some(x) = thermal.explain_xml() {
+            out.push_str(&x);
         }
         let Some((pass, world)) = self.tasks.last_pass() else {
             out.push_str("<pending/>\n</ferrite_explain>\n");

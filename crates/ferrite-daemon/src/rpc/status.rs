@@ -783,7 +783,20 @@ impl Daemon {
         };
         match kind {
             _ if never(kind) || (kind == ModeKind::Gpu && never(ModeKind::Cpu)) => SUSPEND_USER_REQ,
+            // Held under a temperature limit: "CPU throttled" (the official client never shows
+            // its own duty cycle).
+            ModeKind::Cpu
+                if self.host.suspended.0.is_none() && self.host.thermal.status().cpu_holding() =>
+            {
+                SuspendReason::CpuThrottle.code()
+            }
             ModeKind::Cpu => shown(self.host.suspended.0),
+            ModeKind::Gpu
+                if self.host.suspended.0.is_none()
+                    && self.host.suspended.1 == Some(SuspendReason::CpuThrottle) =>
+            {
+                SuspendReason::CpuThrottle.code()
+            }
             ModeKind::Gpu => shown(self.host.suspended.0.or(self.host.suspended.1)),
             // Outside the preferences' network hours (auto mode).
             ModeKind::Network if !self.network_allowed(t) => SuspendReason::TimeOfDay.code(),

@@ -169,6 +169,18 @@ function renderIdle(explain) {
   for (const sp of kids(explain, "suspended")) {
     items.push(h("li", {}, h("b", {}, child(sp, "what") + ": "), "suspended — " + child(sp, "reason")));
   }
+  for (const t of kids(explain, "thermal")) {
+    const limit = (what) => {
+      const l = num(t, what + "_limit");
+      if (!(l > 0)) return null;
+      const now = child(t, what + "_temp");
+      return what.toUpperCase() + " " + l.toFixed(0) + " °C" + (now ? " (now " + Number(now).toFixed(0) + " °C)" : " (no sensor)");
+    };
+    const limits = [limit("cpu"), limit("gpu")].filter(Boolean).join(", ");
+    const reason = child(t, "reason");
+    items.push(h("li", { "data-thermal": reason ? "holding" : "idle" }, h("b", {}, "Temperature limits: "),
+      limits + (reason ? " — " + reason : " — not acting")));
+  }
   const idle = num(explain, "idle_cpus");
   if (idle > 0) items.push(h("li", {}, h("b", {}, "CPU: "), idle.toFixed(2) + " instances idle"));
   for (const f of kids(explain, "fetch")) {
