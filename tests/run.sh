@@ -3,6 +3,7 @@
 #
 #   tests/run.sh                   every test of the workspace (as cargo test --workspace, with
 #                                  the real-server tests last, four at a time)
+#                                  then the ARM cross builds and emulated checks (tests/cross.sh)
 #   tests/run.sh -p ferrite-ctl    arguments go to `cargo test` (then without --workspace)
 #   tests/run.sh --check-peers     only says which Debian peers are missing
 #
@@ -40,6 +41,10 @@ PEERS=(
     "prometheus promtool" "chromium chromium" "chromium-driver chromedriver"
     # The packaging test: systemd-analyze verify and systemd-sysusers --root.
     "systemd systemd-analyze"
+    # tests/cross.sh: cross compilers and C libraries for arm64 and armhf, qemu-user to run
+    # what they build (no binfmt_misc needed).
+    "gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc" "gcc-arm-linux-gnueabihf arm-linux-gnueabihf-gcc"
+    "libc6-dev-arm64-cross -" "libc6-dev-armhf-cross -" "qemu-user-static qemu-aarch64-static"
 )
 
 # Whether peer package $1 is installed: its program $2 is on the PATH, or, for "-", dpkg
@@ -127,6 +132,12 @@ if ! cargo deb --version 2>/dev/null | grep -qx "cargo-deb $CARGO_DEB_VERSION"; 
     cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked --quiet
 fi
 
+# tests/cross.sh builds for these Rust targets (rustup's standard libraries, a download).
+if command -v rustup >/dev/null 2>&1 && [ "${FERRITE_NO_INSTALL:-0}" != 1 ]; then
+    rustup target add aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf >/dev/null 2>&1 ||
+        echo "rustup target add aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf failed"
+fi
+
 # The real BOINC server the real-server tests bring up (tests/src/boinc_server.rs): the kit
 # beside the repository, unless the caller names another.
 if [ -z "${BOINC_SERVER_KIT:-}" ] && [ -x ../shared/boinc-server/up.sh ]; then
@@ -142,6 +153,8 @@ echo "== tests"
 FERRITE_SKIPPED_LOG="$(mktemp "${TMPDIR:-/tmp}/ferrite-skipped.XXXXXX")"
 export FERRITE_SKIPPED_LOG
 trap 'rm -f "$FERRITE_SKIPPED_LOG"' EXIT
+whole=0
+if [ "$#" = 0 ]; then whole=1; fi
 status=0
 if [ "$#" -gt 0 ]; then
     cargo test --locked --no-fail-fast "$@" || status=$?
@@ -168,6 +181,11 @@ print("\n".join(sorted(names)))')
     for t in "${server_tests[@]}"; do targets+=(--test "$t"); done
     cargo test -p ferrite-e2e --locked --no-fail-fast "${targets[@]}" -- --test-threads=4 ||
         status=$?
+fi
+
+# The whole suite also builds for arm64 and armhf and runs their checks under qemu-user.
+if [ "$whole" = 1 ]; then
+    tests/cross.sh || status=$?
 fi
 
 echo "== skipped"

@@ -38,8 +38,13 @@ pub struct CpuInfo {
     pub features: String,
     /// `m_cache` in bytes, when the kernel reports a cache size (x86 only).
     pub cache_bytes: Option<f64>,
-    /// The ARM `Hardware` line (board name), used as `product_name` when DMI has none.
+    /// The ARM `Hardware` lines (the SoC or board, "BCM2835" on a Raspberry Pi), joined by a
+    /// space as the official client joins them into `product_name`.
     pub hardware: Option<String>,
+    /// The ARM `Model` line Raspberry Pi kernels add ("Raspberry Pi 4 Model B Rev 1.4"): the
+    /// board's own name, as `/proc/device-tree/model` gives it. The official client does not
+    /// read it; Ferrite uses it for `product_name` when there is no `Hardware` line.
+    pub board_model: Option<String>,
 }
 
 fn value_of(line: &str) -> Option<(&str, &str)> {
@@ -55,6 +60,7 @@ pub fn parse_cpuinfo(text: &str, arch: CpuArch) -> CpuInfo {
     let mut features: Option<String> = None;
     let mut cache: Option<f64> = None;
     let mut hardware: Option<String> = None;
+    let mut board_model: Option<String> = None;
     let mut family: Option<i64> = None;
     let mut model_no: Option<i64> = None;
     let mut stepping: Option<i64> = None;
@@ -79,8 +85,17 @@ pub fn parse_cpuinfo(text: &str, arch: CpuArch) -> CpuInfo {
             "Processor" if arch == CpuArch::Arm && model_name.is_none() => {
                 model_name = Some(value.to_owned())
             }
-            "Hardware" if arch == CpuArch::Arm && hardware.is_none() => {
-                hardware = Some(value.to_owned())
+            // Every `Hardware` line counts, joined by a space (the official client appends
+            // each to `product_name`).
+            "Hardware" if arch == CpuArch::Arm && !value.is_empty() => match hardware.as_mut() {
+                Some(h) => {
+                    h.push(' ');
+                    h.push_str(value);
+                }
+                None => hardware = Some(value.to_owned()),
+            },
+            "Model" if arch == CpuArch::Arm && board_model.is_none() && !value.is_empty() => {
+                board_model = Some(value.to_owned())
             }
             "cpu family" if family.is_none() => family = value.parse().ok(),
             "model" if model_no.is_none() => model_no = value.parse().ok(),
@@ -146,6 +161,7 @@ pub fn parse_cpuinfo(text: &str, arch: CpuArch) -> CpuInfo {
         features: features.unwrap_or_default(),
         cache_bytes: cache,
         hardware,
+        board_model,
     }
 }
 

@@ -117,6 +117,8 @@ pub struct HostDetails {
     pub host_name: String,
     /// Virtual machine or container, when detected.
     pub virtualization: Option<Virtualization>,
+    /// The platforms this host runs, primary first ([`HostDetector::platforms`]).
+    pub platforms: Vec<String>,
 }
 
 /// The result of [`HostDetector::detect_host`].
@@ -177,8 +179,16 @@ impl HostDetector {
 
     /// Platform names this host runs, primary first.
     pub fn platforms(&self) -> Vec<String> {
-        os::platforms(os::Machine::native(), &self.config.roots.root)
+        native_platforms(&self.config.roots.root)
     }
+}
+
+/// The platforms of this build on this machine: the 32-bit ARM platform of an aarch64 build
+/// only where the kernel runs 32-bit ARM programs.
+fn native_platforms(root: &Path) -> Vec<String> {
+    let machine = os::Machine::native();
+    let arm32 = machine == os::Machine::Aarch64 && os::arm32_runs();
+    os::platforms(machine, root, arm32)
 }
 
 /// The first network interface's MAC address (lowercase, colon-separated), skipping the
@@ -414,10 +424,15 @@ fn detect_host_impl(cfg: &HostProbeConfig) -> HostDetection {
         .or_else(primary_ip_address)
         .unwrap_or_default();
     host.timezone = os::timezone_offset();
+    // The ARM `Hardware` line first, as the official client; then DMI, then the board's own
+    // name (a Raspberry Pi 5's kernel prints no `Hardware` line, only its `Model`).
     host.product_name = cpu
         .hardware
         .clone()
-        .or_else(|| os::dmi_product_name(&roots.sys_root));
+        .or_else(|| os::dmi_product_name(&roots.sys_root))
+        .or_else(|| cpu.board_model.clone())
+        .or_else(|| os::device_tree_model(&roots.proc_root));
+    details.platforms = native_platforms(&roots.root);
     details.virtualization = os::detect_virtualization(
         &roots.root,
         &roots.proc_root,

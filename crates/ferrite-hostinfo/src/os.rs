@@ -240,8 +240,13 @@ const I686_LOADERS: &[&str] = &[
 
 /// Platform names in preference order: primary first. On x86_64 the 32-bit platform is added
 /// only when a 32-bit loader exists under `root` (as the official client looks for 32-bit
-/// libraries); aarch64 always adds the 32-bit ARM platform, as the official builds do.
-pub fn platforms(machine: Machine, root: &Path) -> Vec<String> {
+/// libraries). On aarch64 the official client's builds (configured with
+/// `--with-boinc-alt-platform=arm-unknown-linux-gnueabihf`) always add the 32-bit ARM
+/// platform; Ferrite adds it when `arm32` says the CPU and kernel run 32-bit ARM programs
+/// ([`arm32_runs`]), so that a host whose cores have no AArch32 (Neoverse V1, Cortex-X2 and
+/// later, Apple silicon) is never sent apps it cannot start. A 32-bit ARM (armhf) host has
+/// one platform, as the official armhf build.
+pub fn platforms(machine: Machine, root: &Path, arm32: bool) -> Vec<String> {
     let v: &[&str] = match machine {
         Machine::X86_64 => {
             if I686_LOADERS.iter().any(|l| root.join(l).exists()) {
@@ -251,11 +256,50 @@ pub fn platforms(machine: Machine, root: &Path) -> Vec<String> {
             }
         }
         Machine::X86 => &["i686-pc-linux-gnu"],
-        Machine::Aarch64 => &["aarch64-unknown-linux-gnu", "arm-unknown-linux-gnueabihf"],
+        Machine::Aarch64 if arm32 => &["aarch64-unknown-linux-gnu", "arm-unknown-linux-gnueabihf"],
+        Machine::Aarch64 => &["aarch64-unknown-linux-gnu"],
         Machine::Arm => &["arm-unknown-linux-gnueabihf"],
         Machine::Other => &[],
     };
     v.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Whether this process's CPU and kernel run 32-bit ARM programs. On aarch64 Linux the kernel
+/// accepts the `PER_LINUX32` personality only where 32-bit code can run at EL0
+/// (`arch/arm64/kernel/sys.c`: every core has AArch32 and the kernel has `CONFIG_COMPAT`), so
+/// the answer is that call's, and the personality is put back at once. A 32-bit ARM build
+/// runs them by definition; other architectures do not.
+pub fn arm32_runs() -> bool {
+    if cfg!(target_arch = "arm") {
+        return true;
+    }
+    if !cfg!(target_arch = "aarch64") {
+        return false;
+    }
+    const PER_LINUX32: libc::c_ulong = 0x0008;
+    const QUERY: libc::c_ulong = 0xffff_ffff;
+    // SAFETY: personality only reads or sets this thread's execution domain; 0xffffffff
+    // queries it without a change.
+    let old = unsafe { libc::personality(QUERY) };
+    if old == -1 {
+        return false;
+    }
+    // SAFETY: as above; the previous persona is set back right after.
+    let ok = unsafe { libc::personality(PER_LINUX32) } != -1;
+    if ok {
+        // SAFETY: as above; `old` is what the kernel returned, a valid persona.
+        unsafe { libc::personality(old as libc::c_ulong) };
+    }
+    ok
+}
+
+/// The board's name from the device tree (`/proc/device-tree/model`, a NUL-terminated string
+/// on ARM boards: "Raspberry Pi 5 Model B Rev 1.0"), when there is one.
+pub fn device_tree_model(proc_root: &Path) -> Option<String> {
+    let raw = std::fs::read(proc_root.join("device-tree/model")).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    let name = text.trim_matches(|c: char| c == '\0' || c.is_whitespace());
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 fn read_line(path: &Path) -> Option<String> {
@@ -392,19 +436,69 @@ mod tests {
     fn platform_lists() {
         let empty = tempfile::tempdir().expect("tempdir");
         assert_eq!(
-            platforms(Machine::X86_64, empty.path()),
+            platforms(Machine::X86_64, empty.path(), false),
             vec!["x86_64-pc-linux-gnu"]
         );
         std::fs::create_dir_all(empty.path().join("lib32")).expect("mkdir");
         std::fs::write(empty.path().join("lib32/ld-linux.so.2"), b"").expect("write");
         assert_eq!(
-            platforms(Machine::X86_64, empty.path()),
+            platforms(Machine::X86_64, empty.path(), false),
             vec!["x86_64-pc-linux-gnu", "i686-pc-linux-gnu"]
         );
+        // aarch64: the 32-bit ARM platform where 32-bit ARM programs run, as the official
+        // arm64 build's alternative platform.
         assert_eq!(
-            platforms(Machine::Aarch64, empty.path()),
+            platforms(Machine::Aarch64, empty.path(), true),
             vec!["aarch64-unknown-linux-gnu", "arm-unknown-linux-gnueabihf"]
         );
+        assert_eq!(
+            platforms(Machine::Aarch64, empty.path(), false),
+            vec!["aarch64-unknown-linux-gnu"]
+        );
+        // armhf: one platform, whatever the flag says.
+        for arm32 in [true, false] {
+            assert_eq!(
+                platforms(Machine::Arm, empty.path(), arm32),
+                vec!["arm-unknown-linux-gnueabihf"]
+            );
+        }
+    }
+
+    #[test]
+    fn arm32_answer_follows_the_build_architecture() {
+        let runs = arm32_runs();
+        if cfg!(target_arch = "arm") {
+            assert!(runs);
+        } else if !cfg!(target_arch = "aarch64") {
+            assert!(!runs, "an x86 build never reports 32-bit ARM");
+        }
+        // The persona is put back: a second question gets the same answer.
+        assert_eq!(arm32_runs(), runs);
+        // SAFETY: a query only.
+        let persona = unsafe { libc::personality(0xffff_ffff) };
+        assert_eq!(
+            persona & 0xff,
+            0,
+            "PER_LINUX, not PER_LINUX32, after the probe"
+        );
+    }
+
+    #[test]
+    fn device_tree_model_drops_the_terminating_nul() {
+        let t = tempfile::tempdir().expect("tempdir");
+        assert_eq!(device_tree_model(t.path()), None);
+        std::fs::create_dir_all(t.path().join("device-tree")).expect("mkdir");
+        std::fs::write(
+            t.path().join("device-tree/model"),
+            b"Raspberry Pi 5 Model B Rev 1.0\0",
+        )
+        .expect("write");
+        assert_eq!(
+            device_tree_model(t.path()).as_deref(),
+            Some("Raspberry Pi 5 Model B Rev 1.0")
+        );
+        std::fs::write(t.path().join("device-tree/model"), b"\0").expect("write");
+        assert_eq!(device_tree_model(t.path()), None);
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub fn detect_gpus_report(found: &HostDetection, gpus: &GpuProbe) -> String {
         );
     }
     let _ = writeln!(s, "Processor features: {}", h.p_features);
+    if let Some(p) = h.product_name.as_deref().filter(|p| !p.is_empty()) {
+        let _ = writeln!(s, "Product name: {p}");
+    }
+    if !d.platforms.is_empty() {
+        let _ = writeln!(s, "Platforms: {}", d.platforms.join(" "));
+    }
     let _ = writeln!(s, "OS: {}: {}", h.os_name, h.os_version);
     let _ = writeln!(
         s,

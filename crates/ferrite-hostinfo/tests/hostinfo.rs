@@ -71,6 +71,130 @@ fn cpuinfo_aarch64_server_without_model_name() {
     assert_eq!(info.hardware, None);
 }
 
+// What the official client reports for these files, from `parse_cpuinfo_linux` in
+// client/hostinfo_unix.cpp built for ARM: vendor "ARM"; the first `model name`, `Processor`
+// or `Hardware` line as the model, followed by "[Impl .. Arch .. Variant .. Part .. Rev ..]"
+// from the first CPU's identification lines; `Features` verbatim (the trailing space the
+// 32-bit kernel prints stripped); each `Hardware` line into `product_name`. Two differences,
+// both deliberate: a model with no name has no leading space here (the official client writes
+// " [Impl ...]"), and a board without a `Hardware` line (a Raspberry Pi 5) gets its `Model`
+// line as `product_name`, where the official client leaves it empty.
+
+#[test]
+fn cpuinfo_raspberry_pi_5_cortex_a76_without_hardware_line() {
+    let info = parse_cpuinfo(
+        &read_fixture("cpuinfo/aarch64-raspberry-pi-5.txt"),
+        CpuArch::Arm,
+    );
+    assert_eq!(info.vendor, "ARM");
+    // Cortex-A76 is ARM's part 0xd0b; no name line, so the identification alone.
+    assert_eq!(
+        info.model,
+        "[Impl 0x41 Arch 8 Variant 0x4 Part 0xd0b Rev 1]"
+    );
+    assert_eq!(
+        info.features,
+        "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc \
+         dcpop asimddp"
+    );
+    assert_eq!(info.hardware, None);
+    assert_eq!(
+        info.board_model.as_deref(),
+        Some("Raspberry Pi 5 Model B Rev 1.0")
+    );
+    assert_eq!(info.cache_bytes, None);
+}
+
+#[test]
+fn cpuinfo_raspberry_pi_4_cortex_a72_names_its_board() {
+    let info = parse_cpuinfo(
+        &read_fixture("cpuinfo/aarch64-raspberry-pi-4.txt"),
+        CpuArch::Arm,
+    );
+    assert_eq!(
+        info.board_model.as_deref(),
+        Some("Raspberry Pi 4 Model B Rev 1.1")
+    );
+    // Cortex-A72 (part 0xd08) on a 64-bit kernel: AdvSIMD is "asimd", not "neon".
+    let flags: Vec<&str> = info.features.split(' ').collect();
+    assert!(flags.contains(&"asimd") && !flags.contains(&"neon"));
+}
+
+#[test]
+fn cpuinfo_32_bit_raspberry_pi_os_has_neon_vfpv4_and_the_v7_name() {
+    let info = parse_cpuinfo(
+        &read_fixture("cpuinfo/armv7l-raspberry-pi-os-32bit.txt"),
+        CpuArch::Arm,
+    );
+    assert_eq!(info.vendor, "ARM");
+    assert_eq!(
+        info.model,
+        "ARMv7 Processor rev 3 (v7l) [Impl 0x41 Arch 7 Variant 0x0 Part 0xd08 Rev 3]"
+    );
+    // The flags plan classes test (neon, vfpv4) as the kernel lists them, the trailing space
+    // gone, so " neon " (how the official benchmark looks for NEON) is found with the
+    // separators a project's regular expression expects.
+    assert_eq!(
+        info.features,
+        "half thumb fastmult vfp edsp neon vfpv3 tls vfpv4 idiva idivt vfpd32 lpae evtstrm crc32"
+    );
+    assert!(format!(" {} ", info.features).contains(" neon "));
+    assert!(format!(" {} ", info.features).contains(" vfpv4 "));
+    assert_eq!(info.hardware.as_deref(), Some("BCM2711"));
+    assert_eq!(
+        info.board_model.as_deref(),
+        Some("Raspberry Pi 4 Model B Rev 1.4")
+    );
+}
+
+#[test]
+fn cpuinfo_every_hardware_line_goes_into_the_product_name() {
+    let text = "processor\t: 0\nFeatures\t: fp\nHardware\t: SoC A\nHardware\t: Board B\n";
+    let info = parse_cpuinfo(text, CpuArch::Arm);
+    assert_eq!(info.hardware.as_deref(), Some("SoC A Board B"));
+    // Not an ARM file: `Hardware` and `Model` mean nothing there.
+    let x86 = parse_cpuinfo(text, CpuArch::X86);
+    assert_eq!((x86.hardware, x86.board_model), (None, None));
+}
+
+#[test]
+fn detect_host_names_a_raspberry_pi_5_and_lists_the_platforms() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let fx = fixture("raspberry-pi-5");
+    let mut cfg = HostProbeConfig::new(data.path());
+    cfg.roots = SystemRoots {
+        proc_root: fx.join("proc"),
+        cgroup_root: fx.join("cgroup"),
+        sys_root: fx.join("sys"),
+        ..SystemRoots::default()
+    };
+    cfg.gpu.no_gpus = true;
+    let det = HostDetector::new(cfg);
+    let found = det.detect_host();
+    let h = &found.host;
+    // No `Hardware` line and no DMI: the board's own name (the cpuinfo `Model` line on an ARM
+    // build, /proc/device-tree/model on others, which do not read ARM keys).
+    assert_eq!(
+        h.product_name.as_deref(),
+        Some("Raspberry Pi 5 Model B Rev 1.0")
+    );
+    if cfg!(any(target_arch = "arm", target_arch = "aarch64")) {
+        assert_eq!(h.p_vendor, "ARM");
+        assert_eq!(h.p_model, "[Impl 0x41 Arch 8 Variant 0x4 Part 0xd0b Rev 1]");
+        assert!(h.p_features.starts_with("fp asimd"), "{}", h.p_features);
+    }
+    assert_eq!(found.details.platforms, det.platforms());
+    let report = detect_gpus_report(&found, &det.probe_gpus());
+    assert!(
+        report.contains("Product name: Raspberry Pi 5 Model B Rev 1.0\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("Platforms: {}\n", det.platforms().join(" "))),
+        "{report}"
+    );
+}
+
 // ---------------------------------------------------------------- cgroups
 
 #[test]
@@ -158,6 +282,17 @@ fn detect_host_on_this_machine() {
     let platforms = det.platforms();
     if cfg!(target_arch = "x86_64") {
         assert_eq!(platforms[0], "x86_64-pc-linux-gnu");
+    }
+    if cfg!(target_arch = "aarch64") {
+        assert_eq!(platforms[0], "aarch64-unknown-linux-gnu");
+        let arm32 = ferrite_hostinfo::os::arm32_runs();
+        assert_eq!(
+            platforms.get(1).map(String::as_str),
+            arm32.then_some("arm-unknown-linux-gnueabihf")
+        );
+    }
+    if cfg!(target_arch = "arm") {
+        assert_eq!(platforms, ["arm-unknown-linux-gnueabihf"]);
     }
 }
 
