@@ -119,7 +119,10 @@ fi
 step_done tools
 
 total_start=$SECONDS
-tmp="target/tmp/cross"
+# Cargo's output folder: CARGO_TARGET_DIR when set (tests/run.sh gives this script a folder of
+# its own, so it can build while the native tests hold the main one), else target/.
+tdir="${CARGO_TARGET_DIR:-target}"
+tmp="$tdir/tmp/cross"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
@@ -200,7 +203,7 @@ step_done "armhf tests"
 for t in "${TARGETS[@]}"; do
     step "ferrited --detect_gpus under qemu ($t)"
     # shellcheck disable=SC2046 # the qemu command line is words
-    report="$($(qemu_for "$t") "target/$t/debug/ferrited" --detect_gpus --dir "$tmp")"
+    report="$($(qemu_for "$t") "$tdir/$t/debug/ferrited" --detect_gpus --dir "$tmp")"
     echo "$report" | sed 's/^/   | /'
     grep -qx "Platforms: $(platforms_for "$t")" <<<"$report" ||
         fail "$t: platforms are not '$(platforms_for "$t")'"
@@ -224,7 +227,7 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
         IFS='|' read -r t fixture processor features product <<<"$case"
         step "ferrited --detect_gpus under qemu ($t) on $fixture"
         report="$(unshare -m sh -c 'mount --bind "$1" /proc/cpuinfo && shift && exec "$@"' sh \
-            "$fixtures/$fixture" $(qemu_for "$t") "target/$t/debug/ferrited" --detect_gpus --dir "$tmp")"
+            "$fixtures/$fixture" $(qemu_for "$t") "$tdir/$t/debug/ferrited" --detect_gpus --dir "$tmp")"
         echo "$report" | sed 's/^/   | /'
         got="$(sed -n 's/^Processor: [0-9]* //p' <<<"$report")"
         [ "$got" = "$processor" ] || fail "$fixture: 'Processor: N $got', not '$processor'"
@@ -244,10 +247,10 @@ cargo build --locked -p ferrite-ctl -p ferrite-testproject --bins
 # `ferrite demo` starts the ferrited and ferrite-testproject beside its own (resolved) path:
 # a copy of the native ferrite, the native project server, and an aarch64 ferrited behind
 # qemu (exec: the demo's signals reach qemu, which hands them to the emulated daemon).
-cp target/debug/ferrite "$demo_bin/ferrite"
-ln -s "$PWD/target/debug/ferrite-testproject" "$demo_bin/ferrite-testproject"
+cp "$tdir/debug/ferrite" "$demo_bin/ferrite"
+ln -s "$(cd "$tdir" && pwd)/debug/ferrite-testproject" "$demo_bin/ferrite-testproject"
 printf '#!/bin/sh\nexec %s %s "$@"\n' "$(qemu_for aarch64-unknown-linux-gnu)" \
-    "$PWD/target/aarch64-unknown-linux-gnu/debug/ferrited" >"$demo_bin/ferrited"
+    "$(cd "$tdir" && pwd)/aarch64-unknown-linux-gnu/debug/ferrited" >"$demo_bin/ferrited"
 chmod +x "$demo_bin/ferrited"
 demo_out="$("$demo_bin/ferrite" demo --jobs 2 --timeout 300 --data "$tmp/demo")" || {
     echo "$demo_out"

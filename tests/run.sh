@@ -2,8 +2,8 @@
 # Ferrite's test command: sets up what the tests need, then runs the whole test suite.
 #
 #   tests/run.sh                   every test of the workspace (as cargo test --workspace, with
-#                                  the real-server tests last, four at a time)
-#                                  then the ARM cross builds and emulated checks (tests/cross.sh)
+#                                  the real-server tests last, four at a time) and, beside
+#                                  those, the ARM cross builds and emulated checks (tests/cross.sh)
 #   tests/run.sh -p ferrite-ctl    arguments go to `cargo test` (then without --workspace)
 #   tests/run.sh --check-peers     only says which Debian peers are missing
 #
@@ -153,8 +153,6 @@ echo "== tests"
 FERRITE_SKIPPED_LOG="$(mktemp "${TMPDIR:-/tmp}/ferrite-skipped.XXXXXX")"
 export FERRITE_SKIPPED_LOG
 trap 'rm -f "$FERRITE_SKIPPED_LOG"' EXIT
-whole=0
-if [ "$#" = 0 ]; then whole=1; fi
 status=0
 if [ "$#" -gt 0 ]; then
     cargo test --locked --no-fail-fast "$@" || status=$?
@@ -177,15 +175,22 @@ print("\n".join(sorted(names)))')
     for t in "${other_tests[@]}"; do targets+=(--test "$t"); done
     cargo test --workspace --locked --no-fail-fast "${targets[@]}" || status=$?
     cargo test --workspace --locked --no-fail-fast --doc || status=$?
+    # The ARM cross builds and their checks under qemu-user (tests/cross.sh) compute while
+    # the real-server tests wait: both at once, the cross builds in a target folder of their
+    # own (cargo locks the one the tests use), their output shown when both are done.
+    cross_log="$(mktemp "${TMPDIR:-/tmp}/ferrite-cross.XXXXXX")"
+    CARGO_TARGET_DIR=target/cross tests/cross.sh >"$cross_log" 2>&1 &
+    cross_pid=$!
     targets=()
     for t in "${server_tests[@]}"; do targets+=(--test "$t"); done
     cargo test -p ferrite-e2e --locked --no-fail-fast "${targets[@]}" -- --test-threads=4 ||
         status=$?
-fi
-
-# The whole suite also builds for arm64 and armhf and runs their checks under qemu-user.
-if [ "$whole" = 1 ]; then
-    tests/cross.sh || status=$?
+    cross_status=0
+    wait "$cross_pid" || cross_status=$?
+    echo "== ARM cross builds and emulated checks (tests/cross.sh)"
+    cat "$cross_log"
+    rm -f "$cross_log"
+    if [ "$cross_status" != 0 ]; then status=$cross_status; fi
 fi
 
 echo "== skipped"
