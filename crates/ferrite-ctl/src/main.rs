@@ -487,6 +487,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut tasks = pick("task", &["name", "project", "decision", "reason"]);
             let mut fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
             let suspended = pick("suspended", &["what", "code", "reason"]);
+            let mut confinement = pick("confinement", &["name", "project", "reason"]);
+            let confine_support = model::records(&body, "ferrite_explain")
+                .first()
+                .and_then(|r| r.get("confine_support").cloned())
+                .unwrap_or_default();
             if json {
                 let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
                     rows.iter()
@@ -506,6 +511,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "tasks": obj(&["name", "project", "decision", "reason"], &tasks),
                     "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
                     "suspended": obj(&["what", "code", "reason"], &suspended),
+                    "confinement": obj(&["name", "project", "reason"], &confinement),
+                    "confine_support": confine_support,
                 }));
             }
             if body.contains("<pending/>") {
@@ -519,6 +526,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             for row in &mut fetches {
                 row[0] = names.of(&row[0]).to_owned();
+            }
+            for row in &mut confinement {
+                row[1] = names.of(&row[1]).to_owned();
             }
             for s in &suspended {
                 let what = if s[0] == "gpu" {
@@ -553,6 +563,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print!(
                     "{}",
                     table(&["PROJECT", "RESOURCE", "FETCH", "REASON"], &fetches)
+                );
+            }
+            if !confine_support.is_empty() {
+                println!("\nApp confinement: {confine_support}.");
+            }
+            if !confinement.is_empty() {
+                print!(
+                    "{}",
+                    table(&["TASK", "PROJECT", "CONFINEMENT"], &confinement)
                 );
             }
             let host = fetch(&mut client, &Request::GetHostInfo).await?;

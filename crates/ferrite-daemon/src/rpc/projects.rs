@@ -361,6 +361,23 @@ impl Daemon {
                 );
             }
         }
+        // Whether apps are confined (Landlock): the kernel's say, then each running app's.
+        let _ = writeln!(
+            out,
+            "<confine_support>{}</confine_support>",
+            xml_escape(&self.tasks.confine.support.describe())
+        );
+        let mut confined: Vec<_> = self.tasks.live.iter().collect();
+        confined.sort_by(|a, b| a.0.cmp(b.0));
+        for ((url, name), live) in confined {
+            let _ = write!(
+                out,
+                "<confinement>\n    <project>{}</project>\n    <name>{}</name>\n    <reason>{}</reason>\n</confinement>\n",
+                xml_escape(url),
+                xml_escape(name),
+                xml_escape(live.confinement.describe())
+            );
+        }
         let Some((pass, world)) = self.tasks.last_pass() else {
             out.push_str("<pending/>\n</ferrite_explain>\n");
             return out;
