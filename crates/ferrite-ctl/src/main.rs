@@ -487,7 +487,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut tasks = pick("task", &["name", "project", "decision", "reason"]);
             let mut fetches = pick("fetch", &["project", "resource", "verdict", "reason"]);
             let suspended = pick("suspended", &["what", "code", "reason"]);
-            let mut confinement = pick("confinement", &["name", "project", "reason"]);
+            let mut confinement = pick("confinement", &["result", "project", "reason"]);
             let confine_support = model::records(&body, "ferrite_explain")
                 .first()
                 .and_then(|r| r.get("confine_support").cloned())
@@ -511,7 +511,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "tasks": obj(&["name", "project", "decision", "reason"], &tasks),
                     "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
                     "suspended": obj(&["what", "code", "reason"], &suspended),
-                    "confinement": obj(&["name", "project", "reason"], &confinement),
+                    "confinement": obj(&["result", "project", "reason"], &confinement),
                     "confine_support": confine_support,
                 }));
             }

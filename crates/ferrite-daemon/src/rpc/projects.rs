@@ -372,7 +372,7 @@ impl Daemon {
         for ((url, name), live) in confined {
             let _ = write!(
                 out,
-                "<confinement>\n    <project>{}</project>\n    <name>{}</name>\n    <reason>{}</reason>\n</confinement>\n",
+                "<confinement>\n    <project>{}</project>\n    <result>{}</result>\n    <reason>{}</reason>\n</confinement>\n",
                 xml_escape(url),
                 xml_escape(name),
                 xml_escape(live.confinement.describe())
