@@ -39,6 +39,11 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
         "reason",
     ];
     let thermal = pick("thermal", &THERMAL);
+    let mut confinement = pick("confinement", &["result", "project", "reason"]);
+    let confine_support = model::records(&body, "ferrite_explain")
+        .first()
+        .and_then(|r| r.get("confine_support").cloned())
+        .unwrap_or_default();
     if json {
         let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
             rows.iter()
@@ -57,6 +62,8 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
             "fetch": obj(&["project", "resource", "verdict", "reason"], &fetches),
             "suspended": obj(&["what", "code", "reason"], &suspended),
             "thermal": obj(&THERMAL, &thermal),
+            "confinement": obj(&["result", "project", "reason"], &confinement),
+            "confine_support": confine_support,
         }));
     }
     if body.contains("<pending/>") {
@@ -70,6 +77,9 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
     }
     for row in &mut fetches {
         row[0] = names.of(&row[0]).to_owned();
+    }
+    for row in &mut confinement {
+        row[1] = names.of(&row[1]).to_owned();
     }
     for s in &suspended {
         let what = if s[0] == "gpu" {
@@ -109,6 +119,15 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
         print!(
             "{}",
             table(&["PROJECT", "RESOURCE", "FETCH", "REASON"], &fetches)
+        );
+    }
+    if !confine_support.is_empty() {
+        println!("\nApp confinement: {confine_support}.");
+    }
+    if !confinement.is_empty() {
+        print!(
+            "{}",
+            table(&["TASK", "PROJECT", "CONFINEMENT"], &confinement)
         );
     }
     let host = fetch(client, &Request::GetHostInfo).await?;

@@ -52,6 +52,7 @@ const ERR_FILE_TOO_BIG: i32 = -131;
 /// `ERR_WRITE`: an output could not be compressed (`<gzip_when_done/>`).
 const ERR_WRITE: i32 = -103;
 
+use ferrite_supervise::confine;
 use ferrite_supervise::limits::EXIT_OVERDUE_EXCEEDED;
 
 /// `EXIT_UNSTARTED_LATE`: a job that was never started can no longer meet its deadline.
@@ -94,6 +95,8 @@ pub struct Live {
     pub counted_elapsed: f64,
     /// Whether it is in its finishing wait (`boinc_finish`), its CPU free for the next task.
     pub finish: crate::finishing::FinishWatch,
+    /// Whether its app runs confined, and why not (`ferrite explain`).
+    pub confinement: confine::Decision,
 }
 
 /// What the main loop decided for a supervision tick, besides the state.
@@ -182,6 +185,9 @@ pub struct TaskTable {
     /// Apps' priorities: `--no_priority_change` and cc_config `no_priority_change`,
     /// `process_priority`, `process_priority_special`.
     pub priority: PriorityConfig,
+    /// Apps' confinement: cc_config `ferrite_confine_apps`, `ferrite_unconfined_project`,
+    /// and the kernel's Landlock.
+    pub confine: confine::Settings,
     /// The core's decisions of the last pass (run list, fetch, reports, with reasons), for
     /// the project loop and for `explain`.
     last_pass: Option<(PassOutput, World)>,
@@ -204,6 +210,12 @@ impl TaskTable {
         let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let limit = u32::try_from(ncpus.saturating_mul(100)).unwrap_or(u32::MAX);
+        let support = confine::support();
+        // Said once, at start-up; `ferrite explain` says it for each running task.
+        match support {
+            confine::Support::Available(_) => info!("{}", support.describe()),
+            _ => warn!("{}", support.describe()),
+        }
         TaskTable {
             slots: SlotManager::new(&dir, limit),
             dir,
@@ -215,6 +227,11 @@ impl TaskTable {
             last_world: None,
             next_wakeup: 0.0,
             priority: PriorityConfig::default(),
+            confine: confine::Settings {
+                enabled: true,
+                unconfined_projects: Vec::new(),
+                support,
+            },
             last_pass: None,
             gate: PassGate::default(),
             fast_poll_at: f64::INFINITY,

@@ -413,6 +413,12 @@ pub struct CcOptions {
     /// Opt-in because it opens a port; loopback only because it is unauthenticated. Written
     /// back only when set, so a file Ferrite writes stays free of it for the official client.
     pub ferrite_metrics_port: u16,
+    /// Ferrite only: `<ferrite_confine_apps>0</ferrite_confine_apps>` runs every app without
+    /// Landlock confinement (default on); written back only when off.
+    pub ferrite_confine_apps: bool,
+    /// Ferrite only: `<ferrite_unconfined_project>URL</ferrite_unconfined_project>`, once per
+    /// project whose apps run without confinement (canonical master URLs).
+    pub ferrite_unconfined_projects: Vec<String>,
 }
 
 impl Default for CcOptions {
@@ -486,6 +492,8 @@ impl Default for CcOptions {
             use_certs_only: false,
             vbox_window: false,
             ferrite_metrics_port: 0,
+            ferrite_confine_apps: true,
+            ferrite_unconfined_projects: Vec::new(),
         }
     }
 }
@@ -507,6 +515,7 @@ impl CcOptions {
             "dont_use_wsl" => &mut self.dont_use_wsl,
             "exit_after_finish" => &mut self.exit_after_finish,
             "exit_before_start" => &mut self.exit_before_start,
+            "ferrite_confine_apps" => &mut self.ferrite_confine_apps,
             "fetch_minimal_work" => &mut self.fetch_minimal_work,
             "fetch_on_update" => &mut self.fetch_on_update,
             "http_1_0" => &mut self.http_1_0,
@@ -642,6 +651,9 @@ impl CcOptions {
                         }
                     }
                 }
+                "ferrite_unconfined_project" => o
+                    .ferrite_unconfined_projects
+                    .push(canonicalize_master_url(&r.string(&c)?)),
                 "proxy_info" => o.proxy_info = Some(ProxyInfo::read_config(r, &c)?),
                 "rec_half_life_days" => {
                     if let Some(v) = r.num::<f64>(&c)? {
@@ -777,6 +789,12 @@ impl CcOptions {
         w.nonempty_text("device_name", &self.device_name);
         if self.ferrite_metrics_port != 0 {
             w.num("ferrite_metrics_port", self.ferrite_metrics_port);
+        }
+        if !self.ferrite_confine_apps {
+            w.bool01("ferrite_confine_apps", false);
+        }
+        for url in &self.ferrite_unconfined_projects {
+            w.text("ferrite_unconfined_project", url);
         }
         w.close("options");
     }
@@ -932,5 +950,21 @@ mod tests {
             assert_eq!(parsed.value.options.ferrite_metrics_port, 0, "{bad}");
             assert_eq!(parsed.warnings.len(), 1, "{bad}: {:?}", parsed.warnings);
         }
+    }
+
+    #[test]
+    fn app_confinement_is_on_unless_turned_off_for_all_or_one_project() {
+        assert!(CcConfig::default().options.ferrite_confine_apps);
+        assert!(!CcConfig::default().to_xml().contains("confine"));
+        let text = "<cc_config><options><ferrite_confine_apps>0</ferrite_confine_apps>\
+                    <ferrite_unconfined_project>HTTPS://p.example/x</ferrite_unconfined_project>\
+                    </options></cc_config>";
+        let parsed = CcConfig::parse(text, "cc_config.xml").expect("parses");
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let o = &parsed.value.options;
+        assert!(!o.ferrite_confine_apps);
+        assert_eq!(o.ferrite_unconfined_projects, ["https://p.example/x/"]);
+        let again = CcConfig::parse(&parsed.value.to_xml(), "again").expect("re-parses");
+        assert_eq!(again.value, parsed.value);
     }
 }

@@ -845,6 +845,12 @@ prop_compose! {
                 use_certs_only: b(36),
                 vbox_window: lists[5].is_empty(),
                 ferrite_metrics_port: if b(0) { 9187 } else { 0 },
+                ferrite_confine_apps: !b(1),
+                ferrite_unconfined_projects: if b(2) {
+                    vec!["https://p.example/".into()]
+                } else {
+                    Vec::new()
+                },
             },
         }
     }

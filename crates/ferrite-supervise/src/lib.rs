@@ -24,6 +24,7 @@
 //!    `slot.move_copied_outputs(&files)` and `slots.release(slot)`.
 
 pub mod cmdline;
+pub mod confine;
 pub mod exit;
 pub mod limits;
 pub mod msg;

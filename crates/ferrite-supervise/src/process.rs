@@ -102,6 +102,9 @@ pub struct SpawnRequest {
     pub env: Vec<(OsString, OsString)>,
     /// Priority class.
     pub priority: Priority,
+    /// A Landlock ruleset the child enters before exec ([`crate::confine::Prepared::raw_fd`]);
+    /// it must stay open until `spawn` returns.
+    pub confine: Option<std::os::fd::RawFd>,
 }
 
 /// Errors while starting an app.
@@ -138,11 +141,20 @@ pub fn spawn(req: &SpawnRequest) -> Result<i32, SpawnError> {
         .stdout(Stdio::null())
         .stderr(Stdio::from(stderr));
     let priority = req.priority;
+    let confine = req.confine;
     // SAFETY: the closure runs in the forked child before exec and only calls
     // async-signal-safe functions (setsid, sigprocmask, sigaction, close_range, getrlimit,
-    // fcntl, setpriority, sched_setscheduler); it allocates nothing.
+    // fcntl, setpriority, sched_setscheduler, prctl, landlock_restrict_self); it allocates
+    // nothing.
     unsafe {
-        cmd.pre_exec(move || child_setup(priority));
+        cmd.pre_exec(move || {
+            child_setup(priority)?;
+            // Last, so that nothing above needs a right the app does not get.
+            match confine {
+                Some(fd) => crate::confine::restrict_self(fd),
+                None => Ok(()),
+            }
+        });
     }
     let child = cmd
         .spawn()
@@ -401,6 +413,7 @@ mod tests {
             slot_dir: dir.path().to_owned(),
             env: vec![],
             priority: Priority::Unchanged,
+            confine: None,
         })
         .unwrap();
         let reaped = loop {
@@ -436,6 +449,7 @@ mod tests {
             slot_dir: dir.path().to_owned(),
             env: vec![],
             priority: Priority::Unchanged,
+            confine: None,
         })
         .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -462,6 +476,7 @@ mod tests {
             slot_dir: dir.path().to_owned(),
             env: vec![],
             priority: Priority::Unchanged,
+            confine: None,
         })
         .unwrap_err();
         assert!(matches!(err, SpawnError::Exec(..)));

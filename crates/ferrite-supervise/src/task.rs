@@ -113,6 +113,8 @@ pub struct TaskConfig {
     /// Report the first 63 KiB of a long `stderr.txt` instead of the last (cc_config
     /// `stderr_head`).
     pub stderr_head: bool,
+    /// What the app may reach ([`crate::confine`]); `None` runs it unconfined.
+    pub confine: Option<crate::confine::Policy>,
 }
 
 /// Errors while starting a task.
@@ -127,6 +129,9 @@ pub enum StartError {
     /// The process could not be started (exec failure included).
     #[error("cannot start app")]
     Spawn(#[from] SpawnError),
+    /// The app's Landlock ruleset could not be built.
+    #[error("cannot confine app")]
+    Confine(#[from] crate::confine::ConfineError),
 }
 
 /// What the supervisor currently asks of the app.
@@ -284,13 +289,20 @@ impl Task {
         let shm = SharedMem::create(&slot.join(MMAP_FILE_NAME))?;
         let mut env = vec![(OsString::from("LD_LIBRARY_PATH"), ld_library_path(&cfg))];
         env.extend(cfg.env.iter().cloned());
+        // Built here, before the fork; the child only enters it.
+        let ruleset = match &cfg.confine {
+            Some(policy) => policy.prepare()?,
+            None => None,
+        };
         let pid = process::spawn(&SpawnRequest {
             program: cfg.program.clone(),
             args: cfg.args.clone(),
             slot_dir: slot,
             env,
             priority: cfg.priority,
+            confine: ruleset.as_ref().map(crate::confine::Prepared::raw_fd),
         })?;
+        drop(ruleset);
         let pid_starttime = ProcStat::read(pid).map_or(0, |s| s.starttime);
         tracing::debug!(pid, result = %cfg.result_name, "app started");
         let usage = TaskUsage {

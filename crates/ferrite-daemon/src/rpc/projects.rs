@@ -376,6 +376,23 @@ impl Daemon {
         if let Some(x) = thermal.explain_xml() {
             out.push_str(&x);
         }
+        // Whether apps are confined (Landlock): the kernel's say, then each running app's.
+        let _ = writeln!(
+            out,
+            "<confine_support>{}</confine_support>",
+            ferrite_proto::xml::escape(&self.tasks.confine.support.describe())
+        );
+        let mut confined: Vec<_> = self.tasks.live.iter().collect();
+        confined.sort_by(|a, b| a.0.cmp(b.0));
+        for ((url, name), live) in confined {
+            let _ = write!(
+                out,
+                "<confinement>\n    <project>{}</project>\n    <result>{}</result>\n    <reason>{}</reason>\n</confinement>\n",
+                ferrite_proto::xml::escape(url),
+                ferrite_proto::xml::escape(name),
+                ferrite_proto::xml::escape(live.confinement.describe())
+            );
+        }
         let Some((pass, world)) = self.tasks.last_pass() else {
             out.push_str("<pending/>\n</ferrite_explain>\n");
             return out;

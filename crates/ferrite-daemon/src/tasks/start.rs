@@ -157,7 +157,7 @@ impl TaskTable {
         let non_cpu = ps
             .app(&av.app_name)
             .is_some_and(|a| a.non_cpu_intensive || a.sporadic);
-        let cfg = TaskConfig {
+        let mut cfg = TaskConfig {
             result_name: r.name.clone(),
             slot: slot.number(),
             slot_dir: slot.dir().to_path_buf(),
@@ -183,7 +183,29 @@ impl TaskTable {
             max_wss: prefs.available_ram(state.host_info.m_nbytes, inputs.user_active),
             resume_from: resume,
             stderr_head: inputs.stderr_head,
+            confine: None,
         };
+        let confinement = confine::Decision::of(
+            &self.confine,
+            &key.0,
+            &av.plan_class,
+            confine::AppNeeds {
+                gpu: gpu_usage > 0.0,
+                network: av.needs_network,
+            },
+        );
+        if let confine::Decision::Confined(needs) = confinement {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            cfg.confine = Some(confine::Policy::for_app(
+                confine::AppPlace {
+                    data_dir: &self.dir,
+                    slot_dir: slot.dir(),
+                    project_dir: &pdir,
+                    home: home.as_deref(),
+                },
+                needs,
+            ));
+        }
         let version_num = av.version_num;
         let task = match Task::start(cfg, inst) {
             Ok(t) => t,
@@ -193,10 +215,11 @@ impl TaskTable {
             }
         };
         info!(project = %key.0,
-            "starting task {} in slot {} (pid {}){}",
+            "starting task {} in slot {} (pid {}, {}){}",
             key.1,
             slot.number(),
             task.pid(),
+            confinement.describe(),
             if resume.elapsed_time > 0.0 {
                 format!(", resuming from {:.0} s", resume.elapsed_time)
             } else {
@@ -230,6 +253,7 @@ impl TaskTable {
                 slot,
                 run_started_at: now,
                 counted_elapsed: resume.elapsed_time,
+                confinement,
             },
         );
         Ok(())

@@ -174,6 +174,7 @@ pub fn config_for(slot: &Slot, name: &str, args: &[&str]) -> TaskConfig {
         max_wss: 4e9,
         resume_from: Checkpoint::default(),
         stderr_head: false,
+        confine: None,
     }
 }
 

@@ -191,6 +191,9 @@ function renderIdle(explain) {
       (verdict === "request" ? "asking for work: " : "no work asked: ") + child(f, "reason")));
   }
   if (child(explain, "pending") !== null) items.push(h("li", {}, "the scheduler has not run yet"));
+  // A kernel without Landlock: apps run as under the official client; say so.
+  const confine = child(explain, "confine_support");
+  if (confine && confine.startsWith("apps run unconfined")) items.push(h("li", {}, h("b", {}, "Apps: "), confine));
   document.getElementById("idle").replaceChildren(...(items.length ? items : [h("li", {}, "nothing is idle")]));
 }
 
