@@ -427,6 +427,8 @@ impl Daemon {
             Woke::Saved(Some(d)) => {
                 tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
                 self.save.save_done(d.generation, d.result);
+                self.tasks
+                    .state_saved(self.save.generation(), self.save.saved_generation());
                 return None;
             }
             Woke::Event(None) => return Some("event channel closed"),

@@ -188,6 +188,9 @@ pub struct TaskTable {
     /// Tasks whose apps a previous client left running, or that finished while no client
     /// ran, to be taken over at the first tick (`tasks/recover.rs`).
     adopt: HashMap<Key, recover::Leftover>,
+    /// Slots of tasks that ended, kept until a state file that says so is on disk, with the
+    /// generation of the state changes that must be saved first (`None`: not yet known).
+    done_slots: Vec<(Option<u64>, Slot)>,
 }
 
 impl TaskTable {
@@ -214,7 +217,27 @@ impl TaskTable {
             rec_loaded: false,
             sched_priorities: Vec::new(),
             adopt: HashMap::new(),
+            done_slots: Vec::new(),
         }
+    }
+
+    /// The state changes noted so far are generation `noted`, and the state file on disk
+    /// holds generation `saved`: the slots of tasks that ended are tagged with `noted` when
+    /// they are not yet, and cleaned and freed once `saved` reaches their tag.
+    pub fn state_saved(&mut self, noted: u64, saved: u64) {
+        let mut kept = Vec::new();
+        for (tag, slot) in std::mem::take(&mut self.done_slots) {
+            let tag = tag.unwrap_or(noted);
+            if tag <= saved {
+                let n = slot.number();
+                if let Err(e) = self.slots.release(slot) {
+                    warn!("cannot clean slot {n}: {e}");
+                }
+            } else {
+                kept.push((Some(tag), slot));
+            }
+        }
+        self.done_slots = kept;
     }
 
     fn records(&self) -> Vec<TaskRecord> {

@@ -77,13 +77,20 @@ impl TaskTable {
             a.active_task_state = 0;
             let key = (a.project_master_url.clone(), a.result_name.clone());
             let leftover = running.remove(&a.result_name);
+            // The slot's init_data.xml names the task whose files it holds: another task
+            // may have used the slot since the state file was saved, and keeps it; this one
+            // starts again in another slot.
+            let slot_dir = self.slots.slots_dir().join(n.to_string());
+            if slot_owner(&slot_dir).is_some_and(|owner| owner != a.result_name) {
+                a.slot = -1;
+                if let Some((o, _, _)) = leftover {
+                    end_leftover(o);
+                }
+                continue;
+            }
             match self.slots.claim(n) {
                 Ok(slot) => {
-                    // The slot's init_data.xml names the task whose files it holds (another
-                    // task may have used the slot since the state file was saved).
-                    let owned = slot_owner(slot.dir()).as_deref() == Some(a.result_name.as_str());
-                    let finished = owned && slot.dir().join(FINISH_FILE).exists();
-                    let leftover = leftover.filter(|_| owned);
+                    let finished = slot.dir().join(FINISH_FILE).exists();
                     if leftover.is_some() || finished {
                         let (running, record) = match leftover {
                             Some((o, t, rec)) => (Some((o, t)), Some(rec)),
