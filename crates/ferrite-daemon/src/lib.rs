@@ -528,6 +528,9 @@ impl Daemon {
         }
         // The last save happens here, after the writer's: wait for it and hear how it went.
         self.save.save_at_exit(&self.state);
+        // The slots of tasks that ended are cleaned once the state file says so.
+        self.tasks
+            .state_saved(self.save.generation(), self.save.saved_generation());
         if let Some(server) = servers.gui_rpc {
             server.stop().await;
         }
