@@ -42,14 +42,17 @@ impl TaskTable {
         // where they work.
         let mut to_end = find_strays(&self.slots.slots_dir(), &orphans);
         let mut running: HashMap<String, (Orphan, u64, TaskRecord)> = HashMap::new();
+        let lookups: Vec<ProjectLookup<'_>> =
+            state.projects.iter().map(ProjectLookup::new).collect();
         for o in orphans {
-            match adoptable(state, &records, &o) {
+            match adoptable(state, &lookups, &records, &o) {
                 Some((starttime, rec)) => {
                     running.insert(o.result_name.clone(), (o, starttime, rec));
                 }
                 None => to_end.push(o),
             }
         }
+        drop(lookups);
         if !to_end.is_empty() {
             info!(
                 "ending {} app(s) left running by a previous client: {}",
@@ -246,7 +249,12 @@ impl TaskTable {
 
 /// The start time and record of a recorded app's main process when it may be taken over: it still leads
 /// its group, works in the slot the state file gives its task, and computes on CPUs only.
-fn adoptable(state: &ClientState, records: &[TaskRecord], o: &Orphan) -> Option<(u64, TaskRecord)> {
+fn adoptable(
+    state: &ClientState,
+    lookups: &[ProjectLookup<'_>],
+    records: &[TaskRecord],
+    o: &Orphan,
+) -> Option<(u64, TaskRecord)> {
     let rec = records.iter().find(|r| r.result_name == o.result_name)?;
     if rec.pid != Some(o.pid) || !o.whole_group {
         return None;
@@ -255,8 +263,12 @@ fn adoptable(state: &ClientState, records: &[TaskRecord], o: &Orphan) -> Option<
         .active_tasks
         .iter()
         .find(|a| a.result_name == o.result_name && u32::try_from(a.slot).ok() == Some(rec.slot))?;
-    let ps = state.project(&a.project_master_url)?;
-    let av = ps.app_version_of(ps.result(&a.result_name)?)?;
+    let look = lookups
+        .iter()
+        .find(|l| l.project().project.master_url == a.project_master_url)?;
+    let av = look
+        .project()
+        .app_version_of(look.result(&a.result_name)?)?;
     if av.usage.coprocs.iter().any(|c| c.count > 0.0) {
         return None;
     }
