@@ -647,9 +647,9 @@ fn a_forked_child_is_stopped_on_suspend_and_killed_on_abort() {
 }
 
 #[test]
-fn after_a_sigkill_the_orphan_is_ended_and_the_task_continues_from_its_checkpoint() {
+fn after_a_sigkill_the_api_app_is_taken_over_or_continues_from_its_checkpoint() {
     if !ferrite_e2e::boinc_api_or_skip(
-        "after_a_sigkill_the_orphan_is_ended_and_the_task_continues_from_its_checkpoint",
+        "after_a_sigkill_the_api_app_is_taken_over_or_continues_from_its_checkpoint",
     ) {
         return;
     }
@@ -678,25 +678,29 @@ fn after_a_sigkill_the_orphan_is_ended_and_the_task_continues_from_its_checkpoin
         .collect();
     assert!(!orphans.is_empty(), "the app outlives a SIGKILLed daemon");
 
+    // The app is taken over where it runs. The BOINC API ends an app within 10 s of seeing
+    // the client PID it started with gone; if it does so before it finishes, the task
+    // restarts from its checkpoint, never from scratch.
     let mut p = start(d.path(), free_port());
-    p.wait_for("left running by a previous client", Duration::from_secs(30));
-    p.wait_for("starting task wu_kill_0", Duration::from_secs(30));
+    p.wait_for("task wu_kill_0 finished", Duration::from_secs(60));
+    let out = p.output();
+    assert!(
+        out.contains("taking over task wu_kill_0 in slot")
+            || out.contains("task wu_kill_0: its app finished while no client ran"),
+        "{out}"
+    );
+    stop(&mut p, d.path());
     for pid in &orphans {
         assert!(!alive(*pid), "orphan {pid} still runs");
     }
-    p.wait_for("task wu_kill_0 finished", Duration::from_secs(60));
-    let out = p.output();
-    let line = out
-        .lines()
-        .find(|l| l.contains("starting task wu_kill_0"))
-        .expect("start line");
-    assert!(line.contains("resuming from"), "{line}");
-    stop(&mut p, d.path());
     let s = state(d.path());
     let r = result_block(&s, "wu_kill_0");
     assert_eq!(tag(&r, "state"), Some("4"), "{r}");
-    let step = resumed_step(&r).unwrap_or_else(|| panic!("restarted from scratch: {r}"));
-    assert!(step >= 3, "resumed at step {step}: {r}");
+    if let Some(line) = out.lines().find(|l| l.contains("starting task wu_kill_0")) {
+        assert!(line.contains("resuming from"), "{line}");
+        let step = resumed_step(&r).unwrap_or_else(|| panic!("restarted from scratch: {r}"));
+        assert!(step >= 3, "resumed at step {step}: {r}");
+    }
     let out = fs::read_to_string(project_dir(d.path()).join("wu_kill_0_out")).expect("output");
     assert_eq!(out, "done 40 steps\n");
 }

@@ -9,7 +9,11 @@
 //! reported again (acknowledged and not counted again; such re-reports are told apart from
 //! real duplicates below).
 //!
-//! `FERRITE_SOAK_KILLS` sets the number of kills (default 20, about a minute);
+//! A kill costs no finished work: an app that finished while `ferrited` was down is reported,
+//! one that still runs is taken over, so the apps run at most 1.05 times per result (each run
+//! appends a line to a side file).
+//!
+//! `FERRITE_SOAK_KILLS` sets the number of kills (default 30, under a minute);
 //! `FERRITE_SOAK_JOBS` the number of jobs (default: enough that every kill comes before the
 //! last job is reported); `FERRITE_SOAK_SEED` the seed of the kill timing. The long soak:
 //! `FERRITE_SOAK_KILLS=200 cargo test -p ferrite-e2e --test soak -- --nocapture`.
@@ -132,21 +136,19 @@ fn leftovers(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
-    if !ferrite_e2e::peer_or_skip(
-        "ferrited_killed_at_random_moments_still_reports_every_job_exactly_once",
-        &["boinc", "boinccmd"],
-    ) {
-        return;
-    }
-    let kills_budget = env_num("FERRITE_SOAK_KILLS", 20);
-    let jobs = env_num("FERRITE_SOAK_JOBS", (kills_budget * 5 / 2).max(50));
+    let kills_budget = env_num("FERRITE_SOAK_KILLS", 30);
+    let jobs = env_num("FERRITE_SOAK_JOBS", (kills_budget * 5).max(50));
     let seed = env_num("FERRITE_SOAK_SEED", 0x5eed_f3e1_7e00_0009).max(1);
     println!("soak: seed {seed:#x}, kill budget {kills_budget}, jobs {jobs}");
     let mut rng = XorShift(seed);
     let t0 = Instant::now();
 
     let tmp = tempfile::tempdir().expect("tmp");
-    // Two plain apps that work a little: a kill often finds one running.
+    // Two plain apps that work a little: a kill often finds one running. Each run is a line
+    // in `runs.log`.
+    let runs_log = tmp.path().join("runs.log");
+    let alpha = format!("echo run >> '{}'\nsleep 0.3\n", runs_log.display());
+    let beta = format!("echo run >> '{}'\nsleep 0.8\n", runs_log.display());
     let jobs_arg = jobs.to_string();
     let server = Server::start_apps(
         tmp.path(),
@@ -154,12 +156,12 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
             ShellApp {
                 name: "alpha",
                 word: "hello",
-                prelude: "sleep 0.3\n",
+                prelude: &alpha,
             },
             ShellApp {
                 name: "beta",
                 word: "goodbye",
-                prelude: "sleep 0.8\n",
+                prelude: &beta,
             },
         ],
         &["--jobs", &jobs_arg],
@@ -261,6 +263,9 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
         }
     }
     let losses = jobs.saturating_sub(good);
+    let app_runs = fs::read_to_string(&runs_log).map_or(0, |t| t.lines().count()) as u64;
+    let runs_per_result = app_runs as f64 / jobs as f64;
+    println!("soak: app runs {app_runs} for {jobs} results: {runs_per_result:.3} per result");
     println!(
         "soak: kills {kills}, jobs {jobs}, reported {}, duplicates {duplicates}, losses {losses}, \
          reports repeated after a lost acknowledgement {}, \
@@ -318,6 +323,11 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
     }
     if reported(&s) != jobs || results.len() as u64 != jobs {
         failures.push(format!("{} of {jobs} jobs reported", reported(&s)));
+    }
+    if runs_per_result > 1.05 {
+        failures.push(format!(
+            "{app_runs} app runs for {jobs} results ({runs_per_result:.3} per result, at most 1.05)"
+        ));
     }
     if !wrong.is_empty() {
         failures.push(format!(

@@ -407,6 +407,8 @@ impl Daemon {
             Woke::Saved(Some(d)) => {
                 tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
                 self.save.save_done(d.generation, d.result);
+                self.tasks
+                    .state_saved(self.save.generation(), self.save.saved_generation());
                 return None;
             }
             Woke::Event(None) => return Some("event channel closed"),
@@ -507,6 +509,9 @@ impl Daemon {
         }
         // The last save happens here, after the writer's: wait for it and hear how it went.
         self.save.save_at_exit(&self.state);
+        // The slots of tasks that ended are cleaned once the state file says so.
+        self.tasks
+            .state_saved(self.save.generation(), self.save.saved_generation());
         if let Some(server) = servers.gui_rpc {
             server.stop().await;
         }

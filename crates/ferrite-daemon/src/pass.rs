@@ -151,6 +151,12 @@ impl Daemon {
         if report.changed {
             self.save.mark_dirty(t);
         }
+        if report.finished > 0 {
+            // A finished task is saved at once: a kill must not make it computed again.
+            self.save.save_if_due(&self.state, t, true);
+        }
+        self.tasks
+            .state_saved(self.save.generation(), self.save.saved_generation());
         let multiple = self.config.cc.options.allow_multiple_clients;
         self.docker.after_tick(&self.state, multiple);
         if report.exit_before_start {

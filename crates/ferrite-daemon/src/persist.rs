@@ -24,6 +24,8 @@ pub(crate) struct Persistence {
     saved_tx: mpsc::UnboundedSender<writer::SaveDone>,
     saved_rx: mpsc::UnboundedReceiver<writer::SaveDone>,
     policy: SavePolicy,
+    /// The newest generation a save wrote successfully.
+    saved: u64,
 }
 
 impl Persistence {
@@ -37,6 +39,7 @@ impl Persistence {
             saved_tx,
             saved_rx,
             policy: SavePolicy::new(1.0),
+            saved: 0,
         }
     }
 
@@ -118,6 +121,16 @@ impl Persistence {
     }
 
     /// A save ended: the policy learns it; a failure is said, and the end of failures.
+    /// The generation of the changes noted so far.
+    pub(crate) fn generation(&self) -> u64 {
+        self.policy.generation()
+    }
+
+    /// The newest generation the state file on disk holds.
+    pub(crate) fn saved_generation(&self) -> u64 {
+        self.saved
+    }
+
     pub(crate) fn save_done(&mut self, generation: u64, result: Result<(), store::SaveError>) {
         match result {
             Ok(()) => {
@@ -131,6 +144,7 @@ impl Persistence {
                     );
                 }
                 self.policy.finish(generation, true);
+                self.saved = self.saved.max(generation);
             }
             Err(e) => {
                 self.policy.finish(generation, false);

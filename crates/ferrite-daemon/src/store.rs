@@ -345,6 +345,11 @@ impl SavePolicy {
         self.urgent = true;
     }
 
+    /// The generation of the changes noted so far (a save that begins now covers it).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Whether a save is being written.
     pub fn in_flight(&self) -> bool {
         self.in_flight.is_some()

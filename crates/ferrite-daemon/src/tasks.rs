@@ -11,6 +11,7 @@
 mod end;
 mod exit;
 mod rec;
+mod recover;
 mod start;
 mod trickle;
 
@@ -202,6 +203,12 @@ pub struct TaskTable {
     rec_loaded: bool,
     /// Each project's CPU scheduling priority at the last pass, by project id.
     sched_priorities: Vec<f64>,
+    /// Tasks whose apps a previous client left running, or that finished while no client
+    /// ran, to be taken over at the first tick (`tasks/recover.rs`).
+    adopt: HashMap<Key, recover::Leftover>,
+    /// Slots of tasks that ended, kept until a state file that says so is on disk, with the
+    /// generation of the state changes that must be saved first (`None`: not yet known).
+    done_slots: Vec<(Option<u64>, Slot)>,
 }
 
 impl TaskTable {
@@ -238,58 +245,36 @@ impl TaskTable {
             trickles: Trickles::default(),
             rec_loaded: false,
             sched_priorities: Vec::new(),
+            adopt: HashMap::new(),
+            done_slots: Vec::new(),
         }
     }
 
-    /// Start-up: ends apps left running by a previous daemon (found by their records) and
-    /// claims the slots of the state's active tasks, which resume from their checkpoints.
-    pub fn recover(&mut self, state: &mut ClientState) {
-        let records = read_records(&self.dir);
-        let mut orphans = find_orphans(&records);
-        // Apps started just before a kill, before their record was written, are found by
-        // where they work.
-        let strays = find_strays(&self.slots.slots_dir(), &orphans);
-        orphans.extend(strays);
-        if !orphans.is_empty() {
-            info!(
-                "ending {} app(s) left running by a previous client: {}",
-                orphans.len(),
-                orphans
-                    .iter()
-                    .map(|o| format!("{} (pid {})", o.result_name, o.pid))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            if let Err(e) = end_orphans(&orphans, Duration::from_secs(5)) {
-                warn!("could not end every leftover app: {e}");
+    /// The state changes noted so far are generation `noted`, and the state file on disk
+    /// holds generation `saved`: the slots of tasks that ended are tagged with `noted` when
+    /// they are not yet, and cleaned and freed once `saved` reaches their tag.
+    pub fn state_saved(&mut self, noted: u64, saved: u64) {
+        let mut kept = Vec::new();
+        for (tag, slot) in std::mem::take(&mut self.done_slots) {
+            let tag = tag.unwrap_or(noted);
+            if tag <= saved {
+                let n = slot.number();
+                if let Err(e) = self.slots.release(slot) {
+                    warn!("cannot clean slot {n}: {e}");
+                }
+            } else {
+                kept.push((Some(tag), slot));
             }
         }
-        for a in &mut state.active_tasks {
-            let n = u32::try_from(a.slot).unwrap_or(u32::MAX);
-            // A checkpoint newer than the state file knows.
-            if let Some(r) = records.iter().find(|r| r.result_name == a.result_name) {
-                if r.checkpoint_elapsed_time > a.checkpoint_elapsed_time {
-                    a.checkpoint_cpu_time = r.checkpoint_cpu_time;
-                    a.checkpoint_elapsed_time = r.checkpoint_elapsed_time;
-                    a.checkpoint_fraction_done = r.fraction_done;
-                }
-            }
-            a.active_task_state = 0;
-            match self.slots.claim(n) {
-                Ok(slot) => {
-                    self.held
-                        .insert((a.project_master_url.clone(), a.result_name.clone()), slot);
-                }
-                Err(e) => {
-                    warn!(project = %a.project_master_url, "task {}: cannot claim slot {n}: {e}", a.result_name)
-                }
-            }
-        }
-        self.write_records();
+        self.done_slots = kept;
     }
 
     fn records(&self) -> Vec<TaskRecord> {
-        self.live.values().map(|l| l.task.record()).collect()
+        self.live
+            .values()
+            .map(|l| l.task.record())
+            .chain(self.adopt.values().filter_map(|a| a.record.clone()))
+            .collect()
     }
 
     fn write_records(&self) {
@@ -379,6 +364,9 @@ impl TaskTable {
         let ram_bound = max_ram(prefs, state.host_info.m_nbytes);
         for l in self.live.values_mut() {
             l.task.set_ram_limits(max_wss, ram_bound);
+        }
+        if !self.adopt.is_empty() {
+            self.take_over(state, inputs, now, inst, &mut report);
         }
         let live_before = self.live.len();
         self.poll_all(state, inst, now, &mut report);
@@ -540,7 +528,7 @@ impl TaskTable {
                 self.not_before.insert(key, now + MISSING_FILE_RETRY_SECS);
                 continue;
             }
-            match self.start(state, inputs, &key, e.instances, now, inst) {
+            match self.start(state, inputs, &key, e.instances, now, inst, None) {
                 Ok(()) => {
                     report.changed = true;
                     report.started += 1;

@@ -130,6 +130,18 @@ impl SharedMem {
     /// Creates (or reuses) the segment file at `path`, grows it to 8192 bytes if needed,
     /// maps it and zeroes every channel, as the client does before each start.
     pub fn create(path: &Path) -> Result<SharedMem, ShmemError> {
+        let shm = SharedMem::map(path)?;
+        shm.reset();
+        Ok(shm)
+    }
+
+    /// Maps the segment file of an app that is already running (one a previous client
+    /// started), keeping what the channels hold.
+    pub fn open(path: &Path) -> Result<SharedMem, ShmemError> {
+        SharedMem::map(path)
+    }
+
+    fn map(path: &Path) -> Result<SharedMem, ShmemError> {
         let create_err = |source| ShmemError::Create {
             path: path.to_owned(),
             source,
@@ -167,9 +179,7 @@ impl SharedMem {
             path: path.to_owned(),
             source: io::Error::other("null mapping"),
         })?;
-        let shm = SharedMem { ptr };
-        shm.reset();
-        Ok(shm)
+        Ok(SharedMem { ptr })
     }
 
     /// Zeroes the whole segment.

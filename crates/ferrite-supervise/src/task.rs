@@ -30,6 +30,8 @@ use crate::record::{TaskRecord, TaskStateFile};
 use crate::shmem::{Channel, SharedMem, ShmemError, MMAP_FILE_NAME};
 use crate::slot::{read_stderr_file, FINISH_FILE, STDERR_FILE, TEMPORARY_EXIT_FILE};
 
+mod adopt;
+
 /// Name of the trickle-up file an app writes into its slot.
 pub const TRICKLE_UP_FILE: &str = "trickle_up.xml";
 
@@ -272,6 +274,9 @@ pub struct Task {
     finish_seen: Option<Instant>,
     /// Set once the process was reaped or abandoned: Drop must not kill anything.
     done: bool,
+    /// Started by a previous client and taken over ([`Task::adopt`]): not this process's
+    /// child, so its end is seen in /proc and judged by the files it left in the slot.
+    adopted: bool,
 }
 
 impl Task {
@@ -337,6 +342,7 @@ impl Task {
             graphics: GraphicsReply::default(),
             finish_seen: None,
             done: false,
+            adopted: false,
             cfg,
         };
         task.send_heartbeat();
@@ -514,7 +520,7 @@ impl Task {
         }
         self.account_elapsed(now);
         self.read_messages(&mut events);
-        match process::has_exited(self.pid) {
+        match self.has_exited() {
             Ok(true) => {
                 self.finish(&mut events);
                 return events;
@@ -833,6 +839,10 @@ impl Task {
 
     /// Signals the group and every known member that left it.
     fn kill_tree(&mut self, sig: i32) {
+        if self.pid <= 1 {
+            // An adopted task whose process was already gone: nothing to signal.
+            return;
+        }
         if let Err(e) = process::signal_group(self.pid, sig) {
             tracing::warn!(pgid = self.pid, sig, error = %e, "cannot signal process group");
         }
@@ -853,7 +863,7 @@ impl Task {
         self.read_messages(events);
         self.sample();
         self.kill_tree(libc::SIGKILL);
-        let reaped = match process::try_reap(self.pid) {
+        let reaped = match self.reap() {
             Ok(Some(r)) => r,
             Ok(None) | Err(_) => {
                 tracing::error!(pid = self.pid, "exited app could not be reaped");
@@ -898,7 +908,7 @@ impl Drop for Task {
         // No app outlives its supervisor unless explicitly abandoned.
         self.kill_tree(libc::SIGKILL);
         for _ in 0..50 {
-            if !matches!(process::try_reap(self.pid), Ok(None)) {
+            if self.adopted || !matches!(process::try_reap(self.pid), Ok(None)) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));

@@ -212,9 +212,9 @@ impl TaskTable {
         state
             .active_tasks
             .retain(|a| !(a.project_master_url == key.0 && a.result_name == key.1));
-        if let Err(e) = self.slots.release(slot) {
-            warn!(project = %key.0, "task {}: cannot clean its slot: {e}", key.1);
-        }
+        // The slot (its finish file, its init_data.xml) is kept until the state file says the
+        // task ended: a kill before that finds the finish there and does not run it again.
+        self.done_slots.push((None, slot));
         self.not_before.remove(key);
         self.write_records();
     }

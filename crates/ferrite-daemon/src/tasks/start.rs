@@ -4,7 +4,10 @@
 use super::*;
 
 impl TaskTable {
-    /// Starts (or restarts from its checkpoint) the app of a result.
+    /// Starts (or restarts from its checkpoint) the app of a result; with `adopt`, takes over
+    /// instead the app a previous client left in the task's slot (`Some(pid, start time)`
+    /// while it runs, `None` once it has ended), leaving the slot as it is.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start(
         &mut self,
         state: &mut ClientState,
@@ -13,6 +16,7 @@ impl TaskTable {
         instances: u64,
         now: f64,
         inst: Instant,
+        adopt: Option<Option<(i32, u64)>>,
     ) -> Result<(), String> {
         let prefs = inputs.prefs;
         let ps = state.project(&key.0).ok_or("no such project")?;
@@ -121,9 +125,13 @@ impl TaskTable {
             process_priority_special: self.priority.process_priority_special,
             ..AppInitData::default()
         };
-        let setup = slot
-            .setup(&files, &init.to_xml())
-            .map_err(|e| format!("slot {}: {e}", slot.number()));
+        let setup = match adopt {
+            None => slot
+                .setup(&files, &init.to_xml())
+                .map_err(|e| format!("slot {}: {e}", slot.number())),
+            Some(Some(_)) => super::recover::retarget_init_data(&slot, &init),
+            Some(None) => Ok(()),
+        };
         if let Err(e) = setup {
             self.held.insert(key.clone(), slot);
             return Err(e);
@@ -207,25 +215,46 @@ impl TaskTable {
             ));
         }
         let version_num = av.version_num;
-        let task = match Task::start(cfg, inst) {
+        let started = match adopt {
+            None => Task::start(cfg, inst),
+            Some(process) => Task::adopt(cfg, process, inst),
+        };
+        let mut task = match started {
             Ok(t) => t,
             Err(e) => {
                 self.held.insert(key.clone(), slot);
                 return Err(format!("{e}"));
             }
         };
-        info!(project = %key.0,
-            "starting task {} in slot {} (pid {}, {}){}",
-            key.1,
-            slot.number(),
-            task.pid(),
-            confinement.describe(),
-            if resume.elapsed_time > 0.0 {
-                format!(", resuming from {:.0} s", resume.elapsed_time)
-            } else {
-                String::new()
+        match adopt {
+            None => info!(project = %key.0,
+                "starting task {} in slot {} (pid {}, {}){}",
+                key.1,
+                slot.number(),
+                task.pid(),
+                confinement.describe(),
+                if resume.elapsed_time > 0.0 {
+                    format!(", resuming from {:.0} s", resume.elapsed_time)
+                } else {
+                    String::new()
+                }
+            ),
+            Some(Some((pid, _))) => {
+                info!(project = %key.0,
+                    "taking over task {} in slot {} (pid {pid}), left running by a previous client",
+                    key.1,
+                    slot.number()
+                );
+                // The app rereads init_data.xml and watches this client's PID from now on.
+                task.reread_app_info(inst);
             }
-        );
+            Some(None) => info!(project = %key.0,
+                "task {}: its app finished while no client ran (boinc_finish_called in slot {}); \
+                 it is not run again",
+                key.1,
+                slot.number()
+            ),
+        }
         let slot_no = i32::try_from(slot.number()).unwrap_or(0);
         match state
             .active_tasks
