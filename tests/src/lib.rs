@@ -71,6 +71,28 @@ pub const TEST_LOG: &str = "info,ferrite::state_debug=debug";
 /// The line ferrited logs at the end of each save under [`TEST_LOG`].
 pub const STATE_SAVED: &str = "state file saved";
 
+/// Raises this process's soft limit on open files to at least `want` (within the hard
+/// limit), for tests that hold many sockets.
+pub fn raise_nofile(want: libc::rlim_t) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write `lim`.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        }
+    }
+    assert!(
+        lim.rlim_cur >= want,
+        "the hard limit on open files ({}) is below {want}",
+        lim.rlim_max
+    );
+}
+
 /// Copies directory `src` into `dst` recursively (symlinks copied as links).
 pub fn copy_dir(src: &Path, dst: &Path) -> io::Result<()> {
     fs::create_dir_all(dst)?;

@@ -214,33 +214,11 @@ fn three_hundred_idle_connections_do_not_lock_out_clients() {
     stop(daemon);
 }
 
-/// Raises this process's soft limit on open files to at least `want` (within the hard
-/// limit), for tests that hold many sockets.
-fn raise_nofile(want: libc::rlim_t) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write `lim`.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-        if lim.rlim_cur < want {
-            lim.rlim_cur = want.min(lim.rlim_max);
-            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-        }
-    }
-    assert!(
-        lim.rlim_cur >= want,
-        "the hard limit on open files ({}) is below {want}",
-        lim.rlim_max
-    );
-}
-
 /// 1,000 connections, far past the limit: the event log says so in one line for the whole
 /// burst, not one per connection closed (which would push the rest of the log out).
 #[test]
 fn a_thousand_connections_log_one_line_per_burst() {
-    raise_nofile(1200);
+    ferrite_e2e::raise_nofile(1200);
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let daemon = ferrited_with_gui_rpc(dir.path(), port);

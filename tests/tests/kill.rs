@@ -49,6 +49,11 @@ fn finish_file(dir: &Path) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// The apps of these tests count their runs in a file outside their slot and project, which a
+/// confined app cannot write: they run unconfined (confinement has its own tests, `confine.rs`
+/// and the real-server tests).
+const UNCONFINED: &str = "<ferrite_confine_apps>0</ferrite_confine_apps>";
+
 /// One job whose app runs `secs` seconds and counts its runs in `tmp/runs.log`.
 fn one_job(tmp: &Path, secs: &str) -> (Server, PathBuf) {
     let runs = tmp.join("runs.log");
@@ -77,11 +82,35 @@ fn uploaded(server: &Server, s: &serde_json::Value) -> String {
     .unwrap_or_default()
 }
 
+/// Starts ferrited again on `dir` until the server has the job's report, checks that the app
+/// ran once in all and its result is good, and returns the second run's log.
+fn restart_until_reported(
+    server: &Server,
+    dir: &Path,
+    port: u16,
+    runs_log: &Path,
+    first: &str,
+) -> String {
+    let client = start_client(dir, port, None);
+    let s = server.wait_until(&client, Duration::from_secs(60), "the job reported", |s| {
+        s["results_reported"].as_u64() == Some(1)
+    });
+    let log = client.output();
+    assert_eq!(
+        runs(runs_log),
+        1,
+        "the app ran again\n--- first ---\n{first}\n--- second ---\n{log}"
+    );
+    assert_eq!(s["results"][0]["exit_status"], 0, "{s}");
+    assert_eq!(uploaded(server, &s), "hello world\n", "{log}");
+    log
+}
+
 #[test]
 fn an_app_that_finishes_while_ferrited_is_down_is_reported_without_a_second_run() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (server, runs_log) = one_job(tmp.path(), "1.5");
-    let dir = client_dir(tmp.path(), "");
+    let dir = client_dir(tmp.path(), UNCONFINED);
     let port = free_port();
     let mut client = start_client(&dir, port, Some(&server.url));
     wait_for(Duration::from_secs(60), "the app started", || {
@@ -95,18 +124,7 @@ fn an_app_that_finishes_while_ferrited_is_down_is_reported_without_a_second_run(
         finish_file(&dir).is_some() && !app_running(&dir)
     });
 
-    let client = start_client(&dir, port, None);
-    let s = server.wait_until(&client, Duration::from_secs(60), "the job reported", |s| {
-        s["results_reported"].as_u64() == Some(1)
-    });
-    let log = client.output();
-    assert_eq!(
-        runs(&runs_log),
-        1,
-        "the app ran again\n--- first ---\n{first}\n--- second ---\n{log}"
-    );
-    assert_eq!(s["results"][0]["exit_status"], 0, "{s}");
-    assert_eq!(uploaded(&server, &s), "hello world\n", "{log}");
+    let log = restart_until_reported(&server, &dir, port, &runs_log, &first);
     assert!(
         log.contains("its app finished while no client ran"),
         "the log says the finish was found\n{log}"
@@ -117,7 +135,7 @@ fn an_app_that_finishes_while_ferrited_is_down_is_reported_without_a_second_run(
 fn an_app_still_running_after_a_kill_is_taken_over_not_started_again() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (server, runs_log) = one_job(tmp.path(), "4");
-    let dir = client_dir(tmp.path(), "");
+    let dir = client_dir(tmp.path(), UNCONFINED);
     let port = free_port();
     let mut client = start_client(&dir, port, Some(&server.url));
     wait_for(Duration::from_secs(60), "the app started", || {
@@ -133,18 +151,7 @@ fn an_app_still_running_after_a_kill_is_taken_over_not_started_again() {
     let first = client.output();
     assert!(app_running(&dir), "the app outlives its client\n{first}");
 
-    let client = start_client(&dir, port, None);
-    let s = server.wait_until(&client, Duration::from_secs(60), "the job reported", |s| {
-        s["results_reported"].as_u64() == Some(1)
-    });
-    let log = client.output();
-    assert_eq!(
-        runs(&runs_log),
-        1,
-        "the app was started again\n--- first ---\n{first}\n--- second ---\n{log}"
-    );
-    assert_eq!(s["results"][0]["exit_status"], 0, "{s}");
-    assert_eq!(uploaded(&server, &s), "hello world\n", "{log}");
+    let log = restart_until_reported(&server, &dir, port, &runs_log, &first);
     assert!(
         log.contains("taking over task") && log.contains("left running by a previous client"),
         "the log says the app was taken over\n{log}"

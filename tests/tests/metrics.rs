@@ -430,34 +430,12 @@ fn a_remote_bind_without_a_secret_is_refused_and_a_token_file_is_the_secret() {
     );
 }
 
-/// Raises this process's soft limit on open files to at least `want` (within the hard
-/// limit), for a test that holds many sockets.
-fn raise_nofile(want: libc::rlim_t) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write `lim`.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-        if lim.rlim_cur < want {
-            lim.rlim_cur = want.min(lim.rlim_max);
-            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-        }
-    }
-    assert!(
-        lim.rlim_cur >= want,
-        "the hard limit on open files ({}) is below {want}",
-        lim.rlim_max
-    );
-}
-
 /// 1,000 connections to the metrics server (its limit is 64), half silent and half stuck
 /// in the middle of a request head: while they are all held, a scrape and the dashboard
 /// are still served.
 #[test]
 fn a_scrape_and_the_dashboard_get_through_a_thousand_idle_connections() {
-    raise_nofile(1500);
+    ferrite_e2e::raise_nofile(1500);
     let dir = fixture_data_dir("02_tasks_running");
     let port = free_port();
     let d = dir.path().to_str().expect("utf-8 path");

@@ -166,7 +166,12 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
         ],
         &["--jobs", &jobs_arg],
     );
-    let dir = client_dir(tmp.path(), "");
+    let dir = client_dir(
+        tmp.path(),
+        // The apps count their runs in a file outside their slot and project, which a
+        // confined app cannot write (confinement is tested in confine.rs).
+        "<ferrite_confine_apps>0</ferrite_confine_apps>",
+    );
     let port = free_port();
     let reported = |s: &serde_json::Value| s["results_reported"].as_u64().unwrap_or(0);
 
@@ -323,6 +328,12 @@ fn ferrited_killed_at_random_moments_still_reports_every_job_exactly_once() {
     }
     if reported(&s) != jobs || results.len() as u64 != jobs {
         failures.push(format!("{} of {jobs} jobs reported", reported(&s)));
+    }
+    if app_runs < jobs {
+        failures.push(format!(
+            "{app_runs} app runs counted for {jobs} results: every result needs a run, so the \
+             runs file is not being written"
+        ));
     }
     if runs_per_result > 1.05 {
         failures.push(format!(
