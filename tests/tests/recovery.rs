@@ -28,15 +28,24 @@ fn stopped_while_running(base: &Path, jobs: u32) -> (Server, PathBuf, u16) {
     let port = free_port();
     let mut client = start_client(&dir, port, Some(&server.url));
     client.wait_for("starting task", T);
-    // Once every job's input (one each, `<app>_wu_<n>_in`) is downloaded.
+    // Once every job's input (one each, `<app>_wu_<n>_in`) is downloaded, and every download
+    // started by then (the apps' files among them) has finished too.
     let want: usize = jobs.parse().expect("jobs");
-    ferrite_e2e::inspect::wait_until("every job's input downloaded", T, || {
-        client
-            .output()
-            .lines()
-            .filter(|l| l.contains("Finished download of") && l.contains("_wu_"))
-            .count()
-            >= want
+    ferrite_e2e::inspect::wait_until("every job's input and app downloaded", T, || {
+        let log = client.output();
+        let named = |what: &str| -> std::collections::BTreeSet<String> {
+            log.lines()
+                .filter_map(|l| l.split(what).nth(1))
+                .filter_map(|rest| rest.split_whitespace().next())
+                .map(str::to_owned)
+                .collect()
+        };
+        let (started, finished) = (
+            named("Started download of "),
+            named("Finished download of "),
+        );
+        finished.iter().filter(|n| n.contains("_wu_")).count() >= want
+            && started.is_subset(&finished)
     });
     stop(&mut client);
     let s = status(&server.url);
