@@ -280,6 +280,53 @@ pub struct Task {
 }
 
 impl Task {
+    /// A task whose app runs as `pid` (started now, or taken over when `adopted`), its usage
+    /// starting from the checkpoint the configuration resumes from.
+    fn running(
+        pid: i32,
+        pid_starttime: u64,
+        shm: Option<SharedMem>,
+        cfg: TaskConfig,
+        now: Instant,
+        adopted: bool,
+    ) -> Task {
+        let usage = TaskUsage {
+            cpu_time: cfg.resume_from.cpu_time,
+            elapsed_time: cfg.resume_from.elapsed_time,
+            fraction_done: cfg.resume_from.fraction_done,
+            checkpoint: cfg.resume_from,
+            ..TaskUsage::default()
+        };
+        Task {
+            pid,
+            pid_starttime,
+            shm,
+            queue: ControlQueue::default(),
+            state: TaskState::Running,
+            requested: Requested::Nothing,
+            stopped: false,
+            suspend_check: None,
+            request_time: None,
+            term_time: None,
+            kill_time: None,
+            last_poll: now,
+            next_sample: now,
+            next_disk_check: now,
+            episode_cpu: 0.0,
+            members: BTreeSet::new(),
+            usage,
+            status: None,
+            network_suspended: false,
+            limit: None,
+            other_pids: Vec::new(),
+            graphics: GraphicsReply::default(),
+            finish_seen: None,
+            done: false,
+            adopted,
+            cfg,
+        }
+    }
+
     /// Starts the app in its (already set up) slot.
     pub fn start(cfg: TaskConfig, now: Instant) -> Result<Task, StartError> {
         let slot = cfg.slot_dir.clone();
@@ -310,41 +357,7 @@ impl Task {
         drop(ruleset);
         let pid_starttime = ProcStat::read(pid).map_or(0, |s| s.starttime);
         tracing::debug!(pid, result = %cfg.result_name, "app started");
-        let usage = TaskUsage {
-            cpu_time: cfg.resume_from.cpu_time,
-            elapsed_time: cfg.resume_from.elapsed_time,
-            fraction_done: cfg.resume_from.fraction_done,
-            checkpoint: cfg.resume_from,
-            ..TaskUsage::default()
-        };
-        let task = Task {
-            pid,
-            pid_starttime,
-            shm: Some(shm),
-            queue: ControlQueue::default(),
-            state: TaskState::Running,
-            requested: Requested::Nothing,
-            stopped: false,
-            suspend_check: None,
-            request_time: None,
-            term_time: None,
-            kill_time: None,
-            last_poll: now,
-            next_sample: now,
-            next_disk_check: now,
-            episode_cpu: 0.0,
-            members: BTreeSet::new(),
-            usage,
-            status: None,
-            network_suspended: false,
-            limit: None,
-            other_pids: Vec::new(),
-            graphics: GraphicsReply::default(),
-            finish_seen: None,
-            done: false,
-            adopted: false,
-            cfg,
-        };
+        let task = Task::running(pid, pid_starttime, Some(shm), cfg, now, false);
         task.send_heartbeat();
         Ok(task)
     }

@@ -31,42 +31,8 @@ impl Task {
             }
             _ => (0, 0, None),
         };
-        let usage = TaskUsage {
-            cpu_time: cfg.resume_from.cpu_time,
-            elapsed_time: cfg.resume_from.elapsed_time,
-            fraction_done: cfg.resume_from.fraction_done,
-            checkpoint: cfg.resume_from,
-            ..TaskUsage::default()
-        };
         tracing::debug!(pid, result = %cfg.result_name, "app adopted");
-        let task = Task {
-            pid,
-            pid_starttime,
-            shm,
-            queue: ControlQueue::default(),
-            state: TaskState::Running,
-            requested: Requested::Nothing,
-            stopped: false,
-            suspend_check: None,
-            request_time: None,
-            term_time: None,
-            kill_time: None,
-            last_poll: now,
-            next_sample: now,
-            next_disk_check: now,
-            episode_cpu: 0.0,
-            members: BTreeSet::new(),
-            usage,
-            status: None,
-            network_suspended: false,
-            limit: None,
-            other_pids: Vec::new(),
-            graphics: GraphicsReply::default(),
-            finish_seen: None,
-            done: false,
-            adopted: true,
-            cfg,
-        };
+        let task = Task::running(pid, pid_starttime, shm, cfg, now, true);
         task.send_heartbeat();
         Ok(task)
     }
