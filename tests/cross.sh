@@ -8,13 +8,20 @@
 #
 # Steps (each prints its time):
 #   1. tools: Debian's cross compilers and C libraries (gcc-aarch64-linux-gnu,
-#      gcc-arm-linux-gnueabihf, libc6-dev-arm64-cross, libc6-dev-armhf-cross),
-#      qemu-user-static, and the two Rust targets. As root (unless FERRITE_NO_INSTALL=1) the
-#      missing ones are installed; otherwise the script says what is missing and skips
-#      everything (exit 0), or fails under CI=true.
+#      gcc-arm-linux-gnueabihf, g++-aarch64-linux-gnu, g++-arm-linux-gnueabihf,
+#      libc6-dev-arm64-cross, libc6-dev-armhf-cross), qemu-user-static, and the two Rust
+#      targets. As root (unless FERRITE_NO_INSTALL=1) the missing ones are installed and dpkg
+#      is told of the arm64 and armhf architectures (so that `apt-get download` finds their
+#      BOINC API packages); otherwise the script says what is missing and skips everything
+#      (exit 0), or fails under CI=true.
 #   2. cross builds of ferrited and ferrite for both targets (the dev profile, as the
 #      packaging test's package; Dhrystone's C goes through the cross compiler in build.rs),
-#      and the other C in the tree (the fake NVML and OpenCL libraries of the tests).
+#      and the other C in the tree (the fake NVML and OpenCL libraries of the tests, the
+#      hostile app of the confinement test), and the C++ BOINC API test app linked against
+#      Debian's arm64 / armhf libboinc-app (downloaded with `apt-get download`, unpacked
+#      into a sysroot under the target folder, never installed). Under qemu the app runs
+#      standalone: a run that crashes after its first step, then one that resumes from its
+#      checkpoint and calls boinc_finish.
 #   3. under qemu-user (qemu-aarch64-static / qemu-arm-static with the cross C libraries as
 #      sysroot; binfmt_misc is not needed): the unit tests of the pure crates
 #      (ferrite-proto, ferrite-sched, ferrite-hostinfo) for aarch64, ferrite-hostinfo's
@@ -22,8 +29,12 @@
 #      checked for the vendor and the platforms.
 #   4. the demo on aarch64: `ferrite demo` (native) with an aarch64 ferrited under qemu; the
 #      demo project (native) serves the aarch64 platform its scheduler request names.
-#   5. `cargo deb --target` for both: the package lists arm64 / armhf, unpacks into a
-#      throwaway root (dpkg -x), its ferrited is an ELF for that machine and runs under qemu.
+#   5. `cargo deb --target` for both: the package lists arm64 / armhf, its ferrited is an
+#      ELF for that machine and runs under qemu. As root it is installed into a throwaway
+#      root the way tests/tests/packaging.rs installs the amd64 one (`dpkg --root
+#      --force-script-chrootless`, plus --force-architecture): the maintainer scripts create
+#      the boinc account and the data directory there, and a purge removes them; otherwise
+#      it is unpacked (dpkg -x).
 #
 # The native suite stays native: only these steps are emulated.
 set -euo pipefail
@@ -34,6 +45,7 @@ TARGETS=(aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf)
 # Each package and a program that shows it is installed ("-": ask dpkg).
 TOOLS=(
     "gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc" "gcc-arm-linux-gnueabihf arm-linux-gnueabihf-gcc"
+    "g++-aarch64-linux-gnu aarch64-linux-gnu-g++" "g++-arm-linux-gnueabihf arm-linux-gnueabihf-g++"
     "libc6-dev-arm64-cross -" "libc6-dev-armhf-cross -"
     "qemu-user-static qemu-aarch64-static" "qemu-user-static qemu-arm-static"
 )
@@ -107,6 +119,17 @@ if [ "$(id -u)" = 0 ] && [ "${FERRITE_NO_INSTALL:-0}" != 1 ]; then
     if [ "${#need_targets[@]}" -gt 0 ] && command -v rustup >/dev/null; then
         rustup target add "${need_targets[@]}"
     fi
+    # The BOINC API test app's libraries come from Debian's arm64 / armhf packages.
+    foreign="$(dpkg --print-foreign-architectures)"
+    added=no
+    for arch in arm64 armhf; do
+        if ! grep -qx "$arch" <<<"$foreign"; then
+            dpkg --add-architecture "$arch"
+            added=yes
+        fi
+    done
+    # An index that cannot be fetched (a third-party source without ARM) is not fatal.
+    [ "$added" = yes ] && { apt-get update -qq || true; }
     mapfile -t need < <(missing_tools)
     mapfile -t need_targets < <(missing_targets)
 fi
@@ -138,6 +161,13 @@ gcc_for() {
     case "$1" in
         aarch64-unknown-linux-gnu) echo aarch64-linux-gnu-gcc ;;
         armv7-unknown-linux-gnueabihf) echo arm-linux-gnueabihf-gcc ;;
+    esac
+}
+# The multiarch folder of a target's libraries.
+multiarch_for() {
+    case "$1" in
+        aarch64-unknown-linux-gnu) echo aarch64-linux-gnu ;;
+        armv7-unknown-linux-gnueabihf) echo arm-linux-gnueabihf ;;
     esac
 }
 # What `dpkg --print-architecture` says on that machine, and the ELF e_machine of its programs.
@@ -180,7 +210,61 @@ for t in "${TARGETS[@]}"; do
         "$cc" -shared -fPIC -O1 "-DFAKE_$vendor" -o "$tmp/fake_icd_$vendor-$t.so" \
             crates/ferrite-hostinfo/tests/fake_opencl/fake_icd.c
     done
+    "$cc" -O1 -Wall -o "$tmp/hostile-$t" tests/apps/hostile.c
     step_done "build $t"
+done
+
+# The C++ BOINC API test app for each target, against Debian's libboinc-app of that
+# architecture. Debian's static libboinc_api.a holds no code, so the app links the shared
+# libraries, which qemu finds through LD_LIBRARY_PATH in the unpacked sysroot.
+boinc_api_debs="libboinc-app-dev libboinc-app7 libboinc7 libssl3"
+for t in "${TARGETS[@]}"; do
+    arch="$(deb_arch_for "$t")"
+    step "BOINC API test app for $arch"
+    sysroot="$tdir/boinc-api-$arch"
+    lib="$sysroot/usr/lib/$(multiarch_for "$t")"
+    if [ ! -e "$lib/libboinc_api.so" ]; then
+        debs="$tdir/boinc-api-debs-$arch"
+        rm -rf "$debs" "$sysroot"
+        mkdir -p "$debs"
+        # shellcheck disable=SC2086 # a list of package names
+        if ! (cd "$debs" && apt-get download -qq $(printf "%s:$arch " $boinc_api_debs)) \
+            >"$tmp/apt-download-$arch.log" 2>&1; then
+            cat "$tmp/apt-download-$arch.log"
+            msg="apt-get download of the $arch BOINC API packages failed (as root, this script adds the architecture: dpkg --add-architecture $arch && apt-get update)"
+            [ "${CI:-}" = true ] && fail "$msg"
+            echo "SKIPPED tests/cross.sh: $msg"
+            [ -n "${FERRITE_SKIPPED_LOG:-}" ] && echo "SKIPPED tests/cross.sh: $msg" >>"$FERRITE_SKIPPED_LOG"
+            continue
+        fi
+        for deb in "$debs"/*.deb; do dpkg -x "$deb" "$sysroot"; done
+    fi
+    app="$tmp/boinc_test_app-$arch"
+    cxx="$(gcc_for "$t")"
+    "${cxx%gcc}g++" -O1 -I"$sysroot/usr/include/boinc" \
+        -o "$app" crates/ferrite-supervise/tests/apps/test_app.cpp \
+        -L"$lib" -Wl,-rpath-link,"$lib" -lboinc_api -lboinc -lpthread
+    [ "$(elf_machine "$app")" = "$(elf_machine_for "$t")" ] || fail "$app: not an ELF for $arch"
+    # Standalone (no init_data.xml): the first run crashes after one step, which the API's
+    # signal handler turns into exit status 193; the second resumes from the checkpoint.
+    run="$tmp/app-run-$arch"
+    mkdir -p "$run"
+    echo 4 >"$run/in"
+    app_lib="$(cd "$lib" && pwd)"
+    app_abs="$(cd "$(dirname "$app")" && pwd)/$(basename "$app")"
+    rc=0
+    # shellcheck disable=SC2046 # the qemu command line is words
+    (cd "$run" && LD_LIBRARY_PATH="$app_lib" $(qemu_for "$t") "$app_abs" --crash --step-ms 20) ||
+        rc=$?
+    [ "$rc" = 193 ] || fail "$arch test app: --crash exited $rc, not 193"
+    # shellcheck disable=SC2046
+    (cd "$run" && LD_LIBRARY_PATH="$app_lib" $(qemu_for "$t") "$app_abs" --step-ms 20) ||
+        fail "$arch test app: the resumed run failed"
+    grep -q "resuming from checkpoint" "$run/stderr.txt" || fail "$arch test app did not resume"
+    [ "$(cat "$run/out")" = "done 4 steps" ] || fail "$arch test app: out is '$(cat "$run/out")'"
+    [ -e "$run/boinc_finish_called" ] || fail "$arch test app: no boinc_finish_called"
+    echo "   crashed once (193), resumed from its checkpoint, finished: $(cat "$run/out")"
+    step_done "test app $arch"
 done
 
 step "unit tests under qemu (aarch64: ferrite-proto, ferrite-sched, ferrite-hostinfo)"
@@ -278,8 +362,31 @@ for t in "${TARGETS[@]}"; do
     deb="$(ls "$out"/*.deb)"
     echo "   $(basename "$deb")"
     [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "$deb: not Architecture $arch"
-    root="$out/root"
-    dpkg -x "$deb" "$root"
+    # Absolute: dpkg runs the maintainer scripts by their path under the root.
+    root="$(cd "$out" && pwd)/root"
+    installed=no
+    if [ "$(id -u)" = 0 ]; then
+        # A throwaway root with an empty dpkg database, as the amd64 packaging test does.
+        mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
+        : >"$root/var/lib/dpkg/status"
+        deb_root() {
+            dpkg --root="$root" --force-script-chrootless --force-depends \
+                --force-architecture --log=/dev/null "$@"
+        }
+        deb_root -i "$deb" >"$out/dpkg-install.log" 2>&1 || {
+            cat "$out/dpkg-install.log"
+            fail "dpkg --root -i $deb"
+        }
+        [ "$(dpkg --root="$root" -s ferrite | sed -n 's/^Architecture: //p')" = "$arch" ] ||
+            fail "$deb: the installed package is not Architecture $arch"
+        grep -q '^boinc:' "$root/etc/passwd" || fail "$deb: no boinc account in the root"
+        [ -d "$root/var/lib/ferrite" ] || fail "$deb: no /var/lib/ferrite"
+        [ -L "$root/var/lib/ferrite/gui_rpc_auth.cfg" ] || fail "$deb: no gui_rpc_auth.cfg link"
+        installed=yes
+        echo "   installed into a throwaway root: boinc account, /var/lib/ferrite, links"
+    else
+        dpkg -x "$deb" "$root"
+    fi
     for b in ferrited ferrite; do
         [ "$(elf_machine "$root/usr/bin/$b")" = "$(elf_machine_for "$t")" ] ||
             fail "$deb: usr/bin/$b is not an ELF for $arch"
@@ -287,6 +394,15 @@ for t in "${TARGETS[@]}"; do
     [ -f "$root/etc/ferrite/cc_config.xml" ] || fail "$deb: no /etc/ferrite/cc_config.xml"
     # shellcheck disable=SC2046 # the qemu command line is words
     $(qemu_for "$t") "$root/usr/bin/ferrited" --version | sed 's/^/   | /'
+    if [ "$installed" = yes ]; then
+        deb_root --purge ferrite >"$out/dpkg-purge.log" 2>&1 || {
+            cat "$out/dpkg-purge.log"
+            fail "dpkg --root --purge ferrite ($arch)"
+        }
+        [ ! -e "$root/usr/bin/ferrited" ] && [ ! -e "$root/var/lib/ferrite" ] ||
+            fail "$deb: the purge left ferrited or /var/lib/ferrite"
+        echo "   purged: ferrited and /var/lib/ferrite gone"
+    fi
     step_done "deb $arch"
 done
 

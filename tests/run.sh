@@ -45,6 +45,7 @@ PEERS=(
     # what they build (no binfmt_misc needed).
     "gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc" "gcc-arm-linux-gnueabihf arm-linux-gnueabihf-gcc"
     "libc6-dev-arm64-cross -" "libc6-dev-armhf-cross -" "qemu-user-static qemu-aarch64-static"
+    "g++-aarch64-linux-gnu aarch64-linux-gnu-g++" "g++-arm-linux-gnueabihf arm-linux-gnueabihf-g++"
 )
 
 # Whether peer package $1 is installed: its program $2 is on the PATH, or, for "-", dpkg
