@@ -4,6 +4,9 @@
 use anyhow::Context as _;
 use ferrite_gui_rpc::{GuiRpcClient, ProjectAction, Request, ResultAction, RunMode};
 
+use ferrite_proto::prefs::TEMP_LIMIT_MAX_C;
+use ferrite_proto::prefs_edit::set_override_numbers;
+
 use crate::model::{self, Project, Status, Task};
 use crate::tables::{now, status_text, table, tasks_table, ProjectNames};
 use crate::{control, exit, fetch, print_json, ModeValue, ModeWhich, ProjectOp, TaskOp};
@@ -249,6 +252,49 @@ pub(crate) async fn prefs_set(
     let raw = doc.trim().to_owned();
     client
         .call_expect_success(&Request::SetGlobalPrefsOverride { raw })
+        .await
+        .context("set_global_prefs_override")?;
+    control(client, &Request::ReadGlobalPrefsOverride, json).await?;
+    Ok(())
+}
+
+/// `ferrite prefs limits`: the temperature limits set in the client's override file (its
+/// other values kept), which the client then reads again.
+pub(crate) async fn prefs_limits(
+    client: &mut GuiRpcClient,
+    cpu: Option<f64>,
+    gpu: Option<f64>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut values = Vec::new();
+    for (name, option, v) in [
+        ("ferrite_cpu_temp_limit", "--cpu-temp-limit", cpu),
+        ("ferrite_gpu_temp_limit", "--gpu-temp-limit", gpu),
+    ] {
+        let Some(v) = v else { continue };
+        if !(0.0..=TEMP_LIMIT_MAX_C).contains(&v) {
+            return Err(exit::usage(format!(
+                "{option} takes °C from 0 (no limit) to {TEMP_LIMIT_MAX_C}"
+            )));
+        }
+        values.push((name, v));
+    }
+    let body = client.call(&Request::GetGlobalPrefsOverride).await?;
+    if body.contains("<unauthorized/>") {
+        return Err(ferrite_gui_rpc::ClientError::Unauthorized.into());
+    }
+    // No override file yet: the client answers with an error element instead.
+    let current = if model::prefs(&body).is_some() {
+        body.trim()
+    } else {
+        ""
+    };
+    let raw = set_override_numbers(current, &values)
+        .context("the client's override file cannot be edited")?;
+    client
+        .call_expect_success(&Request::SetGlobalPrefsOverride {
+            raw: raw.trim().to_owned(),
+        })
         .await
         .context("set_global_prefs_override")?;
     control(client, &Request::ReadGlobalPrefsOverride, json).await?;

@@ -4,7 +4,7 @@
 //! Reading commands (`status`, `tasks`, `projects`, `messages`, `transfers`, `prefs get`)
 //! print tables for people or JSON with `--json` (`messages --follow --json`: one object per
 //! line); control commands (`mode`, `task`, `project`, `attach`, `detach`, `prefs set`,
-//! `benchmark`, `config reload`, `quit`) print nothing on success. The password is found the way `boinccmd` finds it
+//! `prefs limits`, `benchmark`, `config reload`, `quit`) print nothing on success. The password is found the way `boinccmd` finds it
 //! ([`password`]); errors go to stderr with a distinct exit status for each kind
 //! ([`exit`]). A closed pipe ends the output quietly.
 
@@ -37,8 +37,8 @@ use ferrite_gui_rpc::{ClientError, GuiRpcClient, ProjectAction, Request};
 use serde::Serialize;
 
 use crate::commands::{
-    explain, mode_request, prefs_get, prefs_set, project_request, projects, status, task_request,
-    tasks,
+    explain, mode_request, prefs_get, prefs_limits, prefs_set, project_request, projects, status,
+    task_request, tasks,
 };
 use crate::model::{Message, Task, Transfer};
 use crate::tables::{message_line, transfers_table};
@@ -232,6 +232,16 @@ enum PrefsOp {
     Set {
         /// A `<global_preferences>` document.
         file: PathBuf,
+    },
+    /// Set Ferrite's temperature limits in the local override, keeping its other values.
+    #[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
+    Limits {
+        /// CPU temperature (°C) over which CPU tasks are suspended; 0 = no limit.
+        #[arg(long, value_name = "CELSIUS", group = "limit")]
+        cpu_temp_limit: Option<f64>,
+        /// GPU temperature (°C) over which GPU tasks are suspended; 0 = no limit.
+        #[arg(long, value_name = "CELSIUS", group = "limit")]
+        gpu_temp_limit: Option<f64>,
     },
 }
 
@@ -563,6 +573,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prefs {
             op: PrefsOp::Set { file },
         } => prefs_set(&mut client, file, json).await?,
+        Command::Prefs {
+            op:
+                PrefsOp::Limits {
+                    cpu_temp_limit,
+                    gpu_temp_limit,
+                },
+        } => prefs_limits(&mut client, *cpu_temp_limit, *gpu_temp_limit, json).await?,
         Command::Benchmark => control(&mut client, &Request::RunBenchmarks, json).await?,
         Command::Mode {
             which,

@@ -1,5 +1,5 @@
 //! The `ferrite` commands over GUI RPC ops added after the first release — `transfers`,
-//! `attach`, `detach`, `prefs get|set`, `benchmark`, `messages --follow` — run end to end
+//! `attach`, `detach`, `prefs get|set|limits`, `benchmark`, `messages --follow` — run end to end
 //! against `ferrited` on a copy of the `02_tasks_running` data directory.
 
 use std::path::Path;
@@ -183,6 +183,50 @@ fn prefs_get_and_set_round_trip_through_the_override_file() {
     assert_eq!(
         c.json(&["prefs", "get", "--override"])["cpu_usage_limit"],
         "75.000000"
+    );
+    c.stop();
+}
+
+#[test]
+fn prefs_limits_sets_the_temperature_limits_and_keeps_the_override() {
+    let c = Client::start();
+    assert_eq!(
+        c.json(&[
+            "prefs",
+            "limits",
+            "--cpu-temp-limit",
+            "80",
+            "--gpu-temp-limit",
+            "85"
+        ]),
+        serde_json::json!({ "ok": true })
+    );
+    let over = c.json(&["prefs", "get", "--override"]);
+    assert_eq!(over["ferrite_cpu_temp_limit"], "80.000000");
+    assert_eq!(over["ferrite_gpu_temp_limit"], "85.000000");
+    // The fixture's own override values are still there.
+    assert_eq!(over["max_ncpus_pct"], "100.000000");
+    assert_eq!(over["work_buf_min_days"], "0.010000");
+    // The client applied it.
+    let working = c.json(&["prefs", "get"]);
+    assert_eq!(working["ferrite_cpu_temp_limit"], "80.000000", "{working}");
+    assert_eq!(working["ferrite_gpu_temp_limit"], "85.000000", "{working}");
+
+    // One limit changed, the other kept; 0 turns a limit off.
+    c.ok(&["prefs", "limits", "--cpu-temp-limit", "0"]);
+    let over = c.json(&["prefs", "get", "--override"]);
+    assert_eq!(over["ferrite_cpu_temp_limit"], "0.000000");
+    assert_eq!(over["ferrite_gpu_temp_limit"], "85.000000");
+
+    // Out of range or nothing to set: a usage error, nothing sent.
+    assert_eq!(
+        c.run(&["prefs", "limits", "--gpu-temp-limit", "400"]).code,
+        2
+    );
+    assert_eq!(c.run(&["prefs", "limits"]).code, 2);
+    assert_eq!(
+        c.json(&["prefs", "get", "--override"])["ferrite_gpu_temp_limit"],
+        "85.000000"
     );
     c.stop();
 }

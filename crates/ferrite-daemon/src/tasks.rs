@@ -10,6 +10,7 @@
 
 mod end;
 mod exit;
+mod grace;
 mod rec;
 mod recover;
 mod start;
@@ -209,6 +210,11 @@ pub struct TaskTable {
     /// Slots of tasks that ended, kept until a state file that says so is on disk, with the
     /// generation of the state changes that must be saved first (`None`: not yet known).
     done_slots: Vec<(Option<u64>, Slot)>,
+    /// cc_config `ferrite_checkpoint_grace`: how long a task may run on to its next
+    /// checkpoint once computing is suspended for a reason that can wait, seconds.
+    pub checkpoint_grace: f64,
+    /// The running tasks let run on to their next checkpoint (`tasks/grace.rs`).
+    waits: HashMap<Key, ferrite_sched::checkpoint_grace::Waiting>,
 }
 
 impl TaskTable {
@@ -247,6 +253,8 @@ impl TaskTable {
             sched_priorities: Vec::new(),
             adopt: HashMap::new(),
             done_slots: Vec::new(),
+            checkpoint_grace: ferrite_proto::cc_config::CHECKPOINT_GRACE_DEFAULT_SECS,
+            waits: HashMap::new(),
         }
     }
 
@@ -342,7 +350,9 @@ impl TaskTable {
     /// or when its own next wakeup came. While computing is suspended
     /// (`inputs.suspend`) nothing starts and every process stops: suspended in memory, or told
     /// to quit when the reason allows it, `leave_apps_in_memory` is off and the task has a
-    /// checkpoint to restart from. The tick reads no clock: all its time is `now`'s.
+    /// checkpoint to restart from; for a reason that can wait, a task that checkpoints first
+    /// runs on to its next checkpoint (`tasks/grace.rs`). The tick reads no clock: all its
+    /// time is `now`'s.
     pub fn tick(
         &mut self,
         state: &mut ClientState,
@@ -370,6 +380,7 @@ impl TaskTable {
         }
         let live_before = self.live.len();
         self.poll_all(state, inst, now, &mut report);
+        self.stop_at_checkpoints(state, inputs.suspend, quit_when_suspended, inst, now);
         let exited = self.live.len() != live_before;
         let (finish_changed, fast_poll) = crate::finishing::watch(&mut self.live, inst);
         if finish_changed {
@@ -444,6 +455,10 @@ impl TaskTable {
         let keys: Vec<Key> = self.live.keys().cloned().collect();
         for key in keys {
             let id = self.ids.job_id(&key.0, &key.1);
+            let runs_on = match inputs.suspend {
+                Some(reason) => self.runs_on_to_checkpoint(&key, reason, now),
+                None => false,
+            };
             let Some(l) = self.live.get_mut(&key) else {
                 continue;
             };
@@ -484,18 +499,8 @@ impl TaskTable {
                     );
                     l.task.quit(inst);
                 }
-            } else if st == TaskState::Running {
-                if quit_when_suspended && checkpointed {
-                    info!(
-                        project = %key.0,
-                        "removing task {} from memory (it restarts from its checkpoint)",
-                        key.1
-                    );
-                    l.task.quit(inst);
-                } else {
-                    info!(project = %key.0, "suspending task {}", key.1);
-                    l.task.suspend(inst);
-                }
+            } else if st == TaskState::Running && !runs_on {
+                grace::stop_for_suspension(l, &key, quit_when_suspended && checkpointed, inst);
             }
         }
         // Start what should run and has no process.

@@ -419,7 +419,15 @@ pub struct CcOptions {
     /// Ferrite only: `<ferrite_unconfined_project>URL</ferrite_unconfined_project>`, once per
     /// project whose apps run without confinement (canonical master URLs).
     pub ferrite_unconfined_projects: Vec<String>,
+    /// Ferrite only: `<ferrite_checkpoint_grace>SECS</ferrite_checkpoint_grace>`, how long a
+    /// task that checkpoints may run on to its next checkpoint when computing is suspended
+    /// for a reason that can wait (default 300; 0 = suspend at once); written back only when
+    /// not the default.
+    pub ferrite_checkpoint_grace: f64,
 }
+
+/// The default of `ferrite_checkpoint_grace`, seconds.
+pub const CHECKPOINT_GRACE_DEFAULT_SECS: f64 = 300.0;
 
 impl Default for CcOptions {
     fn default() -> Self {
@@ -494,6 +502,7 @@ impl Default for CcOptions {
             ferrite_metrics_port: 0,
             ferrite_confine_apps: true,
             ferrite_unconfined_projects: Vec::new(),
+            ferrite_checkpoint_grace: CHECKPOINT_GRACE_DEFAULT_SECS,
         }
     }
 }
@@ -565,6 +574,7 @@ impl CcOptions {
             "max_stderr_file_size" => &mut self.max_stderr_file_size,
             "max_stdout_file_size" => &mut self.max_stdout_file_size,
             "start_delay" => &mut self.start_delay,
+            "ferrite_checkpoint_grace" => &mut self.ferrite_checkpoint_grace,
             _ => return None,
         })
     }
@@ -796,6 +806,9 @@ impl CcOptions {
         for url in &self.ferrite_unconfined_projects {
             w.text("ferrite_unconfined_project", url);
         }
+        if self.ferrite_checkpoint_grace != CHECKPOINT_GRACE_DEFAULT_SECS {
+            w.f64("ferrite_checkpoint_grace", self.ferrite_checkpoint_grace);
+        }
         w.close("options");
     }
 }
@@ -964,6 +977,19 @@ mod tests {
         let o = &parsed.value.options;
         assert!(!o.ferrite_confine_apps);
         assert_eq!(o.ferrite_unconfined_projects, ["https://p.example/x/"]);
+        let again = CcConfig::parse(&parsed.value.to_xml(), "again").expect("re-parses");
+        assert_eq!(again.value, parsed.value);
+    }
+
+    #[test]
+    fn checkpoint_grace_defaults_to_five_minutes_and_is_written_only_when_set() {
+        assert_eq!(CcConfig::default().options.ferrite_checkpoint_grace, 300.0);
+        assert!(!CcConfig::default().to_xml().contains("checkpoint_grace"));
+        let text = "<cc_config><options><ferrite_checkpoint_grace>0</ferrite_checkpoint_grace>\
+                    </options></cc_config>";
+        let parsed = CcConfig::parse(text, "cc_config.xml").expect("parses");
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        assert_eq!(parsed.value.options.ferrite_checkpoint_grace, 0.0);
         let again = CcConfig::parse(&parsed.value.to_xml(), "again").expect("re-parses");
         assert_eq!(again.value, parsed.value);
     }

@@ -26,5 +26,6 @@ pub mod job_log;
 pub mod notices;
 pub mod nvc_config;
 pub mod prefs;
+pub mod prefs_edit;
 pub mod statistics;
 pub mod version;

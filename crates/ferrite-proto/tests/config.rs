@@ -851,6 +851,7 @@ prop_compose! {
                 } else {
                     Vec::new()
                 },
+                ferrite_checkpoint_grace: if b(3) { 0.0 } else { 300.0 },
             },
         }
     }

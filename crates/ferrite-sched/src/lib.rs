@@ -65,6 +65,7 @@
 //! that keep the sensors under their limits), [`wake`] (when the next pass is due).
 
 pub mod accounting;
+pub mod checkpoint_grace;
 pub mod describe;
 pub mod disk;
 pub mod error;

@@ -400,11 +400,18 @@ impl Daemon {
         let ids = self.tasks.ids();
         let url_of = |p: usize| ids.projects.get(p).cloned().unwrap_or_default();
         for job in &world.jobs {
-            let Some((url, name)) = ids.job(job.id) else {
+            let Some(key) = ids.job(job.id) else {
                 continue;
             };
-            let (decision, reason) = if let Some(e) = pass.run.run.iter().find(|e| e.job == job.id)
-            {
+            let (url, name) = key;
+            let (decision, reason) = if self.tasks.suspending_at_checkpoint(key) {
+                (
+                    "run",
+                    "suspending at checkpoint: computing is suspended; it runs on to its next \
+                     checkpoint, then it is suspended"
+                        .to_owned(),
+                )
+            } else if let Some(e) = pass.run.run.iter().find(|e| e.job == job.id) {
                 ("run", e.reason.describe())
             } else if let Some(e) = pass.run.preempt.iter().find(|e| e.job == job.id) {
                 ("preempt", e.reason.describe(e.action))
