@@ -24,7 +24,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ferrite-net", &["ferrite-project", "ferrite-proto"]),
     ("ferrite-testproject", &["ferrite-proto"]),
     ("ferrite-sim", &["ferrite-sched", "ferrite-proto"]),
-    ("ferrite-ctl", &["ferrite-gui-rpc"]),
+    ("ferrite-ctl", &["ferrite-gui-rpc", "ferrite-proto"]),
     ("ferrite-sched", &[]),
     ("ferrite-gui-rpc", &[]),
     ("ferrite-supervise", &[]),
