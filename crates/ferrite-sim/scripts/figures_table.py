@@ -6,16 +6,17 @@ Run from the repository root after `cargo build --release -p ferrite-sim`:
 Official figures come from each scenario folder's `emulator_output_<variant>.txt` ("missed"
 is the sum of the projects' missed deadlines); bold marks a Ferrite figure worse at the third
 decimal.
-`figures_table.py seeds [SCENARIO]` prints instead the table over seeds 1-20 of sample_legacy (or
-of SCENARIO: flaky_part_time): the official per-seed figures from its `official_seeds.txt`,
-Ferrite's from ferrite-sim, means of both.
+`figures_table.py seeds [SCENARIO]` prints instead the table over the seeds of sample_legacy (or
+of SCENARIO: flaky_part_time) that its `official_seeds.txt` holds (1-20; flaky_part_time: 1-100):
+the official per-seed figures from that file, Ferrite's from ferrite-sim, means of both.
 """
 import json, re, subprocess, sys, os
 BIN = os.environ.get("SIM", "target/release/ferrite-sim")
 FIX = "crates/ferrite-sim/tests/fixtures"
 SC = [("a_long_vs_short", 8640000, []), ("b_three_projects", 864000, []), ("sample_legacy", 86400, []),
       ("gpu_shared", 864000, []), ("gpu_deadlines", 864000, []), ("edf_short_behind_long", 86400, ["--existing_jobs_only"]),
-      ("mt_beside_st", 864000, []), ("app_max_concurrent", 864000, [])]
+      ("mt_beside_st", 864000, []), ("app_max_concurrent", 864000, []),
+      ("two_gpu_types", 864000, [])]
 SEEDED = {"sample_legacy": 86400, "flaky_part_time": 864000}
 VAR = [("default", []), ("rr_only", ["--cpu_sched_rr_only"]), ("server_uses_workload", ["--server_uses_workload"])]
 def seed_means(name):

@@ -100,6 +100,7 @@ struct World<'a> {
     opts: SimOptions,
     res: Resources,
     host: HostProcesses,
+    /// Per project: its scheduler's up/down process, sampled at each RPC attempt.
     project_up: Vec<OnOffProcess>,
     servers: Vec<ProjectServer>,
     policy: Box<dyn ClientPolicy>,
@@ -289,7 +290,7 @@ impl<'a> World<'a> {
         while let Some(plan) = self.policy.next_rpc(now, &self.jobs, &contacted) {
             let p = plan.project;
             contacted[p] = true;
-            if !self.project_up[p].at(now) {
+            if !self.project_up[p].at_contact(now) {
                 self.policy.rpc_failed(now, p);
                 continue;
             }

@@ -110,6 +110,25 @@ impl OnOffProcess {
         self.up
     }
 
+    /// The state as the official emulator samples a project scheduler's availability
+    /// (`RANDOM_PROCESS::sample` in BOINC's `client/sim_util.cpp`, called at each RPC attempt
+    /// with the time since the previous one): the process moves on only when sampled, and at
+    /// most one period ends per sample, however long ago the previous sample was. So a
+    /// scheduler found up before a long gap is down at the next attempt, and one found down is
+    /// up; the period that sample starts may already be over at the attempt after it.
+    pub fn at_contact(&mut self, t: f64) -> bool {
+        if self.next_flip < t {
+            self.up = !self.up;
+            let mean = if self.up {
+                self.up_mean
+            } else {
+                self.down_mean
+            };
+            self.next_flip += exponential(&mut self.rng, mean).max(1e-3);
+        }
+        self.up
+    }
+
     /// When the state next changes.
     pub fn next_change(&self) -> f64 {
         self.next_flip
@@ -139,6 +158,32 @@ mod tests {
         let up = (0..n).filter(|i| p.at(f64::from(*i) * 60.0)).count();
         let f = up as f64 / f64::from(n);
         assert!((f - 0.7).abs() < 0.02, "{f}");
+    }
+
+    /// Sampled the official emulator's way, the process ends at most one period per sample:
+    /// after a gap longer than any period it has flipped once, and the period that flip
+    /// started is over at the next sample, so it flips back; an always-up process never flips.
+    #[test]
+    fn at_contact_ends_one_period_per_sample() {
+        let a = Availability {
+            frac: 0.5,
+            lambda: 100.0,
+        };
+        for seed in 1..20 {
+            let mut p = OnOffProcess::new(a, 0.0, rng(seed, 3));
+            let first = p.at_contact(0.0);
+            assert_eq!(p.at_contact(1e7), !first, "seed {seed}");
+            assert_eq!(p.at_contact(1e7 + 1.0), first, "seed {seed}");
+        }
+        let mut always = OnOffProcess::new(
+            Availability {
+                frac: 1.0,
+                lambda: 100.0,
+            },
+            0.0,
+            rng(1, 3),
+        );
+        assert!((0..10).all(|k| always.at_contact(1e7 * f64::from(k))));
     }
 
     #[test]
