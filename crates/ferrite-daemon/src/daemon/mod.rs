@@ -3,4 +3,5 @@
 //! parts whose glue is here never name `Daemon` (`tests/architecture.rs` checks it): their
 //! methods take what they read as arguments and return what the glue must do.
 
+mod notices;
 mod setup;
