@@ -5,3 +5,4 @@
 
 mod notices;
 mod setup;
+mod web;
