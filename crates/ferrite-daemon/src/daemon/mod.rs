@@ -3,6 +3,7 @@
 //! parts whose glue is here never name `Daemon` (`tests/architecture.rs` checks it): their
 //! methods take what they read as arguments and return what the glue must do.
 
+mod acct_mgr;
 mod notices;
 mod setup;
 mod web;
