@@ -837,6 +837,99 @@ mod tests {
         assert!(am.poll_xml().contains("<message>closed</message>"));
     }
 
+    /// A manager in use (an account key), its next periodic sync at `next`.
+    fn in_use(next: f64) -> AcctMgr {
+        let mut am = AcctMgr::default();
+        am.url_file.url = "http://am.example/".into();
+        am.login.authenticator = "k".into();
+        am.clock.next_rpc_time = next;
+        am
+    }
+
+    #[test]
+    fn syncs_start_on_the_clock_and_when_a_dynamic_managers_host_starves() {
+        let mut none = AcctMgr::default();
+        assert_eq!(none.tick(100.0, || true), None, "no manager");
+        let mut am = in_use(50.0);
+        let target = am.current();
+        assert_eq!(am.tick(100.0, || true), Some(target.clone()), "due");
+        assert!(
+            am.clock.next_rpc_time > 100.0,
+            "the next periodic sync moves on"
+        );
+        assert_eq!(am.tick(101.0, || true), None, "not a dynamic manager");
+        am.login.dynamic = true;
+        assert_eq!(am.tick(101.0, || true), None, "idle from now on");
+        assert_eq!(
+            am.tick(130.0, || panic!("looked again")),
+            None,
+            "once a minute"
+        );
+        assert_eq!(
+            am.tick(161.0, || true),
+            None,
+            "idle for less than 10 minutes"
+        );
+        assert_eq!(am.tick(702.0, || true), Some(target.clone()), "starved");
+        am.sent(target, false);
+        assert_eq!(am.tick(1e9, || true), None, "one sync at a time");
+    }
+
+    #[test]
+    fn a_sync_asked_for_is_sent_leaves_or_is_refused() {
+        let mut am = AcctMgr::default();
+        assert_eq!(am.begin(Target::default()), Begin::Nothing);
+        assert_eq!(am.op_error, (0, String::new()));
+        let bad = Target {
+            url: "http://localhost/".into(),
+            ..Target::default()
+        };
+        assert_eq!(am.begin(bad), Begin::Nothing);
+        assert_eq!(am.op_error.0, ERR_INVALID_URL);
+        let good = Target {
+            url: " http://am.example ".into(),
+            ..Target::default()
+        };
+        let Begin::Send(sent) = am.begin(good) else {
+            panic!("a valid URL is sent");
+        };
+        assert_eq!(sent.url, canonicalize_master_url("http://am.example"));
+        assert_eq!(am.op_error, (ERR_IN_PROGRESS, String::new()));
+        let mut am = in_use(0.0);
+        assert_eq!(am.begin(Target::default()), Begin::Leave);
+    }
+
+    #[test]
+    fn gui_requests_name_a_manager_or_are_refused() {
+        let none = AcctMgr::default();
+        let bad_arg = Err(reply::error("bad arg"));
+        assert_eq!(none.gui_target(None, None, None, true), bad_arg);
+        assert_eq!(
+            none.gui_target(Some("u".into()), None, None, false),
+            bad_arg
+        );
+        let am = in_use(0.0);
+        assert_eq!(am.gui_target(None, None, None, true), Ok(am.current()));
+        assert_eq!(
+            am.gui_target(
+                Some("http://other.example/".into()),
+                Some("n".into()),
+                Some("p".into()),
+                false
+            ),
+            Err(reply::error("attached to a different AM - detach first"))
+        );
+        let leave = am
+            .gui_target(
+                Some(String::new()),
+                Some(String::new()),
+                Some(String::new()),
+                false,
+            )
+            .expect("leaving is always allowed");
+        assert!(leave.url.is_empty());
+    }
+
     #[test]
     fn mod_time_of_prefs() {
         assert_eq!(mod_time("\n<mod_time>12.5</mod_time>\n"), 12.5);

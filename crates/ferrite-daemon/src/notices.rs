@@ -504,6 +504,43 @@ mod tests {
     }
 
     #[test]
+    fn due_fetches_follow_the_options_and_one_project_list_is_fetched_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = 1_795_608_000.0;
+        let mut f = Feeds::default();
+        f.set_project("P", "Proj", vec![feed("a", 100.0)]);
+        let mut o = CcOptions {
+            no_info_fetch: true,
+            ..CcOptions::default()
+        };
+        assert_eq!(f.due_fetches(&o, 0.0, t), InfoDue::default());
+        o.no_info_fetch = false;
+        o.dont_contact_ref_site = true;
+        let due = f.due_fetches(&o, 0.0, t);
+        assert_eq!(due.feed.map(|e| e.feed.url).as_deref(), Some("a"));
+        assert_eq!(due.project_list, None, "dont_contact_ref_site");
+        o.dont_contact_ref_site = false;
+        assert!(f.due_fetches(&o, 0.0, t).project_list.is_some());
+        assert_eq!(
+            f.due_fetches(&o, 0.0, t).project_list,
+            None,
+            "one at a time"
+        );
+        let list = "<projects>\n<project><name>X</name></project>\n</projects>\n";
+        let done = InfoFetched::ProjectList(Ok(list.to_owned()));
+        assert_eq!(f.info_fetched(dir.path(), done, t), Some(t));
+        assert!(project_list(dir.path()).contains("<name>X</name>"));
+        assert!(!f.project_list_in_flight);
+        let failed = InfoFetched::ProjectList(Err(-113));
+        assert_eq!(
+            f.info_fetched(dir.path(), failed, t),
+            Some(project_list_checked(false, t))
+        );
+        let feed_done = InfoFetched::Feed("a".into(), Err(-113));
+        assert_eq!(f.info_fetched(dir.path(), feed_done, t), None);
+    }
+
+    #[test]
     fn the_bundled_list_is_served_until_a_list_was_fetched() {
         let d = tempfile::tempdir().expect("tempdir");
         let bundled = project_list(d.path());
