@@ -589,7 +589,6 @@ pub fn gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> String {
 /// [`gui_rpc`] that returns a failed exchange (refused, closed, timed out, refused
 /// authentication) as an error instead of panicking: for nudges whose failure is harmless.
 pub fn try_gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> io::Result<String> {
-    use std::io::Write as _;
     // ferrited binds its GUI RPC port just after it logs "entering main loop": a client that
     // comes at once may find it not yet listening, so a refused connection is tried again
     // for a few seconds.
@@ -607,41 +606,41 @@ pub fn try_gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> io::Resul
         }
     };
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut exchange = |body: &str| -> io::Result<String> {
-        let msg = format!("<boinc_gui_rpc_request>\n{body}</boinc_gui_rpc_request>\n\u{3}");
-        s.write_all(msg.as_bytes())?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 65536];
-        while !buf.ends_with(&[3]) {
-            let n = s.read(&mut chunk)?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed before the reply's end",
-                ));
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        buf.pop();
-        Ok(String::from_utf8_lossy(&buf).into_owned())
-    };
     if let Some(pw) = password {
-        let r = exchange("<auth1/>\n")?;
-        let nonce = r
-            .split("<nonce>")
-            .nth(1)
-            .and_then(|t| t.split("</nonce>").next())
-            .ok_or_else(|| io::Error::other(format!("no nonce in {r}")))?
-            .to_owned();
-        let hash = ferrite_gui_rpc::auth::nonce_hash(&nonce, pw);
-        let r = exchange(&format!(
-            "<auth2>\n<nonce_hash>{hash}</nonce_hash>\n</auth2>\n"
-        ))?;
-        if !r.contains("<authorized/>") {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, r));
-        }
+        authorize(&mut s, pw)?;
     }
-    exchange(op_xml)
+    exchange(&mut s, op_xml)
+}
+
+/// Sends `op_xml` wrapped in `<boinc_gui_rpc_request>` on `s`; the reply text without its
+/// 0x03.
+fn exchange(s: &mut std::net::TcpStream, op_xml: &str) -> io::Result<String> {
+    use std::io::Write as _;
+    let msg = format!("<boinc_gui_rpc_request>\n{op_xml}</boinc_gui_rpc_request>\n\u{3}");
+    s.write_all(msg.as_bytes())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while !buf.ends_with(&[3]) {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed before the reply's end",
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    buf.pop();
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The authentication exchange on `s`, read by the GUI RPC client's own reader.
+fn authorize(s: &mut std::net::TcpStream, password: &str) -> io::Result<()> {
+    use ferrite_gui_rpc::client::{auth1_nonce, auth2_op, check_authorized, AUTH1_OP};
+    let r = exchange(s, AUTH1_OP)?;
+    let nonce = auth1_nonce(&r).ok_or_else(|| io::Error::other(format!("no nonce in {r}")))?;
+    let r = exchange(s, &auth2_op(nonce, password))?;
+    check_authorized(&r).map_err(|_| io::Error::new(io::ErrorKind::PermissionDenied, r))
 }
 
 /// One GUI RPC connection kept open across calls, as BOINC Manager keeps one (the official
@@ -659,35 +658,13 @@ impl GuiRpcSession {
             .set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
         let mut s = GuiRpcSession { stream };
-        let r = s.call("<auth1/>\n");
-        let nonce = r
-            .split("<nonce>")
-            .nth(1)
-            .and_then(|t| t.split("</nonce>").next())
-            .expect("nonce")
-            .to_owned();
-        let hash = ferrite_gui_rpc::auth::nonce_hash(&nonce, password);
-        let r = s.call(&format!(
-            "<auth2>\n<nonce_hash>{hash}</nonce_hash>\n</auth2>\n"
-        ));
-        assert!(r.contains("<authorized/>"), "{r}");
+        authorize(&mut s.stream, password).expect("authorized");
         s
     }
 
     /// Sends `op_xml`; the reply text without its 0x03.
     pub fn call(&mut self, op_xml: &str) -> String {
-        use std::io::Write as _;
-        let msg = format!("<boinc_gui_rpc_request>\n{op_xml}</boinc_gui_rpc_request>\n\u{3}");
-        self.stream.write_all(msg.as_bytes()).expect("send");
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 65536];
-        while !buf.ends_with(&[3]) {
-            let n = self.stream.read(&mut chunk).expect("read");
-            assert!(n > 0, "connection closed");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        buf.pop();
-        String::from_utf8_lossy(&buf).into_owned()
+        exchange(&mut self.stream, op_xml).expect("GUI RPC exchange")
     }
 }
 

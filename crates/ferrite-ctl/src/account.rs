@@ -103,7 +103,7 @@ pub async fn log_in(
         )
     };
     let body = client.call(&start).await?;
-    if let Some(text) = crate::error_text(&body) {
+    if let Some(text) = ferrite_gui_rpc::client::error_text(&body) {
         anyhow::bail!("{what} at {url}: {text}");
     }
     let reply = poll_until_done(client, &poll, "account_out", what).await?;
@@ -131,7 +131,7 @@ async fn project_config(client: &mut GuiRpcClient, url: &str) -> anyhow::Result<
             url: url.to_owned(),
         })
         .await?;
-    if let Some(text) = crate::error_text(&body) {
+    if let Some(text) = ferrite_gui_rpc::client::error_text(&body) {
         anyhow::bail!("{what} at {url}: {text}");
     }
     let r = poll_until_done(

@@ -32,7 +32,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use ferrite_gui_rpc::client::check_success;
+use ferrite_gui_rpc::client::{check_success, error_text};
 use ferrite_gui_rpc::{ClientError, GuiRpcClient, ProjectAction, Request};
 use serde::Serialize;
 
@@ -438,14 +438,7 @@ async fn run_hosts(file: &std::path::Path, command: &Command, json: bool) -> any
 
 /// Sends a request and checks for an error answer; returns the body.
 async fn fetch(client: &mut GuiRpcClient, request: &Request) -> anyhow::Result<String> {
-    let body = client.call(request).await?;
-    if body.contains("<unauthorized/>") {
-        return Err(ClientError::Unauthorized.into());
-    }
-    if body.trim_start().starts_with("<error>") {
-        check_success(&body)?;
-    }
-    Ok(body)
+    Ok(client.call_data(request).await?)
 }
 
 async fn control(client: &mut GuiRpcClient, request: &Request, json: bool) -> anyhow::Result<()> {
@@ -735,17 +728,6 @@ async fn attach(
         println!("{}", serde_json::json!({ "ok": true }));
     }
     Ok(())
-}
-
-/// The text of an `<error>` reply, if `body` is one.
-fn error_text(body: &str) -> Option<String> {
-    if !body.trim_start().starts_with("<error>") {
-        return None;
-    }
-    model::records(&format!("<r>{body}</r>"), "r")
-        .into_iter()
-        .next()
-        .and_then(|r| r.get("error").cloned())
 }
 
 #[cfg(test)]

@@ -3,31 +3,35 @@
 //! periodic and GUI-requested syncs (request posted to `<manager URL>rpc.php`, reply carried
 //! out through `ferrite_project::acct_mgr::plan_sync`), and the GUI RPC calls
 //! `acct_mgr_rpc`, `acct_mgr_rpc_poll` and `acct_mgr_info`.
+//!
+//! [`AcctMgr`] decides (when to sync, what to send, what a reply means) and changes the
+//! state, the account files and its own two files it is handed; `daemon/acct_mgr.rs` is the
+//! glue that posts the request and hands a reply's outcome to the tasks and the feeds.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::Path;
 
 use ferrite_gui_rpc::reply;
 use ferrite_project::acct_mgr::{
-    plan_sync, use_am_prefs, AmAction, NoteLevel, ProjectChanges, ProjectView, ShareChange,
-    SyncClock, SyncPlan,
+    plan_sync, use_am_prefs, NoteLevel, ProjectChanges, ProjectView, ShareChange, SyncClock,
+    SyncPlan,
 };
 use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::account::{account_file_name, canonicalize_master_url, AccountFile};
 use ferrite_proto::acct_mgr::{
     password_hash, AcctMgrLoginFile, AcctMgrUrlFile, AmCredentials, AmProject, AmReply, AmRequest,
-    ACCT_MGR_LOGIN_FILE, ACCT_MGR_REPLY_FILE, ACCT_MGR_REQUEST_FILE, ACCT_MGR_URL_FILE,
+    ACCT_MGR_LOGIN_FILE, ACCT_MGR_REPLY_FILE, ACCT_MGR_URL_FILE,
 };
-use ferrite_proto::client_state::{ActiveTask, ProjectLookup, ResultState, RpcReason, RunMode};
+use ferrite_proto::client_state::{
+    ActiveTask, ClientState, ProjectLookup, ResultState, RpcReason, RunMode, TimeStats,
+};
 use tracing::{error, info, warn};
 
 use crate::config;
-use crate::event::Event;
 use crate::messages::NOTICE_TARGET;
 use crate::projects::ERR_IN_PROGRESS;
-use crate::tasks::EXIT_ABORTED_VIA_GUI;
-use crate::Daemon;
 
 /// `ERR_INVALID_URL`.
 const ERR_INVALID_URL: i32 = -189;
@@ -211,78 +215,106 @@ impl AcctMgr {
     }
 }
 
-impl Daemon {
-    /// Start-up: without `acct_mgr_url.xml` no project counts as the manager's (so the user
-    /// can detach them), as officially.
-    pub(crate) fn init_acct_mgr(&mut self) {
-        self.acct_mgr = AcctMgr::load(&self.dir);
-        if self.acct_mgr.url_file.url.is_empty() {
-            for ps in &mut self.state.projects {
+/// What a sync that was asked for comes to ([`AcctMgr::begin`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Begin {
+    /// Nothing to send (the URL was not valid, or there is no manager to leave); the
+    /// outcome is in `op_error`.
+    Nothing,
+    /// Leave the manager in use ([`AcctMgr::leave`]).
+    Leave,
+    /// Send a request for this manager and account.
+    Send(Target),
+}
+
+/// What a sync request says besides the manager's own fields.
+#[derive(Debug)]
+pub struct RequestInputs<'a> {
+    /// The client's state (host, projects, tasks, figures).
+    pub state: &'a ClientState,
+    /// The data directory (account files, `gui_rpc_auth.cfg`, `global_prefs.xml`).
+    pub dir: &'a Path,
+    /// The GUI RPC port.
+    pub gui_rpc_port: u16,
+    /// The preferences in force, as XML.
+    pub working_global_prefs: String,
+    /// Network figures may be sent (no `suppress_net_info`).
+    pub net_info: bool,
+    /// The time statistics as requests report them.
+    pub time_stats: TimeStats,
+    /// The tasks' `<result>` elements, when the manager asks for them.
+    pub results: Option<String>,
+}
+
+impl AcctMgr {
+    /// Start-up: the manager of `dir`'s files; without `acct_mgr_url.xml` no project of
+    /// `state` counts as the manager's (so the user can detach them), as officially.
+    pub fn start(dir: &Path, state: &mut ClientState) -> Self {
+        let am = Self::load(dir);
+        if am.url_file.url.is_empty() {
+            for ps in &mut state.projects {
                 ps.project.attached_via_acct_mgr = false;
             }
         }
-        self.update_feed_filter();
-        if self.acct_mgr.using_am() {
-            info!("Using account manager {}", self.acct_mgr.url_file.name);
-            if !self.acct_mgr.login.user_name.is_empty() {
-                info!("Account manager login: {}", self.acct_mgr.login.user_name);
+        if am.using_am() {
+            info!("Using account manager {}", am.url_file.name);
+            if !am.login.user_name.is_empty() {
+                info!("Account manager login: {}", am.login.user_name);
             }
         }
+        am
     }
 
-    /// Once a turn of the loop: a periodic sync when one is due; for a dynamic manager, once
-    /// a minute, a sync asking for other projects when the computer has lacked work for 10
-    /// minutes (then backing off, doubling up to a day). Lacking work here means computing
-    /// is allowed and no project has a task left to run.
-    pub(crate) fn tick_acct_mgr(&mut self, t: f64) {
-        if !self.acct_mgr.using_am() || self.acct_mgr.busy() {
-            return;
+    /// The only source whose feeds are fetched: a manager that sent `no_project_notices`
+    /// (as the official client's feed list).
+    pub fn feed_filter(&self) -> Option<String> {
+        (self.using_am() && self.login.no_project_notices).then(|| self.url_file.url.clone())
+    }
+
+    /// Once a turn of the loop: the sync to start at `t`, if any. A periodic sync when one
+    /// is due; for a dynamic manager, once a minute, a sync asking for other projects when
+    /// the computer has lacked work (`idle`, asked only then) for 10 minutes (then backing
+    /// off, doubling up to a day).
+    pub fn tick(&mut self, t: f64, idle: impl FnOnce() -> bool) -> Option<Target> {
+        if !self.using_am() || self.busy() {
+            return None;
         }
-        if self.acct_mgr.clock.due(t) {
-            self.acct_mgr.clock.started(t);
-            let target = self.acct_mgr.current();
-            self.start_acct_mgr_rpc(target, false, t);
-            return;
+        if self.clock.due(t) {
+            self.clock.started(t);
+            return Some(self.current());
         }
-        if !self.acct_mgr.login.dynamic || t < self.acct_mgr.next_starve_check {
-            return;
+        if !self.login.dynamic || t < self.next_starve_check {
+            return None;
         }
-        self.acct_mgr.next_starve_check = t + 60.0;
-        let idle = self.host.suspended.0.is_none()
-            && !self.state.projects.iter().any(|p| {
-                p.results
-                    .iter()
-                    .any(|r| r.state < ResultState::ComputeError)
-            });
-        if self.acct_mgr.clock.starved(t, idle) {
+        self.next_starve_check = t + 60.0;
+        if self.clock.starved(t, idle()) {
             info!(
                 "Some devices idle - requesting new projects from {}",
-                self.acct_mgr.url_file.name
+                self.url_file.name
             );
-            let target = self.acct_mgr.current();
-            self.start_acct_mgr_rpc(target, false, t);
+            return Some(self.current());
         }
+        None
     }
 
-    /// `acct_mgr_rpc`: join, sync with or leave (empty URL) an account manager, with the
-    /// caller's login, or the current one (`use_config_file`).
-    pub(crate) fn rpc_acct_mgr_sync(
-        &mut self,
+    /// `acct_mgr_rpc`: the manager and account to sync with: the caller's login, or the
+    /// current one (`use_config_file`); `Err` holds the GUI RPC error reply.
+    pub fn gui_target(
+        &self,
         url: Option<String>,
         name: Option<String>,
         password: Option<String>,
         use_config_file: bool,
-        t: f64,
-    ) -> String {
+    ) -> Result<Target, String> {
         let target = if use_config_file {
-            if !self.acct_mgr.using_am() {
+            if !self.using_am() {
                 error!("Not using account manager");
-                return reply::error("bad arg");
+                return Err(reply::error("bad arg"));
             }
-            self.acct_mgr.current()
+            self.current()
         } else {
             let (Some(url), Some(name), Some(password)) = (url, name, password) else {
-                return reply::error("bad arg");
+                return Err(reply::error("bad arg"));
             };
             Target {
                 url,
@@ -291,79 +323,49 @@ impl Daemon {
                 authenticator: String::new(),
             }
         };
-        if self.acct_mgr.using_am() && !target.url.is_empty() && !self.acct_mgr.same_am(&target) {
-            return reply::error("attached to a different AM - detach first");
+        if self.using_am() && !target.url.is_empty() && !self.same_am(&target) {
+            return Err(reply::error("attached to a different AM - detach first"));
         }
-        self.start_acct_mgr_rpc(target, true, t);
-        reply::SUCCESS.to_owned()
+        Ok(target)
     }
 
-    /// Starts a sync with `target` (`ACCT_MGR_OP::do_rpc`); an empty URL leaves the manager.
-    fn start_acct_mgr_rpc(&mut self, mut target: Target, via_gui: bool, t: f64) {
-        self.acct_mgr.op_error = (ERR_IN_PROGRESS, String::new());
+    /// A sync with `target` was asked for (`ACCT_MGR_OP::do_rpc`); an empty URL leaves the
+    /// manager.
+    pub fn begin(&mut self, mut target: Target) -> Begin {
+        self.op_error = (ERR_IN_PROGRESS, String::new());
         if target.url.trim().is_empty() {
-            if !self.acct_mgr.url_file.url.is_empty() {
-                self.leave_acct_mgr(t);
-            }
-            self.acct_mgr.op_error = (0, String::new());
-            return;
+            let leave = !self.url_file.url.is_empty();
+            self.op_error = (0, String::new());
+            return if leave { Begin::Leave } else { Begin::Nothing };
         }
         target.url = canonicalize_master_url(target.url.trim());
         if !valid_master_url(&target.url) {
-            self.acct_mgr.op_error = (ERR_INVALID_URL, String::new());
-            return;
+            self.op_error = (ERR_INVALID_URL, String::new());
+            return Begin::Nothing;
         }
-        let Some(http) = self.projects.http() else {
-            self.acct_mgr.op_error = (-113, "HTTP is not available".to_owned());
-            self.acct_mgr.clock.failed(t, jitter());
-            return;
-        };
-        let am = &self.acct_mgr;
-        let results = if am.send_tasks_active || am.send_tasks_all {
-            let active_only = !am.send_tasks_all;
-            let body = self.results_body(active_only).to_text();
-            Some(
-                body.trim()
-                    .trim_start_matches("<results>")
-                    .trim_end_matches("</results>")
-                    .trim()
-                    .to_owned(),
-            )
-        } else {
-            None
-        };
-        let body = self.acct_mgr_request(&target, results, t).to_xml();
-        if let Err(e) = fs::write(self.dir.join(ACCT_MGR_REQUEST_FILE), &body) {
-            warn!("cannot write {ACCT_MGR_REQUEST_FILE}: {e}");
-        }
-        let url = format!("{}rpc.php", target.url);
-        info!("Contacting account manager at {}", target.url);
-        self.acct_mgr.in_flight = Some((target, via_gui));
-        self.acct_mgr.syncs += 1;
-        let events = self.events.clone();
-        self.http_tasks.spawn(async move {
-            let result = http.post_scheduler(&url, body).await.map_err(|e| {
-                let code = e.boinc_code();
-                (code, e.to_string())
-            });
-            let _ = events.send(Event::AcctMgr(result)).await;
-        });
+        Begin::Send(target)
     }
 
-    /// The request body for a sync.
-    fn acct_mgr_request(&self, target: &Target, results: Option<String>, t: f64) -> AmRequest {
-        let s = &self.state;
+    /// The sync cannot be sent: no HTTP client.
+    pub fn no_http(&mut self, t: f64) {
+        self.op_error = (-113, "HTTP is not available".to_owned());
+        self.clock.failed(t, jitter());
+    }
+
+    /// Whether the manager wants the tasks sent, and then only the active ones.
+    pub fn tasks_wanted(&self) -> Option<bool> {
+        (self.send_tasks_active || self.send_tasks_all).then_some(!self.send_tasks_all)
+    }
+
+    /// The request for a sync with `target`.
+    pub fn request(&self, target: &Target, i: RequestInputs<'_>) -> AmRequest {
+        let s = i.state;
         let v = s.core_client_version;
-        let am = &self.acct_mgr;
-        let gui_rpc = am.url_file.send_gui_rpc_info.then(|| {
-            let port = self
-                .opts
-                .gui_rpc_port
-                .unwrap_or(ferrite_gui_rpc::server::DEFAULT_PORT);
-            let pw = fs::read_to_string(self.dir.join(GUI_RPC_PASSWD_FILE))
+        let gui_rpc = self.url_file.send_gui_rpc_info.then(|| {
+            let pw = fs::read_to_string(i.dir.join(GUI_RPC_PASSWD_FILE))
                 .ok()
                 .map(|t| t.lines().next().unwrap_or("").trim().to_owned());
-            (port, pw)
+            (i.gui_rpc_port, pw)
         });
         let flops = s.host_info.p_fpops.max(1.0);
         // Looked up through indexes: a sync stays linear in the number of tasks.
@@ -406,7 +408,7 @@ impl Daemon {
                     resource_share: p.resource_share,
                     disk_usage: p.disk_usage,
                     disk_share: p.disk_share,
-                    dynamic: am
+                    dynamic: self
                         .login
                         .dynamic
                         .then(|| ferrite_proto::acct_mgr::AmProjectWork {
@@ -421,7 +423,7 @@ impl Daemon {
                         }),
                     account_key: p
                         .attached_via_acct_mgr
-                        .then(|| account_key(&self.dir, &p.master_url)),
+                        .then(|| account_key(i.dir, &p.master_url)),
                 }
             })
             .collect();
@@ -438,51 +440,55 @@ impl Daemon {
             .to_owned(),
             platform_name: s.platform_name.clone(),
             alt_platforms: s.alt_platforms.clone(),
-            previous_host_cpid: am.login.previous_host_cpid.clone(),
+            previous_host_cpid: self.login.previous_host_cpid.clone(),
             gui_rpc,
             projects,
-            working_global_prefs: self.config.prefs.prefs.to_xml(),
-            global_prefs_file: fs::read_to_string(self.dir.join(config::GLOBAL_PREFS)).ok(),
+            working_global_prefs: i.working_global_prefs,
+            global_prefs_file: fs::read_to_string(i.dir.join(config::GLOBAL_PREFS)).ok(),
             host_info: s.host_info.clone(),
-            net_info: !self.config.cc.options.suppress_net_info,
-            opaque: am.login.opaque.clone(),
-            time_stats: self.time_session.request_form(&s.time_stats, t),
+            net_info: i.net_info,
+            opaque: self.login.opaque.clone(),
+            time_stats: i.time_stats,
             net_stats: s.net_stats.clone(),
-            results,
+            results: i.results,
         }
     }
 
-    /// A sync ended: the reply text, or (BOINC error code, text).
-    pub(crate) fn acct_mgr_done(&mut self, result: Result<String, (i32, String)>, t: f64) {
-        let Some((target, via_gui)) = self.acct_mgr.in_flight.take() else {
-            return;
-        };
-        let reply = match result {
-            Ok(text) => {
-                let _ = fs::write(self.dir.join(ACCT_MGR_REPLY_FILE), &text);
-                match AmReply::parse(&text) {
-                    Ok(r) => Ok(r.value),
-                    Err(e) => Err((-112, format!("AM reply parse error: {e}"))),
-                }
-            }
-            Err((code, e)) => Err((code, format!("AM RPC HTTP failure: {e}"))),
-        };
-        let reply = match reply {
-            Ok(r) => r,
-            Err((code, text)) => {
-                info!("[{}] {text}", self.acct_mgr.url_file.name);
-                self.acct_mgr.op_error = (code, text);
-                self.acct_mgr.clock.failed(t, jitter());
-                return;
-            }
-        };
-        let views: Vec<ProjectView> = self
-            .state
+    /// The request was sent; its reply is awaited.
+    pub fn sent(&mut self, target: Target, via_gui: bool) {
+        self.in_flight = Some((target, via_gui));
+        self.syncs += 1;
+    }
+
+    /// The sync in flight ended: its manager and account, and whether a GUI asked for it.
+    pub fn take_in_flight(&mut self) -> Option<(Target, bool)> {
+        self.in_flight.take()
+    }
+
+    /// A sync failed at `t` (`code`, `text`): said, shown to `acct_mgr_rpc_poll`, retried
+    /// later.
+    pub fn failed(&mut self, code: i32, text: String, t: f64) {
+        info!("[{}] {text}", self.url_file.name);
+        self.op_error = (code, text);
+        self.clock.failed(t, jitter());
+    }
+
+    /// What to do with a sync's reply (`plan_sync` over `state`'s projects), its notes
+    /// logged; a plan that did not succeed retries later.
+    pub fn plan(
+        &mut self,
+        state: &ClientState,
+        dir: &Path,
+        reply: &AmReply,
+        via_gui: bool,
+        t: f64,
+    ) -> SyncPlan {
+        let views: Vec<ProjectView> = state
             .projects
             .iter()
             .map(|ps| ProjectView {
                 url: ps.project.master_url.clone(),
-                authenticator: account_key(&self.dir, &ps.project.master_url),
+                authenticator: account_key(dir, &ps.project.master_url),
                 attached_via_acct_mgr: ps.project.attached_via_acct_mgr,
                 detach_when_done: ps.project.detach_when_done,
                 ntasks: ps.results.len(),
@@ -491,75 +497,22 @@ impl Daemon {
             .collect();
         let plan = plan_sync(
             &views,
-            &reply,
-            &self.acct_mgr.url_file.signing_key,
+            reply,
+            &self.url_file.signing_key,
             via_gui,
             &BoincCrypt,
         );
-        self.acct_mgr.password_error = plan.password_error;
-        self.acct_mgr.op_error = (reply.error_num, reply.error.clone());
+        self.password_error = plan.password_error;
+        self.op_error = (reply.error_num, reply.error.clone());
         self.log_plan_notes(&plan);
         if !plan.succeeded() {
-            self.acct_mgr.clock.failed(t, jitter());
-            return;
+            self.clock.failed(t, jitter());
         }
-        for url in &plan.detach_done {
-            self.am_detach(url);
-        }
-        if plan.key_ok {
-            let am = &mut self.acct_mgr;
-            if !reply.name.is_empty() {
-                am.url_file.name = reply.name.clone();
-            }
-            am.url_file.signing_key = reply.signing_key.clone();
-            if !reply.opaque.is_empty() {
-                am.login.opaque = reply.opaque.clone();
-            }
-            am.url_file.url = target.url.clone();
-            am.login.login = target.login.clone();
-            am.login.password_hash = target.password_hash.clone();
-            am.login.authenticator = target.authenticator.clone();
-            if !reply.authenticator.is_empty() {
-                // The manager's account key replaces the name and password.
-                am.login.authenticator = reply.authenticator.clone();
-            }
-            am.login.no_project_notices = reply.no_project_notices;
-            am.login.dynamic = reply.dynamic;
-            am.send_tasks_active = reply.send_tasks_active;
-            am.send_tasks_all = reply.send_tasks_all;
-            for action in plan.actions {
-                self.apply_am_action(action, t);
-            }
-            self.apply_am_prefs(&reply, &target.url);
-            if let Some(feeds) = reply.rss_feeds.clone() {
-                let name = self.acct_mgr.url_file.name.clone();
-                let text = ferrite_proto::notices::rss_feeds_xml(&feeds);
-                self.project_feeds(&target.url, &name, &text);
-            }
-        }
-        let am = &mut self.acct_mgr;
-        am.login.user_name = reply.user_name.clone();
-        am.login.team_name = reply.team_name.clone();
-        am.login.previous_host_cpid = self.state.host_info.host_cpid.clone();
-        am.clock.succeeded(t, reply.repeat_sec);
-        am.login.user_keywords = reply.user_keywords.clone();
-        am.write_files(&self.dir);
-        self.update_feed_filter();
-        self.projects.poll_soon();
-        self.save.mark_dirty(t);
-        self.tick_soon = true;
-    }
-
-    /// A manager that sent `no_project_notices` has only its own feeds fetched (as the
-    /// official client's feed list).
-    fn update_feed_filter(&mut self) {
-        let am = &self.acct_mgr;
-        self.feeds.only_from =
-            (am.using_am() && am.login.no_project_notices).then(|| am.url_file.url.clone());
+        plan
     }
 
     fn log_plan_notes(&self, plan: &SyncPlan) {
-        let am = self.acct_mgr.url_file.name.as_str();
+        let am = self.url_file.name.as_str();
         for n in &plan.notes {
             let project = n.project.as_deref().unwrap_or(am);
             match n.level {
@@ -570,166 +523,65 @@ impl Daemon {
         }
     }
 
-    fn am_detach(&mut self, url: &str) {
-        if let Some(p) = self.state.project(url) {
-            let master = p.project.master_url.clone();
-            self.tasks.end_project(&master);
+    /// A reply with a good signing key: `target` and the reply's account become the
+    /// manager in use.
+    pub fn adopt(&mut self, target: &Target, reply: &AmReply) {
+        if !reply.name.is_empty() {
+            self.url_file.name = reply.name.clone();
         }
-        match config::detach_project(&self.dir, &mut self.state, url) {
-            Ok(_) => {
-                self.forget_feeds(url);
-                info!(project = %url, "detached from project by account manager");
-            }
-            Err(e) => error!("detaching from {url}: {e}"),
+        self.url_file.signing_key = reply.signing_key.clone();
+        if !reply.opaque.is_empty() {
+            self.login.opaque = reply.opaque.clone();
         }
+        self.url_file.url = target.url.clone();
+        self.login.login = target.login.clone();
+        self.login.password_hash = target.password_hash.clone();
+        self.login.authenticator = target.authenticator.clone();
+        if !reply.authenticator.is_empty() {
+            // The manager's account key replaces the name and password.
+            self.login.authenticator = reply.authenticator.clone();
+        }
+        self.login.no_project_notices = reply.no_project_notices;
+        self.login.dynamic = reply.dynamic;
+        self.send_tasks_active = reply.send_tasks_active;
+        self.send_tasks_all = reply.send_tasks_all;
     }
 
-    fn apply_am_action(&mut self, action: AmAction, t: f64) {
-        match action {
-            AmAction::Detach { url } => self.am_detach(&url),
-            AmAction::Attach {
-                url,
-                authenticator,
-                no_rsc,
-                dont_request_more_work,
-                suspend,
-            } => {
-                if let Err(e) =
-                    config::attach_project(&self.dir, &mut self.state, &url, &authenticator)
-                {
-                    error!("Failed to add project: {url}: {e:#}");
-                    return;
-                }
-                let canonical = canonicalize_master_url(&url);
-                if let Some(ps) = self.state.project_mut(&canonical) {
-                    let p = &mut ps.project;
-                    p.attached_via_acct_mgr = true;
-                    p.no_rsc_ams = no_rsc;
-                    if let Some(v) = dont_request_more_work {
-                        p.dont_request_more_work = v;
-                    }
-                    if suspend {
-                        p.suspended_via_gui = true;
-                    }
-                }
-            }
-            AmAction::Change { url, changes } => self.am_change(&url, changes, t),
-        }
+    /// A sync succeeded at `t` on host `host_cpid`: the account's names, the next sync and
+    /// the keywords are kept, and both files written to `dir`.
+    pub fn synced(&mut self, reply: &AmReply, host_cpid: &str, dir: &Path, t: f64) {
+        self.login.user_name = reply.user_name.clone();
+        self.login.team_name = reply.team_name.clone();
+        self.login.previous_host_cpid = host_cpid.to_owned();
+        self.clock.succeeded(t, reply.repeat_sec);
+        self.login.user_keywords = reply.user_keywords.clone();
+        self.write_files(dir);
     }
 
-    fn am_change(&mut self, url: &str, c: ProjectChanges, t: f64) {
-        if let Some(key) = &c.authenticator {
-            if let Err(e) = set_account_key(&self.dir, url, key) {
-                error!("cannot write the new account key of {url}: {e}");
-            }
-        }
-        let restore =
-            matches!(c.resource_share, ShareChange::Restore).then(|| account_share(&self.dir, url));
-        let Some(ps) = self.state.project_mut(url) else {
-            return;
-        };
-        let p = &mut ps.project;
-        p.attached_via_acct_mgr = true;
-        p.dont_request_more_work = c.dont_request_more_work;
-        p.detach_when_done = c.detach_when_done;
-        if c.update {
-            p.sched_rpc_pending = Some(RpcReason::AcctMgrReq);
-            p.min_rpc_time = 0.0;
-        }
-        match c.resource_share {
-            ShareChange::Set(s) => {
-                p.ams_resource_share_new = Some(s);
-                p.resource_share = s;
-            }
-            ShareChange::Restore => {
-                p.ams_resource_share_new = None;
-                p.resource_share = restore.flatten().unwrap_or(100.0);
-            }
-            ShareChange::Keep => {}
-        }
-        if let Some(s) = c.suspend {
-            p.suspended_via_gui = s;
-        }
-        p.no_rsc_ams = c.no_rsc;
-        if c.abort_not_started {
-            let master = p.master_url.clone();
-            let started: Vec<String> = self
-                .state
-                .active_tasks
-                .iter()
-                .filter(|a| a.project_master_url == master)
-                .map(|a| a.result_name.clone())
-                .collect();
-            let names: Vec<String> = self
-                .state
-                .project(&master)
-                .map(|ps| {
-                    ps.results
-                        .iter()
-                        .filter(|r| {
-                            r.state < ResultState::ComputeError && !started.contains(&r.name)
-                        })
-                        .map(|r| r.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
-            for n in names {
-                self.tasks
-                    .abort_result(&mut self.state, &master, &n, EXIT_ABORTED_VIA_GUI, t);
-            }
-        }
-    }
-
-    /// The manager's global preferences, when newer (or the manager is dynamic), become
-    /// `global_prefs.xml` with the manager as their source; a new host venue too.
-    fn apply_am_prefs(&mut self, reply: &AmReply, am_url: &str) {
-        let mut reload = false;
-        if !reply.host_venue.is_empty() && reply.host_venue != self.state.host_venue {
-            self.state.host_venue = reply.host_venue.clone();
-            reload = true;
-        }
-        if let Some(inner) = &reply.global_preferences {
-            let am_mod_time = mod_time(inner);
-            if use_am_prefs(reply.dynamic, am_mod_time, self.config.prefs.prefs.mod_time) {
-                let text = format!(
-                    "<global_preferences>\n<source_project>{am_url}</source_project>\n<source_scheduler>{am_url}</source_scheduler>\n{}\n</global_preferences>\n",
-                    inner.trim()
-                );
-                match config::write_atomic(&self.dir.join(config::GLOBAL_PREFS), &text) {
-                    Ok(()) => reload = true,
-                    Err(e) => error!("Can't save global prefs: {e}"),
-                }
-            }
-        }
-        if reload {
-            self.reload();
-        }
-    }
-
-    /// Leaves the manager: forget it, delete its files; projects stay attached but are
-    /// the user's again (share from the account file, no manager exclusions).
-    fn leave_acct_mgr(&mut self, t: f64) {
+    /// Leaves the manager: forget it, delete its files in `dir`; `state`'s projects stay
+    /// attached but are the user's again (share from the account file, no manager
+    /// exclusions). Returns the manager's URL.
+    pub fn leave(&mut self, dir: &Path, state: &mut ClientState) -> String {
         info!("Removing account manager info");
-        let am_url = self.acct_mgr.url_file.url.clone();
-        self.acct_mgr = AcctMgr::default();
+        let am_url = self.url_file.url.clone();
+        *self = AcctMgr::default();
         for f in [ACCT_MGR_URL_FILE, ACCT_MGR_LOGIN_FILE] {
-            match fs::remove_file(self.dir.join(f)) {
+            match fs::remove_file(dir.join(f)) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => warn!("cannot delete {f}: {e}"),
                 _ => {}
             }
         }
-        let shares: Vec<(String, f64)> = self
-            .state
+        let shares: Vec<(String, f64)> = state
             .projects
             .iter()
             .filter(|ps| ps.project.ams_resource_share_new.is_some())
             .map(|ps| {
                 let u = ps.project.master_url.clone();
-                let s = account_share(&self.dir, &u).unwrap_or(100.0);
+                let s = account_share(dir, &u).unwrap_or(100.0);
                 (u, s)
             })
             .collect();
-        for ps in &mut self.state.projects {
+        for ps in &mut state.projects {
             let p = &mut ps.project;
             p.attached_via_acct_mgr = false;
             p.no_rsc_ams.clear();
@@ -739,10 +591,149 @@ impl Daemon {
                 }
             }
         }
-        self.forget_feeds(&am_url);
-        self.update_feed_filter();
-        self.save.mark_dirty(t);
+        am_url
     }
+}
+
+/// Reads a sync's outcome: the reply text (kept in `acct_mgr_reply.xml` in `dir`) parsed,
+/// or (BOINC error code, text).
+pub fn read_reply(
+    dir: &Path,
+    result: Result<String, (i32, String)>,
+) -> Result<AmReply, (i32, String)> {
+    match result {
+        Ok(text) => {
+            let _ = fs::write(dir.join(ACCT_MGR_REPLY_FILE), &text);
+            match AmReply::parse(&text) {
+                Ok(r) => Ok(r.value),
+                Err(e) => Err((-112, format!("AM reply parse error: {e}"))),
+            }
+        }
+        Err((code, e)) => Err((code, format!("AM RPC HTTP failure: {e}"))),
+    }
+}
+
+/// The manager attaches `state` to project `url` (account files in `dir`), as its project:
+/// with its resource exclusions, work requests and suspension.
+pub fn attach(
+    dir: &Path,
+    state: &mut ClientState,
+    url: &str,
+    authenticator: &str,
+    no_rsc: Vec<String>,
+    dont_request_more_work: Option<bool>,
+    suspend: bool,
+) {
+    if let Err(e) = config::attach_project(dir, state, url, authenticator) {
+        error!("Failed to add project: {url}: {e:#}");
+        return;
+    }
+    let canonical = canonicalize_master_url(url);
+    if let Some(ps) = state.project_mut(&canonical) {
+        let p = &mut ps.project;
+        p.attached_via_acct_mgr = true;
+        p.no_rsc_ams = no_rsc;
+        if let Some(v) = dont_request_more_work {
+            p.dont_request_more_work = v;
+        }
+        if suspend {
+            p.suspended_via_gui = true;
+        }
+    }
+}
+
+/// The manager changes project `url` of `state` (account files in `dir`). Returns the
+/// project's master URL and its tasks not yet started, when the manager asks to abort them.
+pub fn change(
+    dir: &Path,
+    state: &mut ClientState,
+    url: &str,
+    c: ProjectChanges,
+) -> Option<(String, Vec<String>)> {
+    if let Some(key) = &c.authenticator {
+        if let Err(e) = set_account_key(dir, url, key) {
+            error!("cannot write the new account key of {url}: {e}");
+        }
+    }
+    let restore = matches!(c.resource_share, ShareChange::Restore).then(|| account_share(dir, url));
+    let ps = state.project_mut(url)?;
+    let p = &mut ps.project;
+    p.attached_via_acct_mgr = true;
+    p.dont_request_more_work = c.dont_request_more_work;
+    p.detach_when_done = c.detach_when_done;
+    if c.update {
+        p.sched_rpc_pending = Some(RpcReason::AcctMgrReq);
+        p.min_rpc_time = 0.0;
+    }
+    match c.resource_share {
+        ShareChange::Set(s) => {
+            p.ams_resource_share_new = Some(s);
+            p.resource_share = s;
+        }
+        ShareChange::Restore => {
+            p.ams_resource_share_new = None;
+            p.resource_share = restore.flatten().unwrap_or(100.0);
+        }
+        ShareChange::Keep => {}
+    }
+    if let Some(s) = c.suspend {
+        p.suspended_via_gui = s;
+    }
+    p.no_rsc_ams = c.no_rsc;
+    if !c.abort_not_started {
+        return None;
+    }
+    let master = p.master_url.clone();
+    let started: HashSet<&str> = state
+        .active_tasks
+        .iter()
+        .filter(|a| a.project_master_url == master)
+        .map(|a| a.result_name.as_str())
+        .collect();
+    let names: Vec<String> = state
+        .project(&master)
+        .map(|ps| {
+            ps.results
+                .iter()
+                .filter(|r| {
+                    r.state < ResultState::ComputeError && !started.contains(r.name.as_str())
+                })
+                .map(|r| r.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((master, names))
+}
+
+/// The manager's global preferences, when newer than `prefs_mod_time` (or the manager is
+/// dynamic), become `global_prefs.xml` in `dir` with the manager as their source; a new
+/// host venue goes into `state` too. Returns whether the preferences must be read again.
+pub fn adopt_prefs(
+    dir: &Path,
+    state: &mut ClientState,
+    prefs_mod_time: f64,
+    reply: &AmReply,
+    am_url: &str,
+) -> bool {
+    let mut reload = false;
+    if !reply.host_venue.is_empty() && reply.host_venue != state.host_venue {
+        state.host_venue = reply.host_venue.clone();
+        reload = true;
+    }
+    if let Some(inner) = &reply.global_preferences {
+        let am_mod_time = mod_time(inner);
+        if use_am_prefs(reply.dynamic, am_mod_time, prefs_mod_time) {
+            let text = format!(
+                "<global_preferences>\n<source_project>{am_url}</source_project>\n<source_scheduler>{am_url}</source_scheduler>\n{}\n</global_preferences>\n",
+                inner.trim()
+            );
+            match config::write_atomic(&dir.join(config::GLOBAL_PREFS), &text) {
+                Ok(()) => reload = true,
+                Err(e) => error!("Can't save global prefs: {e}"),
+            }
+        }
+    }
+    reload
 }
 
 /// The share in the project's account file (its preferences), if readable.
@@ -752,7 +743,7 @@ fn account_share(dir: &Path, url: &str) -> Option<f64> {
 }
 
 /// The project's account key (empty when its account file cannot be read).
-fn account_key(dir: &Path, url: &str) -> String {
+pub(crate) fn account_key(dir: &Path, url: &str) -> String {
     config::read_account(dir, url).map_or_else(String::new, |a| a.authenticator)
 }
 
@@ -812,7 +803,6 @@ fn jitter() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite_gui_rpc::Request;
 
     #[test]
     fn master_urls_as_the_official_client_accepts_them() {
@@ -847,127 +837,97 @@ mod tests {
         assert!(am.poll_xml().contains("<message>closed</message>"));
     }
 
-    fn daemon(dir: &Path) -> Daemon {
-        let opts = crate::cli::Options {
-            dir: Some(dir.to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..crate::cli::Options::default()
-        };
-        Daemon::start(opts, crate::logging::init()).expect("daemon")
-    }
-
-    /// One sync with the test account manager's reply to the daemon's own request.
-    fn sync(d: &mut Daemon, am: &ferrite_testproject::acct_mgr::AccountManager, target: &Target) {
-        let t = crate::clock::now();
-        let req = d.acct_mgr_request(target, None, t).to_xml();
-        let reply = am.rpc(&req);
-        d.acct_mgr.in_flight = Some((target.clone(), true));
-        d.acct_mgr_done(Ok(reply), t);
+    /// A manager in use (an account key), its next periodic sync at `next`.
+    fn in_use(next: f64) -> AcctMgr {
+        let mut am = AcctMgr::default();
+        am.url_file.url = "http://am.example/".into();
+        am.login.authenticator = "k".into();
+        am.clock.next_rpc_time = next;
+        am
     }
 
     #[test]
-    fn replies_attach_change_and_detach_projects() {
-        use ferrite_testproject::acct_mgr::{AccountManager, AM_NAME, AM_PASSWORD};
-        let dir = tempfile::tempdir().expect("tempdir");
-        let am_dir = tempfile::tempdir().expect("tempdir");
-        let am = AccountManager::new(am_dir.path().to_path_buf());
-        let mut d = daemon(dir.path());
-        let target = Target {
-            url: "http://am.example/".into(),
-            login: "h".into(),
-            password_hash: password_hash("h", AM_PASSWORD),
-            authenticator: String::new(),
-        };
-        let url = "http://p.example/";
-        am.set_policy(
+    fn syncs_start_on_the_clock_and_when_a_dynamic_managers_host_starves() {
+        let mut none = AcctMgr::default();
+        assert_eq!(none.tick(100.0, || true), None, "no manager");
+        let mut am = in_use(50.0);
+        let target = am.current();
+        assert_eq!(am.tick(100.0, || true), Some(target.clone()), "due");
+        assert!(
+            am.clock.next_rpc_time > 100.0,
+            "the next periodic sync moves on"
+        );
+        assert_eq!(am.tick(101.0, || true), None, "not a dynamic manager");
+        am.login.dynamic = true;
+        assert_eq!(am.tick(101.0, || true), None, "idle from now on");
+        assert_eq!(
+            am.tick(130.0, || panic!("looked again")),
             None,
-            &format!(
-                "<acct_mgr_reply>\n<repeat_sec>60</repeat_sec>\n<account>\n<url>{url}</url>\n<authenticator>1_k</authenticator>\n<resource_share>30</resource_share>\n<suspend>1</suspend>\n<no_rsc>NVIDIA</no_rsc>\n</account>\n<account>\n<url>http://forged.example/</url>\n<url_signature>\n00ff\n.\n</url_signature>\n<authenticator>x</authenticator>\n</account>\n<user_keywords>\n<yes>5</yes>\n</user_keywords>\n<no_project_notices>1</no_project_notices>\n</acct_mgr_reply>"
+            "once a minute"
+        );
+        assert_eq!(
+            am.tick(161.0, || true),
+            None,
+            "idle for less than 10 minutes"
+        );
+        assert_eq!(am.tick(702.0, || true), Some(target.clone()), "starved");
+        am.sent(target, false);
+        assert_eq!(am.tick(1e9, || true), None, "one sync at a time");
+    }
+
+    #[test]
+    fn a_sync_asked_for_is_sent_leaves_or_is_refused() {
+        let mut am = AcctMgr::default();
+        assert_eq!(am.begin(Target::default()), Begin::Nothing);
+        assert_eq!(am.op_error, (0, String::new()));
+        let bad = Target {
+            url: "http://localhost/".into(),
+            ..Target::default()
+        };
+        assert_eq!(am.begin(bad), Begin::Nothing);
+        assert_eq!(am.op_error.0, ERR_INVALID_URL);
+        let good = Target {
+            url: " http://am.example ".into(),
+            ..Target::default()
+        };
+        let Begin::Send(sent) = am.begin(good) else {
+            panic!("a valid URL is sent");
+        };
+        assert_eq!(sent.url, canonicalize_master_url("http://am.example"));
+        assert_eq!(am.op_error, (ERR_IN_PROGRESS, String::new()));
+        let mut am = in_use(0.0);
+        assert_eq!(am.begin(Target::default()), Begin::Leave);
+    }
+
+    #[test]
+    fn gui_requests_name_a_manager_or_are_refused() {
+        let none = AcctMgr::default();
+        let bad_arg = Err(reply::error("bad arg"));
+        assert_eq!(none.gui_target(None, None, None, true), bad_arg);
+        assert_eq!(
+            none.gui_target(Some("u".into()), None, None, false),
+            bad_arg
+        );
+        let am = in_use(0.0);
+        assert_eq!(am.gui_target(None, None, None, true), Ok(am.current()));
+        assert_eq!(
+            am.gui_target(
+                Some("http://other.example/".into()),
+                Some("n".into()),
+                Some("p".into()),
+                false
             ),
-        )
-        .expect("policy");
-        sync(&mut d, &am, &target);
-        assert!(d.acct_mgr.using_am());
-        assert_eq!(d.state.projects.len(), 1, "the forged URL is not attached");
-        let p = &d.state.projects[0].project;
-        assert_eq!(p.master_url, url);
-        assert!(p.attached_via_acct_mgr && p.suspended_via_gui);
-        assert_eq!(p.no_rsc_ams, ["NVIDIA"]);
-        assert_eq!(account_key(dir.path(), url), "1_k");
-        // The share arrives on the next sync, as for the official client (an attach sets no
-        // share). The repeat counts from this sync (the first reply may take seconds to
-        // make on a loaded machine).
-        let t0 = crate::clock::now();
-        sync(&mut d, &am, &target);
-        let p = &d.state.projects[0].project;
-        assert_eq!(
-            (p.resource_share, p.ams_resource_share_new),
-            (30.0, Some(30.0))
+            Err(reply::error("attached to a different AM - detach first"))
         );
-        let next = d.acct_mgr.clock.next_rpc_time - t0;
-        assert!((59.0..62.0).contains(&next), "repeat_sec: {next}");
-        assert_eq!(
-            d.acct_mgr.keywords_xml().as_deref(),
-            Some("<user_keywords>\n   <yes>5</yes>\n</user_keywords>\n")
-        );
-        assert!(d.acct_mgr.info_xml().contains(AM_NAME));
-        assert_eq!(
-            d.feeds.only_from.as_deref(),
-            Some("http://am.example/"),
-            "no_project_notices: only the manager's feeds"
-        );
-        let login = fs::read_to_string(dir.path().join(ACCT_MGR_LOGIN_FILE)).expect("login");
-        assert!(login.contains("<login>h</login>"), "{login}");
-
-        // The manager stops setting a share: the account's comes back; resume.
-        am.set_policy(
-            None,
-            &format!("<acct_mgr_reply>\n<account>\n<url>{url}</url>\n<suspend>0</suspend>\n</account>\n</acct_mgr_reply>"),
-        )
-        .expect("policy");
-        sync(&mut d, &am, &target);
-        let p = &d.state.projects[0].project;
-        assert_eq!((p.resource_share, p.ams_resource_share_new), (100.0, None));
-        assert!(!p.suspended_via_gui);
-
-        // A different manager is refused while this one is in use.
-        let other = Request::AcctMgrRpc {
-            url: Some("http://other.example/".into()),
-            name: Some("h".into()),
-            password: Some("x".into()),
-            use_config_file: false,
-        };
-        assert_eq!(
-            d.gui_rpc_reply(other),
-            reply::error("attached to a different AM - detach first")
-        );
-
-        // Detach through the manager.
-        am.set_policy(
-            None,
-            &format!("<acct_mgr_reply>\n<account>\n<url>{url}</url>\n<detach>1</detach>\n</account>\n</acct_mgr_reply>"),
-        )
-        .expect("policy");
-        sync(&mut d, &am, &target);
-        assert!(d.state.projects.is_empty());
-
-        // Leaving: files deleted, nothing in use.
-        let leave = Request::AcctMgrRpc {
-            url: Some(String::new()),
-            name: Some(String::new()),
-            password: Some(String::new()),
-            use_config_file: false,
-        };
-        assert_eq!(d.gui_rpc_reply(leave), reply::SUCCESS);
-        assert!(!d.acct_mgr.using_am());
-        assert_eq!(d.feeds.only_from, None);
-        assert!(!dir.path().join(ACCT_MGR_URL_FILE).exists());
-        assert!(!dir.path().join(ACCT_MGR_LOGIN_FILE).exists());
-        assert_eq!(
-            d.gui_rpc_reply(Request::AcctMgrRpcPoll),
-            "<acct_mgr_rpc_reply>\n    <error_num>0</error_num>\n</acct_mgr_rpc_reply>\n"
-        );
+        let leave = am
+            .gui_target(
+                Some(String::new()),
+                Some(String::new()),
+                Some(String::new()),
+                false,
+            )
+            .expect("leaving is always allowed");
+        assert!(leave.url.is_empty());
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod anonymous;
 pub mod cli;
 pub mod clock;
 pub mod config;
+mod daemon;
 pub mod docker;
 pub mod event;
 pub mod filecheck;

@@ -17,20 +17,21 @@
 //! `dont_contact_ref_site`, and written through a temporary file. Until one has been fetched,
 //! `get_all_projects_list` answers with the list compiled into Ferrite ([`BUNDLED_LIST`]).
 //!
-//! [`Feeds`] is the pure bookkeeping; the `Daemon` methods do the files and the fetches,
-//! whose results come back to the main loop as events.
+//! [`Feeds`] is the bookkeeping and the feed files; it says which fetches are due
+//! ([`Feeds::due_fetches`]) and takes their results ([`Feeds::info_fetched`]). The glue in
+//! `daemon/notices.rs` starts the fetches, whose results come back to the main loop as
+//! events.
 
 use std::fs;
 use std::path::Path;
 
+use ferrite_proto::cc_config::CcOptions;
 use ferrite_proto::notices::{
     parse_rss, parse_rss_feeds, project_feed_list_file, rss_feeds_xml, RssFeed, FEED_LIST_FILE,
 };
 use tracing::debug;
 
-use crate::event::Event;
 use crate::messages::{MessageLog, Notice, NOTICE_MAX_AGE};
-use crate::Daemon;
 
 /// BOINC's project list, as the official client fetches it.
 pub const PROJECT_LIST_URL: &str = "https://boinc.berkeley.edu/project_list.php";
@@ -213,39 +214,41 @@ pub fn feed_notices(text: &str, entry: &FeedEntry, t: f64) -> Option<Vec<Notice>
     Some(out)
 }
 
-impl Daemon {
-    fn info_fetch_off(&self) -> bool {
-        self.config.cc.options.no_info_fetch
-    }
+/// What the information fetches want started now.
+#[derive(Debug, Default, PartialEq)]
+pub struct InfoDue {
+    /// A news feed to fetch.
+    pub feed: Option<FeedEntry>,
+    /// The project list, from this URL.
+    pub project_list: Option<String>,
+}
 
-    /// At start-up: each project's feed list, and the notices of the feeds kept from earlier
-    /// fetches (not with `no_info_fetch`, as the official client). The project list is due at
-    /// once when the file is missing.
-    pub(crate) fn load_feeds(&mut self, t: f64) {
-        if !self.dir.join(PROJECT_LIST_FILE).exists() {
-            self.state.all_projects_list_check_time = 0.0;
-        }
-        if self.info_fetch_off() {
+impl Feeds {
+    /// At start-up: each project's feed list (`projects`: master URL and name), and the
+    /// notices of the feeds kept in `dir` from earlier fetches. Not with `no_info_fetch`,
+    /// as the official client.
+    pub fn load(
+        &mut self,
+        dir: &Path,
+        options: &CcOptions,
+        projects: impl IntoIterator<Item = (String, String)>,
+        t: f64,
+    ) {
+        if options.no_info_fetch {
             return;
         }
-        let projects: Vec<(String, String)> = self
-            .state
-            .projects
-            .iter()
-            .map(|p| (p.project.master_url.clone(), p.project.project_name.clone()))
-            .collect();
         for (url, name) in projects {
             let file = project_feed_list_file(&url);
-            let Ok(text) = fs::read_to_string(self.dir.join(&file)) else {
+            let Ok(text) = fs::read_to_string(dir.join(&file)) else {
                 continue;
             };
             let Ok(feeds) = parse_rss_feeds(&text, &file) else {
                 continue;
             };
-            self.feeds.set_project(&url, &name, feeds.value);
+            self.set_project(&url, &name, feeds.value);
         }
-        for e in self.feeds.all() {
-            if let Ok(text) = fs::read_to_string(self.dir.join(e.feed.file_name())) {
+        for e in self.all() {
+            if let Ok(text) = fs::read_to_string(dir.join(e.feed.file_name())) {
                 for n in feed_notices(&text, e, t).unwrap_or_default() {
                     MessageLog::global().add_notice(n);
                 }
@@ -253,8 +256,9 @@ impl Daemon {
         }
     }
 
-    /// A scheduler reply named project `url`'s feeds (`text`: its `<rss_feeds>` element).
-    pub(crate) fn project_feeds(&mut self, url: &str, name: &str, text: &str) {
+    /// A scheduler reply named project `url`'s feeds (`text`: its `<rss_feeds>` element);
+    /// the feed lists in `dir` follow, and the files of feeds no longer named go.
+    pub fn reply_named(&mut self, dir: &Path, url: &str, name: &str, text: &str) {
         let feeds = match parse_rss_feeds(text, "scheduler reply <rss_feeds>") {
             Ok(p) => p.value,
             Err(e) => {
@@ -262,132 +266,97 @@ impl Daemon {
                 return;
             }
         };
-        let before: Vec<RssFeed> = self.feeds.project(url);
-        if self.feeds.set_project(url, name, feeds) {
-            let now_urls: Vec<String> = self
-                .feeds
-                .all()
-                .iter()
-                .map(|e| e.feed.url.clone())
-                .collect();
+        let before: Vec<RssFeed> = self.project(url);
+        if self.set_project(url, name, feeds) {
+            let now_urls: Vec<String> = self.all().iter().map(|e| e.feed.url.clone()).collect();
             for gone in before.iter().filter(|f| !now_urls.contains(&f.url)) {
-                let _ = fs::remove_file(self.dir.join(gone.file_name()));
+                let _ = fs::remove_file(dir.join(gone.file_name()));
             }
-            self.write_feed_lists(url);
+            self.write_lists(dir, url);
         }
     }
 
-    /// Project `url` was detached: its feeds and their files go.
-    pub(crate) fn forget_feeds(&mut self, url: &str) {
-        let before = self.feeds.project(url);
+    /// Project `url` was detached: its feeds and their files in `dir` go.
+    pub fn forget(&mut self, dir: &Path, url: &str) {
+        let before = self.project(url);
         if before.is_empty() {
             return;
         }
-        self.feeds.set_project(url, "", Vec::new());
-        let _ = fs::remove_file(self.dir.join(project_feed_list_file(url)));
+        self.set_project(url, "", Vec::new());
+        let _ = fs::remove_file(dir.join(project_feed_list_file(url)));
         for f in &before {
-            if !self.feeds.all().iter().any(|e| e.feed.url == f.url) {
-                let _ = fs::remove_file(self.dir.join(f.file_name()));
+            if !self.all().iter().any(|e| e.feed.url == f.url) {
+                let _ = fs::remove_file(dir.join(f.file_name()));
             }
         }
-        self.write_feed_lists(url);
+        self.write_lists(dir, url);
     }
 
-    fn write_feed_lists(&self, url: &str) {
-        let dir = self.dir.join("notices");
-        if let Err(e) = fs::create_dir_all(&dir) {
-            debug!(target: "ferrite::notice_debug", "cannot make {}: {e}", dir.display());
+    fn write_lists(&self, dir: &Path, url: &str) {
+        let notices = dir.join("notices");
+        if let Err(e) = fs::create_dir_all(&notices) {
+            debug!(target: "ferrite::notice_debug", "cannot make {}: {e}", notices.display());
             return;
         }
-        let project = self.feeds.project(url);
-        let path = self.dir.join(project_feed_list_file(url));
+        let project = self.project(url);
+        let path = dir.join(project_feed_list_file(url));
         let _ = if project.is_empty() {
             fs::remove_file(path)
         } else {
             fs::write(path, rss_feeds_xml(&project))
         };
-        let all: Vec<RssFeed> = self
-            .feeds
-            .all()
-            .into_iter()
-            .map(|e| e.feed.clone())
-            .collect();
-        let _ = fs::write(self.dir.join(FEED_LIST_FILE), rss_feeds_xml(&all));
+        let all: Vec<RssFeed> = self.all().into_iter().map(|e| e.feed.clone()).collect();
+        let _ = fs::write(dir.join(FEED_LIST_FILE), rss_feeds_xml(&all));
     }
 
-    /// One turn: start a due feed fetch and a due project list fetch (network allowed).
-    pub(crate) fn tick_info(&mut self, t: f64) {
-        if !self.network_allowed(t) {
-            return;
-        }
-        let Some(http) = self.projects.http() else {
-            return;
-        };
-        if let Some(e) = self.feed_due(t) {
-            debug!(target: "ferrite::notice_debug", "start fetch from {}", e.feed.url);
-            let events = self.events.clone();
-            let http = http.clone();
-            self.http_tasks.spawn(async move {
-                let result = http.get_text(&e.feed.url).await.map_err(|e| e.boinc_code());
-                let _ = events
-                    .send(Event::Info(InfoFetched::Feed(e.feed.url, result)))
-                    .await;
-            });
-        }
-        if self.project_list_due(t) {
-            self.feeds.project_list_in_flight = true;
-            let url = std::env::var(PROJECT_LIST_URL_ENV)
+    /// The fetches to start at `t` (the network allowed), the project list last checked at
+    /// `list_checked`; both are marked in flight.
+    pub fn due_fetches(&mut self, options: &CcOptions, list_checked: f64, t: f64) -> InfoDue {
+        let feed = self.feed_due(options, t);
+        let project_list = self.project_list_due(options, list_checked, t).then(|| {
+            self.project_list_in_flight = true;
+            std::env::var(PROJECT_LIST_URL_ENV)
                 .ok()
                 .filter(|u| !u.is_empty())
-                .unwrap_or_else(|| PROJECT_LIST_URL.to_owned());
-            debug!("fetching the project list from {url}");
-            let events = self.events.clone();
-            self.http_tasks.spawn(async move {
-                let result = http.get_text(&url).await.map_err(|e| e.boinc_code());
-                let _ = events
-                    .send(Event::Info(InfoFetched::ProjectList(result)))
-                    .await;
-            });
-        }
+                .unwrap_or_else(|| PROJECT_LIST_URL.to_owned())
+        });
+        InfoDue { feed, project_list }
     }
 
     /// The feed to fetch now, if any. None with `no_info_fetch`: as the official client
     /// (which polls its RSS feed operation only without it), project news is not fetched,
     /// though the feeds a scheduler reply names are still kept. `dont_contact_ref_site`
     /// leaves news alone (it stops the project list only).
-    fn feed_due(&mut self, t: f64) -> Option<FeedEntry> {
-        if self.info_fetch_off() {
+    fn feed_due(&mut self, options: &CcOptions, t: f64) -> Option<FeedEntry> {
+        if options.no_info_fetch {
             return None;
         }
-        self.feeds.due(t)
+        self.due(t)
     }
 
-    fn project_list_due(&self, t: f64) -> bool {
-        if self.feeds.project_list_in_flight
-            || self.info_fetch_off()
-            || self.config.cc.options.dont_contact_ref_site
-        {
+    fn project_list_due(&self, options: &CcOptions, list_checked: f64, t: f64) -> bool {
+        if self.project_list_in_flight || options.no_info_fetch || options.dont_contact_ref_site {
             return false;
         }
-        project_list_due_at(self.state.all_projects_list_check_time, t)
+        project_list_due_at(list_checked, t)
     }
 
-    /// An information fetch ended.
-    pub(crate) fn info_fetched(&mut self, done: InfoFetched, t: f64) {
+    /// An information fetch ended at `t`: a feed's document is kept in `dir` and its new
+    /// items become notices; a project list replaces `all_projects_list.xml`. Returns the
+    /// project list's new check time after a project list fetch.
+    pub fn info_fetched(&mut self, dir: &Path, done: InfoFetched, t: f64) -> Option<f64> {
         match done {
             InfoFetched::Feed(url, result) => {
-                let Some(entry) = self.feeds.fetched(&url) else {
-                    return;
-                };
+                let entry = self.fetched(&url)?;
                 let text = match result {
                     Ok(text) => text,
                     Err(code) => {
                         debug!(target: "ferrite::notice_debug", "fetch of {url} failed: {code}");
-                        return;
+                        return None;
                     }
                 };
-                let _ = fs::create_dir_all(self.dir.join("notices"));
-                let _ = fs::write(self.dir.join(entry.feed.file_name()), &text);
+                let _ = fs::create_dir_all(dir.join("notices"));
+                let _ = fs::write(dir.join(entry.feed.file_name()), &text);
                 match feed_notices(&text, &entry, t) {
                     Some(list) => {
                         let n = list
@@ -398,14 +367,15 @@ impl Daemon {
                     }
                     None => debug!(target: "ferrite::notice_debug", "{url}: not an RSS feed"),
                 }
+                None
             }
             InfoFetched::ProjectList(result) => {
-                self.feeds.project_list_in_flight = false;
+                self.project_list_in_flight = false;
                 let ok = match result {
                     Ok(text) if text.contains("</projects>") => {
-                        let tmp = self.dir.join(PROJECT_LIST_TEMP);
+                        let tmp = dir.join(PROJECT_LIST_TEMP);
                         fs::write(&tmp, &text)
-                            .and_then(|()| fs::rename(&tmp, self.dir.join(PROJECT_LIST_FILE)))
+                            .and_then(|()| fs::rename(&tmp, dir.join(PROJECT_LIST_FILE)))
                             .is_ok()
                     }
                     Ok(_) => false,
@@ -414,8 +384,7 @@ impl Daemon {
                         false
                     }
                 };
-                self.state.all_projects_list_check_time = project_list_checked(ok, t);
-                self.save.mark_dirty(t);
+                Some(project_list_checked(ok, t))
             }
         }
     }
@@ -535,6 +504,43 @@ mod tests {
     }
 
     #[test]
+    fn due_fetches_follow_the_options_and_one_project_list_is_fetched_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = 1_795_608_000.0;
+        let mut f = Feeds::default();
+        f.set_project("P", "Proj", vec![feed("a", 100.0)]);
+        let mut o = CcOptions {
+            no_info_fetch: true,
+            ..CcOptions::default()
+        };
+        assert_eq!(f.due_fetches(&o, 0.0, t), InfoDue::default());
+        o.no_info_fetch = false;
+        o.dont_contact_ref_site = true;
+        let due = f.due_fetches(&o, 0.0, t);
+        assert_eq!(due.feed.map(|e| e.feed.url).as_deref(), Some("a"));
+        assert_eq!(due.project_list, None, "dont_contact_ref_site");
+        o.dont_contact_ref_site = false;
+        assert!(f.due_fetches(&o, 0.0, t).project_list.is_some());
+        assert_eq!(
+            f.due_fetches(&o, 0.0, t).project_list,
+            None,
+            "one at a time"
+        );
+        let list = "<projects>\n<project><name>X</name></project>\n</projects>\n";
+        let done = InfoFetched::ProjectList(Ok(list.to_owned()));
+        assert_eq!(f.info_fetched(dir.path(), done, t), Some(t));
+        assert!(project_list(dir.path()).contains("<name>X</name>"));
+        assert!(!f.project_list_in_flight);
+        let failed = InfoFetched::ProjectList(Err(-113));
+        assert_eq!(
+            f.info_fetched(dir.path(), failed, t),
+            Some(project_list_checked(false, t))
+        );
+        let feed_done = InfoFetched::Feed("a".into(), Err(-113));
+        assert_eq!(f.info_fetched(dir.path(), feed_done, t), None);
+    }
+
+    #[test]
     fn the_bundled_list_is_served_until_a_list_was_fetched() {
         let d = tempfile::tempdir().expect("tempdir");
         let bundled = project_list(d.path());
@@ -556,34 +562,5 @@ mod tests {
         assert!(project_list(d.path()).contains("Only"));
         fs::write(d.path().join(PROJECT_LIST_FILE), "<projects><cut").expect("write");
         assert_eq!(project_list(d.path()), bundled);
-    }
-
-    #[test]
-    fn no_info_fetch_stops_project_news_fetches_and_dont_contact_ref_site_does_not() {
-        let feeds = "<rss_feeds>\n<rss_feed>\n<url>http://p.example/notices.php</url>\n\
-                     <poll_interval>86400</poll_interval>\n</rss_feed>\n</rss_feeds>\n";
-        for (no_info_fetch, ref_site, fetched) in [
-            (true, false, false),
-            (false, true, true),
-            (false, false, true),
-        ] {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let opts = crate::cli::Options {
-                dir: Some(dir.path().to_path_buf()),
-                skip_cpu_benchmarks: true,
-                no_gpus: true,
-                no_info_fetch,
-                ..crate::cli::Options::default()
-            };
-            let mut d = Daemon::start(opts, crate::logging::init()).expect("daemon");
-            d.config.cc.options.dont_contact_ref_site = ref_site;
-            d.project_feeds("http://p.example/", "P", feeds);
-            assert_eq!(d.feeds.all().len(), 1, "the reply's feeds are kept");
-            assert_eq!(
-                d.feed_due(crate::clock::now()).is_some(),
-                fetched,
-                "no_info_fetch {no_info_fetch}, dont_contact_ref_site {ref_site}"
-            );
-        }
     }
 }

@@ -208,3 +208,73 @@ fn the_control_cli_never_links_the_scheduling_core() {
         "ferrite links ferrite-sched through {linked:?}"
     );
 }
+
+/// The daemon's parts that take what they read as arguments and return what the glue must
+/// do; the `Daemon` methods that borrow several parts at once live in `src/daemon/`.
+const PARTS_WITHOUT_DAEMON: &[&str] = &["acct_mgr.rs", "notices.rs", "setup.rs", "web"];
+
+/// The Rust files of `path` (a file, or a folder and its subfolders).
+fn rust_files(path: &Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    let entries =
+        std::fs::read_dir(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    for entry in entries.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The lines of `text` whose code (comments left out) names `word` as a whole identifier.
+fn lines_naming(text: &str, word: &str) -> Vec<usize> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(i) = rest.find(word) {
+            let before = rest[..i].chars().next_back();
+            let after = rest[i + word.len()..].chars().next();
+            if !before.is_some_and(ident) && !after.is_some_and(ident) {
+                out.push(n + 1);
+                break;
+            }
+            rest = &rest[i + word.len()..];
+        }
+    }
+    out
+}
+
+#[test]
+fn the_word_finder_skips_comments_and_longer_names() {
+    let text = "use crate::Daemon;\n// a Daemon\nstruct DaemonLike;\nimpl Daemon {}\n";
+    assert_eq!(lines_naming(text, "Daemon"), [1, 4]);
+}
+
+#[test]
+fn the_daemons_parts_never_name_the_daemon() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut broken = Vec::new();
+    for part in PARTS_WITHOUT_DAEMON {
+        let files = rust_files(&src.join(part));
+        assert!(!files.is_empty(), "src/{part} has no Rust file");
+        for f in files {
+            let text = std::fs::read_to_string(&f)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", f.display()));
+            for line in lines_naming(&text, "Daemon") {
+                broken.push(format!("{}:{line}", f.display()));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "these parts name `Daemon` (their glue belongs in src/daemon/): {broken:#?}"
+    );
+}

@@ -106,24 +106,22 @@ impl GuiRpcClient {
 
     /// `auth1` then `auth2` with `md5(nonce + password)`.
     pub async fn authorize(&mut self, password: &str) -> Result<(), ClientError> {
-        let body = self.call_raw("<auth1/>\n").await?;
-        let nonce = between(&body, "<nonce>", "</nonce>").ok_or(ClientError::Malformed)?;
-        let hash = auth::nonce_hash(nonce.trim(), password);
-        let body = self
-            .call_raw(&format!(
-                "<auth2>\n<nonce_hash>{hash}</nonce_hash>\n</auth2>\n"
-            ))
-            .await?;
-        if body.contains("<authorized/>") {
-            Ok(())
-        } else {
-            Err(ClientError::Unauthorized)
-        }
+        let body = self.call_raw(AUTH1_OP).await?;
+        let nonce = auth1_nonce(&body).ok_or(ClientError::Malformed)?;
+        let body = self.call_raw(&auth2_op(nonce, password)).await?;
+        check_authorized(&body)
     }
 
     /// Sends a typed request and returns the reply body (between the reply tags).
     pub async fn call(&mut self, request: &Request) -> Result<String, ClientError> {
         self.call_raw(&request.to_xml()).await
+    }
+
+    /// Sends a request that answers with data; a refusal (`<unauthorized/>`, an `<error>`
+    /// answer) is the error ([`check_data`]).
+    pub async fn call_data(&mut self, request: &Request) -> Result<String, ClientError> {
+        let body = self.call(request).await?;
+        check_data(body)
     }
 
     /// Sends a request that should answer `<success/>`, mapping the other answers to errors.
@@ -194,6 +192,49 @@ impl GuiRpcClient {
     }
 }
 
+/// The first request of the authentication exchange.
+pub const AUTH1_OP: &str = "<auth1/>\n";
+
+/// The nonce of an `auth1` reply (the body, or the whole reply).
+pub fn auth1_nonce(reply: &str) -> Option<&str> {
+    between(reply, "<nonce>", "</nonce>").map(str::trim)
+}
+
+/// The `auth2` request answering `nonce` with `password` (`md5(nonce + password)`).
+pub fn auth2_op(nonce: &str, password: &str) -> String {
+    let hash = auth::nonce_hash(nonce, password);
+    format!("<auth2>\n<nonce_hash>{hash}</nonce_hash>\n</auth2>\n")
+}
+
+/// Interprets an `auth2` reply: `<authorized/>` is `Ok`.
+pub fn check_authorized(reply: &str) -> Result<(), ClientError> {
+    if reply.contains("<authorized/>") {
+        Ok(())
+    } else {
+        Err(ClientError::Unauthorized)
+    }
+}
+
+/// The text of a reply body that is an `<error>` answer (unescaped, trimmed); `None` for
+/// any other body, including data that holds an `<error>` element further in.
+pub fn error_text(body: &str) -> Option<String> {
+    let rest = body.trim_start().strip_prefix("<error>")?;
+    let text = &rest[..rest.find("</error>")?];
+    Some(xml::unescape(text.trim()).into_owned())
+}
+
+/// Interprets a reply body that answers with data: `<unauthorized/>` and an `<error>`
+/// answer are refusals (as [`check_success`] reads them); anything else is the data.
+pub fn check_data(body: String) -> Result<String, ClientError> {
+    if body.contains("<unauthorized/>") {
+        return Err(ClientError::Unauthorized);
+    }
+    if body.trim_start().starts_with("<error>") {
+        check_success(&body)?;
+    }
+    Ok(body)
+}
+
 /// Interprets a generic result body: `<success/>` (or `<status>0</status>`) is `Ok`.
 pub fn check_success(body: &str) -> Result<(), ClientError> {
     if body.contains("<success/>") {
@@ -246,5 +287,52 @@ mod tests {
             Err(ClientError::Server(t)) if t == "No such file"
         ));
         assert!(matches!(check_success(""), Err(ClientError::Malformed)));
+    }
+
+    #[test]
+    fn data_replies_and_their_refusals() {
+        let data = "<cc_status>\n<error>inside</error>\n</cc_status>\n".to_owned();
+        assert_eq!(check_data(data.clone()).ok(), Some(data.clone()));
+        assert_eq!(
+            error_text(&data),
+            None,
+            "an <error> inside data is not a refusal"
+        );
+        assert!(matches!(
+            check_data("<unauthorized/>\n".into()),
+            Err(ClientError::Unauthorized)
+        ));
+        assert!(matches!(
+            check_data("\n<error>no such project</error>\n".into()),
+            Err(ClientError::Server(t)) if t == "no such project"
+        ));
+        assert!(matches!(
+            check_data("<error>Missing authenticator</error>\n".into()),
+            Err(ClientError::Unauthorized)
+        ));
+        assert_eq!(
+            error_text("<error> a &lt; b </error>\n").as_deref(),
+            Some("a < b")
+        );
+        assert_eq!(error_text("<error>cut"), None);
+    }
+
+    #[test]
+    fn the_authentication_exchange() {
+        let reply = "<boinc_gui_rpc_reply>\n<nonce>1.5</nonce>\n</boinc_gui_rpc_reply>\n";
+        assert_eq!(auth1_nonce(reply), Some("1.5"));
+        assert_eq!(auth1_nonce("<unauthorized/>"), None);
+        assert_eq!(
+            auth2_op("1.5", "pw"),
+            format!(
+                "<auth2>\n<nonce_hash>{}</nonce_hash>\n</auth2>\n",
+                auth::nonce_hash("1.5", "pw")
+            )
+        );
+        assert!(check_authorized("<authorized/>\n").is_ok());
+        assert!(matches!(
+            check_authorized("<unauthorized/>\n"),
+            Err(ClientError::Unauthorized)
+        ));
     }
 }

@@ -14,7 +14,7 @@ mod slots;
 mod start;
 
 pub use api::{UsageHistory, UsageSample};
-pub use start::{USAGE_EVERY_SECS, USAGE_SAMPLES};
+pub use start::{start_for_loop, Started, USAGE_EVERY_SECS, USAGE_SAMPLES};
 
 use std::io;
 use std::net::SocketAddr;
