@@ -494,6 +494,15 @@ impl Decision {
     /// One sentence for people (`ferrite explain`, the log).
     pub fn describe(self) -> &'static str {
         match self {
+            Decision::Confined(AppNeeds {
+                docker: true,
+                network: true,
+                ..
+            }) => {
+                "confined: a Docker app; its slot, its project's files, the system read-only, \
+                 the Docker engine's socket (the docker command starts its container through \
+                 it); TCP allowed (the app version needs the network)"
+            }
             Decision::Confined(AppNeeds { docker: true, .. }) => {
                 "confined: a Docker app; its slot, its project's files, the system read-only, \
                  the Docker engine's socket (the docker command starts its container through \
@@ -724,6 +733,14 @@ mod tests {
             })
         );
         assert!(docker.describe().contains("Docker engine's socket"));
+        assert!(docker.describe().ends_with("no TCP"));
+        let networked = Decision::Confined(AppNeeds {
+            docker: true,
+            network: true,
+            gpu: false,
+        });
+        assert!(networked.describe().contains("Docker engine's socket"));
+        assert!(networked.describe().contains("TCP allowed"));
         assert_eq!(
             of(&s, "https://q.example/", "docker", None),
             Decision::Confined(needs)
