@@ -33,7 +33,9 @@
 //!
 //! `FERRITE_BENCH_ONLY` (a comma-separated list of `clients`, `opencl`, `download`, `tasks`) runs only
 //! those parts; `FERRITE_BENCH_ONLY=clients FERRITE_BENCH_ROUNDS=1 FERRITE_BENCH_IDLE_SECS=1`
-//! measures the GUI RPC figures and memory in about 20 s. `FERRITE_BENCH_WRITE_DIR=DIR` only
+//! measures the GUI RPC figures and memory in about 20 s. `FERRITE_BENCH_FERRITED=PATH`
+//! measures that `ferrited` instead of the one built with the bench (a release build, with
+//! the bench itself built in the quicker dev profile: `cargo bench --profile dev`). `FERRITE_BENCH_WRITE_DIR=DIR` only
 //! writes the 1,000-task data directory (state, accounts, files; GUI RPC password `benchpw`)
 //! to DIR, for running a client on it by hand (`perf`, `heaptrack`).
 //!
@@ -208,6 +210,13 @@ fn data_dir(state: Option<(&str, &ClientState)>) -> tempfile::TempDir {
     dir
 }
 
+/// The `ferrited` measured: `FERRITE_BENCH_FERRITED` when set (a release build measured by a
+/// bench built quickly in another profile), else the one built with this bench.
+fn ferrited() -> String {
+    std::env::var("FERRITE_BENCH_FERRITED")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrited").to_owned())
+}
+
 fn launch(who: Who, dir: tempfile::TempDir) -> Client {
     launch_with(who, dir, false)
 }
@@ -216,7 +225,7 @@ fn launch(who: Who, dir: tempfile::TempDir) -> Client {
 fn launch_with(who: Who, dir: tempfile::TempDir, gpus: bool) -> Client {
     let port = free_port();
     let mut cmd = match who {
-        Who::Ferrite => Command::new(env!("CARGO_BIN_EXE_ferrited")),
+        Who::Ferrite => Command::new(ferrited()),
         Who::Official => {
             let mut c = Command::new("boinc");
             c.arg("--no_info_fetch");
@@ -869,19 +878,14 @@ fn main() {
         let settle = Duration::from_secs(5);
         let (ferrite, official) = std::thread::scope(|scope| {
             let f = scope.spawn(|| {
-                short_tasks::busy_cpu(
-                    short_tasks::Runner::Ferrite(env!("CARGO_BIN_EXE_ferrited")),
-                    app,
-                    settle,
-                    idle,
-                )
+                short_tasks::busy_cpu(short_tasks::Runner::Ferrite(&ferrited()), app, settle, idle)
             });
             let o = short_tasks::busy_cpu(short_tasks::Runner::Official, app, settle, idle);
             (f.join().expect("Ferrite's run"), o)
         });
         rows.cpu_busy.push(ferrite, official);
         eprintln!("round {round}/{rounds}: short tasks");
-        let o = short_tasks::run(env!("CARGO_BIN_EXE_ferrited"), app);
+        let o = short_tasks::run(&ferrited(), app);
         rows.short_tasks
             .push(o.wall.as_secs_f64(), short_tasks::ideal().as_secs_f64());
         let official = short_tasks::run_with(short_tasks::Runner::Official, app);

@@ -295,6 +295,20 @@ impl HostInfo {
 
     /// Writes `<host_info>` in the official order, in the given form.
     pub fn write(&self, w: &mut XmlWriter, form: HostInfoForm) {
+        self.write_fields(w, form);
+        w.close("host_info");
+    }
+
+    /// Writes `<host_info>` for a GUI RPC `get_host_info` reply: the state-file form, then
+    /// Ferrite's `<ferrite_confinement>` sentence (whether apps run confined on this host;
+    /// the official Manager skips an element it does not know).
+    pub fn write_gui_rpc(&self, w: &mut XmlWriter, confinement: &str) {
+        self.write_fields(w, HostInfoForm::STATE_FILE);
+        w.text("ferrite_confinement", confinement);
+        w.close("host_info");
+    }
+
+    fn write_fields(&self, w: &mut XmlWriter, form: HostInfoForm) {
         w.open("host_info");
         w.num("timezone", self.timezone);
         if form.net_info {
@@ -339,7 +353,6 @@ impl HostInfo {
         for e in &self.extra {
             w.raw(e);
         }
-        w.close("host_info");
     }
 }
 
@@ -749,6 +762,21 @@ mod tests {
         assert!(!out.contains("req_secs"));
         let (h2, _) = parse(&out);
         assert_eq!(h, h2);
+    }
+
+    #[test]
+    fn the_gui_rpc_form_adds_the_confinement_sentence_last() {
+        let (h, _) = parse(HOST);
+        let mut w = XmlWriter::new();
+        h.write_gui_rpc(&mut w, "apps run unconfined: this kernel has no <Landlock>");
+        let out = w.finish();
+        let line = "<ferrite_confinement>apps run unconfined: this kernel has no \
+                    &lt;Landlock&gt;</ferrite_confinement>\n</host_info>";
+        assert!(out.ends_with(&format!("{line}\n")), "{out}");
+        let (h2, _) = parse(&out);
+        assert_eq!(h2.coprocs, h.coprocs);
+        assert_eq!(h2.p_model, h.p_model);
+        assert!(h2.extra.iter().any(|e| e.contains("ferrite_confinement")));
     }
 
     #[test]

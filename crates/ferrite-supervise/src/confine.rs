@@ -10,6 +10,12 @@
 //! unless its app version says `<needs_network/>`, and it cannot signal, or reach through an
 //! abstract Unix socket, any process outside its own tree (Landlock's scoping).
 //!
+//! Apps that drive a virtual machine or a container get what their kind needs ([`AppKind`]):
+//! a Docker app is confined with the Docker engine's socket added (the engine, a daemon of
+//! its own, starts the container); a Podman app and a VirtualBox app run unconfined, as
+//! Podman's container runtime mounts file systems and both use setuid helpers (`newuidmap`,
+//! VirtualBox's VM process), which a Landlock domain and `no_new_privs` forbid.
+//!
 //! The ruleset is built in the daemon before the fork ([`Policy::prepare`], which opens every
 //! path); the child only calls `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self`,
 //! both plain system calls, before `exec`. A kernel without Landlock gives no ruleset, and the
@@ -82,6 +88,8 @@ pub enum Rights {
     Outputs,
     /// Read and write devices, with their ioctls.
     Device,
+    /// Read and write a Unix socket (a container engine's).
+    Socket,
     /// Everything (the slot, shared memory).
     Full,
 }
@@ -104,6 +112,73 @@ pub struct AppNeeds {
     pub gpu: bool,
     /// Its app version says `<needs_network/>`: TCP is not restricted.
     pub network: bool,
+    /// A Docker app (`docker_wrapper` on a host whose engine is Docker): it gets the Docker
+    /// engine's socket, through which the `docker` command it runs starts its container.
+    pub docker: bool,
+}
+
+/// What kind of app runs, as far as confinement goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppKind {
+    /// Any other app: the base rights.
+    Plain,
+    /// A VirtualBox app (`vboxwrapper`).
+    VirtualBox,
+    /// A Docker/Podman app (`docker_wrapper`), with the engine this host reports.
+    Container(Engine),
+}
+
+/// The container engine of the host (`<docker_type>` of `<host_info>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Docker (`<docker_type>1`): a daemon of its own behind a Unix socket.
+    Docker,
+    /// Podman (`<docker_type>2`): runs the container in the app's own process tree.
+    Podman,
+    /// None detected: `docker_wrapper` stops at once ("Docker type missing").
+    None,
+}
+
+impl AppKind {
+    /// The kind of an app version: plan class naming `vbox` or a main program named
+    /// `vboxwrapper…` is VirtualBox; plan class naming `docker` or a main program named
+    /// `docker_wrapper…` is a container app, of the engine `docker_type` names.
+    pub fn of(plan_class: &str, program: &Path, docker_type: Option<u32>) -> AppKind {
+        let pc = plan_class.to_ascii_lowercase();
+        let name = program
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if pc.contains("vbox") || name.starts_with("vboxwrapper") {
+            AppKind::VirtualBox
+        } else if pc.contains("docker") || name.starts_with("docker_wrapper") {
+            AppKind::Container(match docker_type {
+                Some(1) => Engine::Docker,
+                Some(2) => Engine::Podman,
+                _ => Engine::None,
+            })
+        } else {
+            AppKind::Plain
+        }
+    }
+}
+
+/// The Docker engine's sockets a Docker app may reach: `$DOCKER_HOST` when it names a Unix
+/// socket (`unix://PATH`), else the system engine's (`/run/docker.sock`, also reached as
+/// `/var/run/docker.sock`) and a rootless engine's (`$XDG_RUNTIME_DIR/docker.sock`).
+pub fn docker_sockets(docker_host: Option<&str>, runtime_dir: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(path) = docker_host.and_then(|h| h.strip_prefix("unix://")) {
+        return vec![PathBuf::from(path)];
+    }
+    let mut v = vec![
+        PathBuf::from("/run/docker.sock"),
+        PathBuf::from("/var/run/docker.sock"),
+    ];
+    if let Some(dir) = runtime_dir {
+        v.push(dir.join("docker.sock"));
+    }
+    v
 }
 
 /// Everything one app may reach: the single list of what an app gets.
@@ -126,6 +201,8 @@ pub struct AppPlace<'a> {
     pub project_dir: &'a Path,
     /// The volunteer's home (`$HOME` of the daemon), kept out of the system grants.
     pub home: Option<&'a Path>,
+    /// The container engine's sockets ([`docker_sockets`]), granted to a Docker app.
+    pub engine_sockets: &'a [PathBuf],
 }
 
 /// Errors while building an app's ruleset.
@@ -168,8 +245,15 @@ impl Support {
     }
 }
 
-/// Asks the kernel for its Landlock ABI version.
+/// When set to `1`, [`support`] answers [`Support::NotImplemented`] whatever the kernel
+/// offers: a test hook, to see a client on a kernel without Landlock on one with it.
+pub const SIMULATE_NO_LANDLOCK_ENV: &str = "FERRITE_SIMULATE_NO_LANDLOCK";
+
+/// Asks the kernel for its Landlock ABI version (see [`SIMULATE_NO_LANDLOCK_ENV`]).
 pub fn support() -> Support {
+    if std::env::var_os(SIMULATE_NO_LANDLOCK_ENV).is_some_and(|v| v == "1") {
+        return Support::NotImplemented;
+    }
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call only
     // returns a number; it reads and writes no memory of ours.
@@ -254,6 +338,21 @@ impl Policy {
                 });
             }
         }
+        if needs.docker {
+            let mut seen = Vec::new();
+            for sock in place.engine_sockets {
+                let path = real(sock);
+                if !seen.contains(&path) {
+                    seen.push(path.clone());
+                    grants.push(Grant {
+                        path,
+                        rights: Rights::Socket,
+                        why: "the Docker engine's socket (the docker command starts the container \
+                              through it)",
+                    });
+                }
+            }
+        }
         Policy {
             grants,
             network: needs.network,
@@ -308,6 +407,7 @@ impl Policy {
                     Rights::Read => "read",
                     Rights::Outputs => "read, write files",
                     Rights::Device => "device",
+                    Rights::Socket => "socket",
                     Rights::Full => "read-write",
                 };
                 format!("{} ({what}): {}", g.path.display(), g.why)
@@ -354,15 +454,15 @@ pub enum Unconfined {
     TurnedOff,
     /// `<ferrite_unconfined_project>` names the app's project.
     TurnedOffForProject,
-    /// A VirtualBox app (plan class `vbox…`).
+    /// A VirtualBox app.
     VirtualBox,
-    /// A Docker or Podman app (plan class `docker…`).
-    Container,
+    /// A Podman app.
+    Podman,
 }
 
 impl Decision {
-    /// The decision for an app of `project_url` with this plan class.
-    pub fn of(settings: &Settings, project_url: &str, plan_class: &str, needs: AppNeeds) -> Self {
+    /// The decision for an app of `project_url` of this kind.
+    pub fn of(settings: &Settings, project_url: &str, kind: AppKind, needs: AppNeeds) -> Self {
         let why = if !matches!(settings.support, Support::Available(_)) {
             Unconfined::NoLandlock
         } else if !settings.enabled {
@@ -373,12 +473,20 @@ impl Decision {
             .any(|u| u == project_url)
         {
             Unconfined::TurnedOffForProject
-        } else if plan_class.contains("vbox") {
-            Unconfined::VirtualBox
-        } else if plan_class.contains("docker") {
-            Unconfined::Container
         } else {
-            return Decision::Confined(needs);
+            match kind {
+                AppKind::VirtualBox => Unconfined::VirtualBox,
+                AppKind::Container(Engine::Podman) => Unconfined::Podman,
+                AppKind::Container(Engine::Docker) => {
+                    return Decision::Confined(AppNeeds {
+                        docker: true,
+                        ..needs
+                    })
+                }
+                AppKind::Container(Engine::None) | AppKind::Plain => {
+                    return Decision::Confined(needs)
+                }
+            }
         };
         Decision::Unconfined(why)
     }
@@ -386,6 +494,20 @@ impl Decision {
     /// One sentence for people (`ferrite explain`, the log).
     pub fn describe(self) -> &'static str {
         match self {
+            Decision::Confined(AppNeeds {
+                docker: true,
+                network: true,
+                ..
+            }) => {
+                "confined: a Docker app; its slot, its project's files, the system read-only, \
+                 the Docker engine's socket (the docker command starts its container through \
+                 it); TCP allowed (the app version needs the network)"
+            }
+            Decision::Confined(AppNeeds { docker: true, .. }) => {
+                "confined: a Docker app; its slot, its project's files, the system read-only, \
+                 the Docker engine's socket (the docker command starts its container through \
+                 it); no TCP"
+            }
             Decision::Confined(AppNeeds { network: true, .. }) => {
                 "confined: its slot, its project's files, the system read-only; TCP allowed \
                  (the app version needs the network)"
@@ -407,14 +529,13 @@ impl Decision {
                 "unconfined: <ferrite_unconfined_project> names its project in cc_config.xml"
             }
             Decision::Unconfined(Unconfined::VirtualBox) => {
-                "unconfined: a VirtualBox app; VirtualBox's VM process is set-user-ID root, \
-                 which Landlock's no_new_privs forbids, and its service keeps its state in the \
-                 volunteer's home"
+                "unconfined: a VirtualBox app; VirtualBox's setuid helpers (the VM process \
+                 VBoxHeadless) need privileges Landlock's no_new_privs forbids"
             }
-            Decision::Unconfined(Unconfined::Container) => {
-                "unconfined: a Docker/Podman app; rootless Podman needs set-user-ID helpers \
-                 (newuidmap), which Landlock's no_new_privs forbids, and both engines keep \
-                 their state in the volunteer's home"
+            Decision::Unconfined(Unconfined::Podman) => {
+                "unconfined: a Podman app; Podman runs the container in the app's own process \
+                 tree, and its runtime's mounts and its setuid helpers (newuidmap, newgidmap) \
+                 need what a Landlock domain and no_new_privs forbid"
             }
         }
     }
@@ -456,6 +577,7 @@ fn access_of(rights: Rights, abi: ABI) -> BitFlags<AccessFs> {
         Rights::Device => {
             AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev
         }
+        Rights::Socket => AccessFs::ReadFile | AccessFs::WriteFile,
         Rights::Full => AccessFs::from_all(abi),
     }
 }
@@ -525,6 +647,10 @@ mod tests {
                 slot_dir: Path::new("/opt/boinc/slots/3"),
                 project_dir: Path::new("/opt/boinc/projects/p.example_x"),
                 home: Some(Path::new("/home/vol")),
+                engine_sockets: &[
+                    PathBuf::from("/run/docker.sock"),
+                    PathBuf::from("/run/user/1000/docker.sock"),
+                ],
             },
             needs,
             &fake_list,
@@ -578,31 +704,55 @@ mod tests {
             support: Support::Available(7),
         };
         let needs = AppNeeds::default();
-        let of = |s: &Settings, url, pc| Decision::of(s, url, pc, needs);
+        let of = |s: &Settings, url, pc, docker_type| {
+            let kind = AppKind::of(pc, Path::new("/p/app_1.0"), docker_type);
+            Decision::of(s, url, kind, needs)
+        };
         assert_eq!(
-            of(&s, "https://q.example/", "mt"),
+            of(&s, "https://q.example/", "mt", Some(1)),
             Decision::Confined(needs)
         );
         assert_eq!(
-            of(&s, "https://p.example/", ""),
+            of(&s, "https://p.example/", "", None),
             Decision::Unconfined(Unconfined::TurnedOffForProject)
         );
         assert_eq!(
-            of(&s, "https://q.example/", "vbox64_mt"),
+            of(&s, "https://q.example/", "vbox64_mt", None),
             Decision::Unconfined(Unconfined::VirtualBox)
         );
         assert_eq!(
-            of(&s, "https://q.example/", "docker"),
-            Decision::Unconfined(Unconfined::Container)
+            of(&s, "https://q.example/", "docker", Some(2)),
+            Decision::Unconfined(Unconfined::Podman)
+        );
+        let docker = of(&s, "https://q.example/", "docker", Some(1));
+        assert_eq!(
+            docker,
+            Decision::Confined(AppNeeds {
+                docker: true,
+                ..needs
+            })
+        );
+        assert!(docker.describe().contains("Docker engine's socket"));
+        assert!(docker.describe().ends_with("no TCP"));
+        let networked = Decision::Confined(AppNeeds {
+            docker: true,
+            network: true,
+            gpu: false,
+        });
+        assert!(networked.describe().contains("Docker engine's socket"));
+        assert!(networked.describe().contains("TCP allowed"));
+        assert_eq!(
+            of(&s, "https://q.example/", "docker", None),
+            Decision::Confined(needs)
         );
         s.enabled = false;
         assert_eq!(
-            of(&s, "https://q.example/", ""),
+            of(&s, "https://q.example/", "", None),
             Decision::Unconfined(Unconfined::TurnedOff)
         );
         s.support = Support::NotImplemented;
         assert_eq!(
-            of(&s, "https://q.example/", ""),
+            of(&s, "https://q.example/", "", None),
             Decision::Unconfined(Unconfined::NoLandlock)
         );
     }
@@ -612,6 +762,7 @@ mod tests {
         let p = policy(AppNeeds {
             gpu: true,
             network: true,
+            docker: false,
         });
         assert_eq!(granted(&p, "/dev/nvidia0"), Some(Rights::Device));
         assert_eq!(granted(&p, "/dev/nvidiactl"), Some(Rights::Device));
@@ -619,5 +770,64 @@ mod tests {
         assert_eq!(granted(&p, "/dev/sda"), None);
         assert!(p.network);
         assert!(p.describe().iter().any(|l| l.starts_with("TCP: allowed")));
+    }
+
+    #[test]
+    fn wrappers_are_known_by_plan_class_or_program_name() {
+        let kind = |pc, prog: &str, t| AppKind::of(pc, Path::new(prog), t);
+        assert_eq!(
+            kind("", "/p/vboxwrapper_26206_x86_64-pc-linux-gnu", None),
+            AppKind::VirtualBox
+        );
+        assert_eq!(kind("vbox64_mt", "/p/x", None), AppKind::VirtualBox);
+        assert_eq!(
+            kind("", "/p/docker_wrapper_3", Some(1)),
+            AppKind::Container(Engine::Docker)
+        );
+        assert_eq!(
+            kind("docker", "/p/x", Some(2)),
+            AppKind::Container(Engine::Podman)
+        );
+        assert_eq!(
+            kind("docker", "/p/x", Some(0)),
+            AppKind::Container(Engine::None)
+        );
+        assert_eq!(kind("mt", "/p/x", Some(1)), AppKind::Plain);
+    }
+
+    #[test]
+    fn a_docker_app_gets_the_engine_socket_and_nothing_else_more() {
+        let base = policy(AppNeeds::default());
+        assert_eq!(granted(&base, "/run/docker.sock"), None);
+        let p = policy(AppNeeds {
+            docker: true,
+            ..AppNeeds::default()
+        });
+        assert_eq!(granted(&p, "/run/docker.sock"), Some(Rights::Socket));
+        assert_eq!(
+            granted(&p, "/run/user/1000/docker.sock"),
+            Some(Rights::Socket)
+        );
+        assert_eq!(p.grants.len(), base.grants.len() + 2);
+        for denied in [
+            "/home/vol/.docker/config.json",
+            "/opt/boinc/projects/other/f",
+            "/run/user/1000/bus",
+        ] {
+            assert_eq!(granted(&p, denied), None, "{denied}");
+        }
+        assert!(!p.network);
+        assert_eq!(
+            docker_sockets(Some("unix:///tmp/x/d.sock"), Some(Path::new("/run/user/1"))),
+            [PathBuf::from("/tmp/x/d.sock")]
+        );
+        assert_eq!(
+            docker_sockets(Some("tcp://h:2375"), Some(Path::new("/run/user/1"))),
+            [
+                PathBuf::from("/run/docker.sock"),
+                PathBuf::from("/var/run/docker.sock"),
+                PathBuf::from("/run/user/1/docker.sock")
+            ]
+        );
     }
 }

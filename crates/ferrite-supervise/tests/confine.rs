@@ -37,6 +37,7 @@ fn policy_for(dd: &DataDir, slot_dir: &Path) -> Policy {
             slot_dir,
             project_dir: &dd.project_dir(),
             home: None,
+            engine_sockets: &[],
         },
         AppNeeds::default(),
     )

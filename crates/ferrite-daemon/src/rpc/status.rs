@@ -329,7 +329,8 @@ impl Daemon {
             Request::GetCcStatus => self.cc_status_xml(t),
             Request::GetHostInfo => {
                 let mut w = XmlWriter::new();
-                self.state.host_info.write(&mut w, HostInfoForm::STATE_FILE);
+                let confinement = self.tasks.confine.support.describe();
+                self.state.host_info.write_gui_rpc(&mut w, &confinement);
                 w.finish()
             }
             Request::GetMessageCount => {

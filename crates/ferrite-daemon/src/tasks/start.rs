@@ -196,20 +196,33 @@ impl TaskTable {
         let confinement = confine::Decision::of(
             &self.confine,
             &key.0,
-            &av.plan_class,
+            confine::AppKind::of(
+                &av.plan_class,
+                &program,
+                state.host_info.docker.as_ref().map(|d| d.1),
+            ),
             confine::AppNeeds {
                 gpu: gpu_usage > 0.0,
                 network: av.needs_network,
+                docker: false,
             },
         );
         if let confine::Decision::Confined(needs) = confinement {
             let home = std::env::var_os("HOME").map(PathBuf::from);
+            let sockets = if needs.docker {
+                let host = std::env::var("DOCKER_HOST").ok();
+                let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+                confine::docker_sockets(host.as_deref(), runtime.as_deref())
+            } else {
+                Vec::new()
+            };
             cfg.confine = Some(confine::Policy::for_app(
                 confine::AppPlace {
                     data_dir: &self.dir,
                     slot_dir: slot.dir(),
                     project_dir: &pdir,
                     home: home.as_deref(),
+                    engine_sockets: &sockets,
                 },
                 needs,
             ));
