@@ -210,7 +210,9 @@ for t in "${TARGETS[@]}"; do
         "$cc" -shared -fPIC -O1 "-DFAKE_$vendor" -o "$tmp/fake_icd_$vendor-$t.so" \
             crates/ferrite-hostinfo/tests/fake_opencl/fake_icd.c
     done
-    "$cc" -O1 -Wall -o "$tmp/hostile-$t" tests/apps/hostile.c
+    for app in tests/apps/*.c; do
+        "$cc" -O1 -Wall -o "$tmp/$(basename "$app" .c)-$t" "$app"
+    done
     step_done "build $t"
 done
 
