@@ -17,7 +17,7 @@
 #   2. cross builds of ferrited and ferrite for both targets (the dev profile, as the
 #      packaging test's package; Dhrystone's C goes through the cross compiler in build.rs),
 #      and the other C in the tree (the fake NVML and OpenCL libraries of the tests, the
-#      hostile app of the confinement test), and the C++ BOINC API test app linked against
+#      confinement tests' apps in tests/apps), and the C++ BOINC API test app linked against
 #      Debian's arm64 / armhf libboinc-app (downloaded with `apt-get download`, unpacked
 #      into a sysroot under the target folder, never installed). Under qemu the app runs
 #      standalone: a run that crashes after its first step, then one that resumes from its
