@@ -295,6 +295,62 @@ mod tests {
     }
 
     #[test]
+    fn logind_comes_first_then_idle_detect_then_the_devices() {
+        use ferrite_hostinfo::logind::UserIdle;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dev = tmp.path().join("dev");
+        std::fs::create_dir_all(dev.join("shm")).expect("mkdir");
+        std::fs::write(dev.join("tty1"), "").expect("write");
+        let probe = IdleProbe {
+            dev_root: dev.clone(),
+            shm_root: dev.join("shm"),
+            ignore_tty: Vec::new(),
+        };
+        let devices = ferrite_hostinfo::candidate_devices(&probe);
+        // A terminal touched just now, but logind says every session has been idle for an
+        // hour: logind wins.
+        let hour_ago = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("clock")
+            .as_micros() as u64
+            - 3_600_000_000;
+        let (idle, src) = idle_from(
+            &Logind::Sessions(UserIdle::IdleSince(hour_ago)),
+            &probe,
+            &devices,
+        );
+        assert_eq!(src, IdleSource::Logind);
+        assert!(
+            idle.is_some_and(|s| (3600.0..3700.0).contains(&s)),
+            "{idle:?}"
+        );
+        let (idle, src) = idle_from(&Logind::Sessions(UserIdle::NoSessions), &probe, &devices);
+        assert_eq!((idle, src), (None, IdleSource::Logind));
+        // Without logind: the helper's segment when fresh, else the terminal.
+        let unreachable = Logind::Unreachable("no system bus".into());
+        let (idle, src) = idle_from(&unreachable, &probe, &devices);
+        assert_eq!(src, IdleSource::Devices);
+        assert!(idle.is_some_and(|s| s < 60.0), "{idle:?}");
+        let now_s = (hour_ago / 1_000_000 + 3600) as i64;
+        let mut shm = now_s.to_ne_bytes().to_vec();
+        shm.extend_from_slice(&(now_s - 120).to_ne_bytes());
+        std::fs::write(dev.join("shm/idle_detect_shmem"), shm).expect("write");
+        let (idle, src) = idle_from(&unreachable, &probe, &devices);
+        assert_eq!(src, IdleSource::IdleDetect);
+        assert!(
+            idle.is_some_and(|s| (119.0..200.0).contains(&s)),
+            "{idle:?}"
+        );
+        let (idle, src) = idle_from(&unreachable, &probe, &[]);
+        assert_eq!((idle.is_some(), src), (true, IdleSource::IdleDetect));
+        std::fs::remove_file(dev.join("shm/idle_detect_shmem")).expect("rm");
+        assert_eq!(
+            idle_from(&unreachable, &probe, &[]),
+            (None, IdleSource::Nothing)
+        );
+    }
+
+    #[test]
     fn the_monitor_reads_battery_idle_time_processes_and_load_from_its_roots() {
         let tmp = tempfile::tempdir().expect("tmp");
         let sys = tmp.path().join("sys/class/power_supply");
