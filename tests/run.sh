@@ -28,6 +28,7 @@ PEERS=(
     # BOINC Manager in a virtual X session (Xvfb) driven by xdotool, screenshots by xwd; its
     # wizards followed through their accessibility tree (D-Bus session bus, AT-SPI, pyatspi).
     "boinc-manager boincmgr" "xvfb Xvfb" "xdotool xdotool" "x11-apps xwd"
+    # dbus-daemon also runs the private bus of the fake systemd-logind (tests/tests/logind.rs).
     "dbus-daemon dbus-daemon" "at-spi2-core -" "python3-pyatspi -"
     # OpenCL: the ICD loader and PoCL, a real OpenCL platform on the CPU (detection tests).
     "ocl-icd-libopencl1 -" "pocl-opencl-icd -"

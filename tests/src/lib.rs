@@ -68,6 +68,9 @@ pub fn bin(name: &str) -> PathBuf {
 /// a save may be in flight.
 pub const TEST_LOG: &str = "info,ferrite::state_debug=debug";
 
+/// The system bus address the tests' `ferrited` gets: a socket that does not exist.
+pub const NO_SYSTEM_BUS: &str = "unix:path=/nonexistent/ferrite-tests-no-system-bus";
+
 /// The line ferrited logs at the end of each save under [`TEST_LOG`].
 pub const STATE_SAVED: &str = "state file saved";
 
@@ -174,12 +177,15 @@ impl Proc {
         }
     }
 
-    /// `ferrited` with `args`.
+    /// `ferrited` with `args`. Its system bus ([`NO_SYSTEM_BUS`]) is none, so the host's
+    /// systemd-logind never tells it whether the user is idle: tests control that with
+    /// `FERRITE_DEV_ROOT` (or a bus of their own, set with `DBUS_SYSTEM_BUS_ADDRESS`).
     pub fn ferrited(args: &[&str]) -> Proc {
         let mut cmd = Command::new(bin("ferrited"));
         cmd.args(args)
             .env("RUST_LOG", TEST_LOG)
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", NO_SYSTEM_BUS);
         Proc::spawn(cmd)
     }
 
@@ -191,7 +197,8 @@ impl Proc {
         cmd.args(["--dir", dir.to_str().expect("utf-8 path")])
             .args(["--gui_rpc_port", &port.to_string(), "--skip_cpu_benchmarks"])
             .env("RUST_LOG", TEST_LOG)
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", NO_SYSTEM_BUS);
         if let Some(fake) = fakebin {
             let base = std::env::var("PATH").unwrap_or_default();
             cmd.env("PATH", format!("{}:{base}", fake.display()));

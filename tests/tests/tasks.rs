@@ -309,6 +309,8 @@ fn battery_user_input_other_programs_load_and_exclusive_apps_suspend_computing()
     .args(["--skip_cpu_benchmarks", "--no_gpus"])
     .env("RUST_LOG", "info")
     .env("NO_COLOR", "1")
+    // The host's logind (if any) would tell the user's activity instead of FERRITE_DEV_ROOT.
+    .env("DBUS_SYSTEM_BUS_ADDRESS", ferrite_e2e::NO_SYSTEM_BUS)
     .env("FERRITE_SYS_ROOT", host.path().join("sys"))
     .env("FERRITE_DEV_ROOT", &dev)
     .env("FERRITE_PROC_ROOT", &proc_root);

@@ -2,7 +2,8 @@
 //! place of the `02_tasks_running` fixture's app, and the spinning BOINC API test app) and,
 //! with a limit of 30 % in `global_prefs_override.xml`, holds its CPU time well below the wall
 //! time and says which mechanism it uses; a task the user suspends stays stopped and is
-//! throttled again once resumed. With 100 % the app is never held.
+//! throttled again once resumed. With 100 % the app is never held. Without a cgroup, two apps
+//! at 50 % take turns: one runs while the other is stopped.
 //!
 //! Besides CPU time (which other programs on a busy machine also lower), the tests read how
 //! long the app was runnable at all (`/proc/PID/schedstat`: time on a CPU plus time waiting for
@@ -28,16 +29,23 @@ const WINDOW: Duration = Duration::from_secs(6);
 /// it, or the start-up check would fetch the fixture's app again), only `wu_long_0` runnable (`wu_abort_0` is
 /// suspended by the user), and `cpu_usage_limit`.
 fn data_dir(limit: u32) -> tempfile::TempDir {
+    data_dir_with(limit, 1)
+}
+
+/// [`data_dir`] with `ncpus` CPUs; with 2, both of the fixture's tasks run.
+fn data_dir_with(limit: u32, ncpus: u32) -> tempfile::TempDir {
     let d = fixture_data_dir("02_tasks_running");
     make_writable(d.path());
-    let state_file = d.path().join("client_state.xml");
-    let state = fs::read_to_string(&state_file).expect("state");
-    let state = state.replacen(
-        "<name>wu_abort_0</name>",
-        "<name>wu_abort_0</name>\n    <suspended_via_gui/>",
-        1,
-    );
-    fs::write(&state_file, state).expect("state");
+    if ncpus < 2 {
+        let state_file = d.path().join("client_state.xml");
+        let state = fs::read_to_string(&state_file).expect("state");
+        let state = state.replacen(
+            "<name>wu_abort_0</name>",
+            "<name>wu_abort_0</name>\n    <suspended_via_gui/>",
+            1,
+        );
+        fs::write(&state_file, state).expect("state");
+    }
     let app = d.path().join(PROJECT).join("fixture_app_2.00.sh");
     fs::write(
         &app,
@@ -49,7 +57,7 @@ fn data_dir(limit: u32) -> tempfile::TempDir {
     refit_file(d.path(), PROJECT, "fixture_app_2.00.sh");
     fs::write(
         d.path().join("cc_config.xml"),
-        "<cc_config>\n<options>\n<ncpus>1</ncpus>\n</options>\n</cc_config>\n",
+        format!("<cc_config>\n<options>\n<ncpus>{ncpus}</ncpus>\n</options>\n</cc_config>\n"),
     )
     .expect("cc_config");
     fs::write(
@@ -159,7 +167,7 @@ fn a_limit_of_30_percent_holds_a_busy_app_well_below_the_wall_time() {
     let out = p.output();
     let cgroup = out.contains("with cgroup v2");
     assert!(
-        cgroup || out.contains("by duty cycle: apps are stopped and continued every second"),
+        cgroup || out.contains("by stopping apps in turn (SIGSTOP/SIGCONT)"),
         "the log names the mechanism:\n{out}"
     );
     assert!(
@@ -217,6 +225,87 @@ fn a_limit_of_30_percent_holds_a_busy_app_well_below_the_wall_time() {
         assert!(runnable < 0.6, "and is throttled again: {runnable:.2}");
     }
 
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
+    assert!(
+        slot_processes(d.path()).is_empty(),
+        "no app outlives the daemon (a stopped one included)"
+    );
+}
+
+#[test]
+fn without_a_cgroup_two_apps_at_50_percent_take_turns_instead_of_stopping_together() {
+    let d = data_dir_with(50, 2);
+    // No cgroup v2 tree where the daemon looks: it stops the apps itself.
+    let no_cgroup = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let mut cmd = Proc::ferrited_command(d.path(), port, None);
+    cmd.arg("--no_gpus")
+        .env("FERRITE_CGROUP_ROOT", no_cgroup.path());
+    let mut p = Proc::spawn(cmd);
+    p.wait_for(
+        "CPU throttling at 50% by stopping apps in turn",
+        Duration::from_secs(30),
+    );
+    // Let the first turns pass (and each app's start-up subshell end), then sample both
+    // apps' states and how long each was runnable.
+    thread::sleep(Duration::from_secs(2));
+    let start = Instant::now();
+    let pids = loop {
+        let procs = slot_processes(d.path());
+        if let [(a, _, wa), (b, _, wb)] = &procs[..] {
+            if wa != wb {
+                break [*a, *b];
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "two app processes in two slots: {procs:?}\n{}",
+            p.output()
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let before = pids.map(usage);
+    let t0 = Instant::now();
+    let (mut samples, mut both_stopped, mut both_running) = (0u32, 0u32, 0u32);
+    while t0.elapsed() < WINDOW {
+        let stopped = pids.map(|pid| state_letter(pid) == Some('T'));
+        samples += 1;
+        match stopped {
+            [true, true] => both_stopped += 1,
+            [false, false] => both_running += 1,
+            _ => {}
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let after = pids.map(usage);
+    let runnable: Vec<f64> = (0..2).map(|i| (after[i].1 - before[i].1) / wall).collect();
+    let both_stopped = f64::from(both_stopped) / f64::from(samples);
+    let both_running = f64::from(both_running) / f64::from(samples);
+    eprintln!(
+        "two apps at 50%: runnable {:.0}% and {:.0}%; both stopped in {:.0}% of samples, both \
+         running in {:.0}%",
+        runnable[0] * 100.0,
+        runnable[1] * 100.0,
+        both_stopped * 100.0,
+        both_running * 100.0
+    );
+    // One runs while the other is stopped (the duty cycle would stop both half the time).
+    assert!(
+        both_stopped < 0.2,
+        "both stopped in {both_stopped:.2} of samples"
+    );
+    assert!(
+        both_running < 0.2,
+        "both running in {both_running:.2} of samples"
+    );
+    for r in &runnable {
+        assert!(
+            (0.25..=0.75).contains(r),
+            "runnable share {r:.2} at 50%: {runnable:?}"
+        );
+    }
     p.signal(libc::SIGTERM);
     assert!(p.wait(Duration::from_secs(40)).success(), "{}", p.output());
     assert!(

@@ -2,6 +2,10 @@
 //! (`ferrite_sched::suspend`): time since the last keyboard or mouse input, whether the host
 //! runs on battery, whether an `exclusive_app` runs, and the CPU load of other programs.
 //!
+//! The user's activity comes first from systemd-logind's sessions over D-Bus (`logind.rs`),
+//! else from the `idle_detect` helper's shared memory, else from input devices' and
+//! terminals' access times; the log says which source is in use, and when that changes.
+//!
 //! Where it looks can be moved for tests and unusual systems with environment variables:
 //! `FERRITE_DEV_ROOT` (input devices and terminals, default `/dev`), `FERRITE_SYS_ROOT`
 //! (`class/power_supply`, default `/sys`), `FERRITE_PROC_ROOT` (`stat` and the process list,
@@ -11,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use ferrite_hostinfo::IdleProbe;
+use tracing::info;
+
+use crate::logind::{Logind, LogindWatch};
 
 /// How often the slower probes (process scan, CPU load) run, seconds.
 const SLOW_PROBE_SECS: f64 = 10.0;
@@ -51,6 +58,58 @@ pub struct ActivityMonitor {
     devices_at: f64,
     /// Previous (busy, total) CPU seconds of the host and our apps' CPU seconds.
     last_cpu: Option<(f64, f64, f64)>,
+    /// The logind watcher, started at the first observation (on the daemon's runtime).
+    logind: Option<LogindWatch>,
+    logind_started: bool,
+    /// Where the idle time came from last (logged when it changes).
+    source: Option<IdleSource>,
+}
+
+/// Where the user's idle time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleSource {
+    /// systemd-logind's sessions.
+    Logind,
+    /// The `idle_detect` helper's shared memory.
+    IdleDetect,
+    /// Access times of input devices and terminals.
+    Devices,
+    /// Nothing: the user counts as absent.
+    Nothing,
+}
+
+impl IdleSource {
+    fn describe(self) -> &'static str {
+        match self {
+            IdleSource::Logind => "systemd-logind's sessions (D-Bus IdleHint/IdleSinceHint)",
+            IdleSource::IdleDetect => "the idle_detect helper (/dev/shm/idle_detect_shmem)",
+            IdleSource::Devices => "access times of input devices and terminals under /dev",
+            IdleSource::Nothing => "nothing (no logind, idle_detect or readable device)",
+        }
+    }
+}
+
+/// The idle time and its source: logind's answer when it has one, else the helper's shared
+/// memory, else the devices' access times.
+pub fn idle_from(
+    logind: &Logind,
+    idle: &IdleProbe,
+    devices: &[PathBuf],
+) -> (Option<f64>, IdleSource) {
+    let now = SystemTime::now();
+    if let Logind::Sessions(u) = logind {
+        let now_us = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        return (u.idle_secs(now_us), IdleSource::Logind);
+    }
+    if let Some(d) = ferrite_hostinfo::idle_from_idle_detect(&idle.shm_root, now) {
+        return (Some(d.as_secs_f64()), IdleSource::IdleDetect);
+    }
+    match ferrite_hostinfo::idle_from_devices(devices, now) {
+        Some(d) => (Some(d.as_secs_f64()), IdleSource::Devices),
+        None => (None, IdleSource::Nothing),
+    }
 }
 
 fn env_path(var: &str, default: &str) -> PathBuf {
@@ -78,6 +137,9 @@ impl ActivityMonitor {
             devices: Vec::new(),
             devices_at: f64::NEG_INFINITY,
             last_cpu: None,
+            logind: None,
+            logind_started: false,
+            source: None,
         }
     }
 
@@ -105,12 +167,27 @@ impl ActivityMonitor {
                 self.devices_at = now;
                 self.devices = ferrite_hostinfo::candidate_devices(&self.idle);
             }
-            self.seen.idle_secs = ferrite_hostinfo::idle_time_of(
-                &self.idle.shm_root,
-                &self.devices,
-                SystemTime::now(),
-            )
-            .map(|d| d.as_secs_f64());
+            if !self.logind_started {
+                self.logind_started = true;
+                self.logind = LogindWatch::spawn();
+            }
+            let logind = self.logind.as_ref().map_or_else(
+                || Logind::Unreachable("not started".into()),
+                LogindWatch::latest,
+            );
+            let (idle, source) = idle_from(&logind, &self.idle, &self.devices);
+            self.seen.idle_secs = idle;
+            // Until logind has answered once, the other sources stand in without a word.
+            if logind != Logind::Unknown && self.source != Some(source) {
+                match &logind {
+                    Logind::Unreachable(why) if source != IdleSource::Logind => info!(
+                        "User activity from {} (logind not in use: {why})",
+                        source.describe()
+                    ),
+                    _ => info!("User activity from {}", source.describe()),
+                }
+                self.source = Some(source);
+            }
             self.seen.on_battery = ferrite_hostinfo::on_battery(&self.sys_root);
         }
         if now - self.slow_at >= SLOW_PROBE_SECS || now < self.slow_at {
@@ -218,6 +295,62 @@ mod tests {
     }
 
     #[test]
+    fn logind_comes_first_then_idle_detect_then_the_devices() {
+        use ferrite_hostinfo::logind::UserIdle;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dev = tmp.path().join("dev");
+        std::fs::create_dir_all(dev.join("shm")).expect("mkdir");
+        std::fs::write(dev.join("tty1"), "").expect("write");
+        let probe = IdleProbe {
+            dev_root: dev.clone(),
+            shm_root: dev.join("shm"),
+            ignore_tty: Vec::new(),
+        };
+        let devices = ferrite_hostinfo::candidate_devices(&probe);
+        // A terminal touched just now, but logind says every session has been idle for an
+        // hour: logind wins.
+        let hour_ago = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("clock")
+            .as_micros() as u64
+            - 3_600_000_000;
+        let (idle, src) = idle_from(
+            &Logind::Sessions(UserIdle::IdleSince(hour_ago)),
+            &probe,
+            &devices,
+        );
+        assert_eq!(src, IdleSource::Logind);
+        assert!(
+            idle.is_some_and(|s| (3600.0..3700.0).contains(&s)),
+            "{idle:?}"
+        );
+        let (idle, src) = idle_from(&Logind::Sessions(UserIdle::NoSessions), &probe, &devices);
+        assert_eq!((idle, src), (None, IdleSource::Logind));
+        // Without logind: the helper's segment when fresh, else the terminal.
+        let unreachable = Logind::Unreachable("no system bus".into());
+        let (idle, src) = idle_from(&unreachable, &probe, &devices);
+        assert_eq!(src, IdleSource::Devices);
+        assert!(idle.is_some_and(|s| s < 60.0), "{idle:?}");
+        let now_s = (hour_ago / 1_000_000 + 3600) as i64;
+        let mut shm = now_s.to_ne_bytes().to_vec();
+        shm.extend_from_slice(&(now_s - 120).to_ne_bytes());
+        std::fs::write(dev.join("shm/idle_detect_shmem"), shm).expect("write");
+        let (idle, src) = idle_from(&unreachable, &probe, &devices);
+        assert_eq!(src, IdleSource::IdleDetect);
+        assert!(
+            idle.is_some_and(|s| (119.0..200.0).contains(&s)),
+            "{idle:?}"
+        );
+        let (idle, src) = idle_from(&unreachable, &probe, &[]);
+        assert_eq!((idle.is_some(), src), (true, IdleSource::IdleDetect));
+        std::fs::remove_file(dev.join("shm/idle_detect_shmem")).expect("rm");
+        assert_eq!(
+            idle_from(&unreachable, &probe, &[]),
+            (None, IdleSource::Nothing)
+        );
+    }
+
+    #[test]
     fn the_monitor_reads_battery_idle_time_processes_and_load_from_its_roots() {
         let tmp = tempfile::tempdir().expect("tmp");
         let sys = tmp.path().join("sys/class/power_supply");
@@ -253,6 +386,9 @@ mod tests {
             devices: Vec::new(),
             devices_at: f64::NEG_INFINITY,
             last_cpu: None,
+            logind: None,
+            logind_started: true,
+            source: None,
         };
         let excl = vec!["game.x86_64".to_owned()];
         let s = m.observe(100.0, 0.0, &excl, &[]);

@@ -25,6 +25,7 @@ mod host;
 pub mod http_tasks;
 pub mod lock;
 pub mod logging;
+pub mod logind;
 mod lookup;
 pub mod memory;
 pub mod messages;

@@ -8,9 +8,12 @@
 //!   controller (enabled in the parent's `cgroup.subtree_control`), every app's process group
 //!   goes into `<own cgroup>/ferrite-apps`, whose `cpu.max` allows `limit %` of one CPU per
 //!   CPU the running apps use. The kernel then spreads the pauses finely (100 ms periods).
-//! - **duty cycle** otherwise, as the official client does with a one-second resolution: each
-//!   second the running apps' process groups run for `limit %` of the second and are stopped
-//!   (SIGSTOP) for the rest, then continued (SIGCONT).
+//! - **stopping apps in turn** otherwise (`ferrite_sched::rotation`): of `n` running apps,
+//!   about `limit % × n` run at any moment and the others are stopped (SIGSTOP); which ones
+//!   rotates, so each app runs `limit %` of every cycle of `n` seconds and is continued
+//!   (SIGCONT) for its turn. The load stays level instead of jumping between all and
+//!   nothing. A single app cannot be split: it gets the official client's one-second duty
+//!   cycle (runs `limit %` of each second, stopped for the rest).
 //!
 //! The throttle only ever stops groups whose task is running, and only ever continues groups
 //! it stopped itself while their task runs (or is exiting): a task suspended by the user or
@@ -24,6 +27,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use ferrite_proto::client_state::ClientState;
+use ferrite_sched::rotation;
 use ferrite_supervise::TaskState;
 use tracing::{info, warn};
 
@@ -32,7 +36,8 @@ use crate::tasks::TaskTable;
 /// The name of the apps' cgroup, under the daemon's own.
 pub const CGROUP_NAME: &str = "ferrite-apps";
 
-/// The duty cycle's period, seconds (the official client's resolution).
+/// The duty cycle's period, and the rotation's slot, seconds (the official client's
+/// resolution).
 pub const DUTY_PERIOD: f64 = 1.0;
 
 /// The `cpu.max` period, microseconds.
@@ -186,7 +191,7 @@ pub fn groups(tasks: &TaskTable, state: &ClientState) -> Vec<Group> {
         .collect()
 }
 
-/// A signal the duty cycle sends to a group.
+/// A signal the throttle sends to a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// SIGSTOP.
@@ -195,17 +200,22 @@ pub enum Action {
     Cont(i32),
 }
 
-/// The duty cycle's decisions for `groups` in phase `on`, given the groups it has stopped
-/// (`stopped`, updated). Running groups follow the phase; groups being asked to exit are
+/// The throttle's signals for `groups` when the running ones among them may run if `runs`
+/// says so, given the groups it has stopped (`stopped`, updated). Running groups follow
+/// `runs`; groups being asked to exit are
 /// continued so they can; a suspended group stays as it is (if the supervisor stopped it
 /// too, the supervisor's resume continues it, so the throttle forgets it); groups gone are
 /// forgotten.
-pub fn plan(on: bool, groups: &[Group], stopped: &mut HashSet<i32>) -> Vec<Action> {
+pub fn plan(
+    runs: impl Fn(&Group) -> bool,
+    groups: &[Group],
+    stopped: &mut HashSet<i32>,
+) -> Vec<Action> {
     let mut out = Vec::new();
     for g in groups {
         let mine = stopped.contains(&g.pgid);
         match g.state {
-            TaskState::Running if g.exempt || on => {
+            TaskState::Running if g.exempt || runs(g) => {
                 if mine {
                     stopped.remove(&g.pgid);
                     out.push(Action::Cont(g.pgid));
@@ -242,7 +252,7 @@ pub fn plan(on: bool, groups: &[Group], stopped: &mut HashSet<i32>) -> Vec<Actio
 enum Mechanism {
     /// Apps in this cgroup directory, limited by its `cpu.max`.
     Cgroup(PathBuf),
-    /// SIGSTOP/SIGCONT duty cycle.
+    /// SIGSTOP/SIGCONT, the running apps in turn.
     Signals,
 }
 
@@ -259,9 +269,12 @@ pub struct Throttle {
     mechanism: Option<Mechanism>,
     /// The cgroup v2 mount to probe (`/sys/fs/cgroup`, or `FERRITE_CGROUP_ROOT`).
     cgroup_root: PathBuf,
-    /// When the duty cycle began (wall time).
+    /// When the duty cycle or rotation began (wall time).
     cycle_start: f64,
-    /// Groups the duty cycle stopped.
+    /// The throttled running groups in the rotation's order (by process group), as last
+    /// polled.
+    turns: Vec<i32>,
+    /// Groups the throttle stopped.
     stopped: HashSet<i32>,
     /// Groups moved into the cgroup.
     moved: HashSet<i32>,
@@ -287,6 +300,7 @@ impl Throttle {
             mechanism: None,
             cgroup_root,
             cycle_start: 0.0,
+            turns: Vec::new(),
             stopped: HashSet::new(),
             moved: HashSet::new(),
             cpu_max: String::new(),
@@ -385,21 +399,30 @@ impl Throttle {
             }
             Err(why) => {
                 info!(
-                    "CPU throttling at {pct:.0}% by duty cycle: apps are stopped and continued \
-                     every second (SIGSTOP/SIGCONT), because {why}"
+                    "CPU throttling at {pct:.0}% by stopping apps in turn (SIGSTOP/SIGCONT): \
+                     about {pct:.0}% of the running apps run at any moment, each for \
+                     {pct:.0}% of every cycle (a single app: of every second), because {why}"
                 );
                 Mechanism::Signals
             }
         }
     }
 
-    /// When the duty cycle next changes phase (wall time), if it runs.
+    /// When the next app's turn starts or ends (wall time), if apps are stopped in turn.
     pub fn next_switch(&self, t: f64) -> Option<f64> {
-        (self.mechanism == Some(Mechanism::Signals) && self.limit < 100.0).then(|| {
-            t + duty_phase(self.limit, DUTY_PERIOD, t - self.cycle_start)
-                .switch_in
-                .max(0.001)
-        })
+        if self.mechanism != Some(Mechanism::Signals) || self.limit >= 100.0 {
+            return None;
+        }
+        let since = t - self.cycle_start;
+        let n = self.turns.len();
+        let switch_in = if n == 0 {
+            duty_phase(self.limit, DUTY_PERIOD, since).switch_in
+        } else {
+            (0..n)
+                .map(|i| rotation::turn(self.limit / 100.0, n, i, DUTY_PERIOD, since).switch_in)
+                .fold(f64::INFINITY, f64::min)
+        };
+        Some(t + switch_in.max(0.001))
     }
 
     /// Carries out the limit for the live groups at wall time `t` (call every loop turn).
@@ -407,14 +430,21 @@ impl Throttle {
         match self.mechanism.clone() {
             None => {}
             Some(Mechanism::Signals) => {
-                let on = duty_phase(self.limit, DUTY_PERIOD, t - self.cycle_start).on;
-                self.signal(on, groups);
+                let order = rotation_order(groups);
+                let (share, n, since) = (self.limit / 100.0, order.len(), t - self.cycle_start);
+                let runs = |g: &Group| {
+                    order.binary_search(&g.pgid).map_or(true, |i| {
+                        rotation::turn(share, n, i, DUTY_PERIOD, since).runs
+                    })
+                };
+                self.signal(runs, groups);
+                self.turns = order;
             }
             Some(Mechanism::Cgroup(dir)) => {
                 if let Err(e) = self.cgroup(&dir, groups) {
                     warn!(
-                        "CPU throttling with cgroup {} failed ({e}); stopping and continuing \
-                         apps every second (SIGSTOP/SIGCONT) instead",
+                        "CPU throttling with cgroup {} failed ({e}); stopping apps in turn \
+                         (SIGSTOP/SIGCONT) instead",
                         dir.display()
                     );
                     let _ = write_file(
@@ -438,7 +468,7 @@ impl Throttle {
                 ..g.clone()
             })
             .collect();
-        self.signal(true, &all);
+        self.signal(|_| true, &all);
         if let Some(Mechanism::Cgroup(dir)) = &self.mechanism {
             let _ = write_file(
                 &dir.join("cpu.max"),
@@ -447,8 +477,8 @@ impl Throttle {
         }
     }
 
-    fn signal(&mut self, on: bool, groups: &[Group]) {
-        for a in plan(on, groups, &mut self.stopped) {
+    fn signal(&mut self, runs: impl Fn(&Group) -> bool, groups: &[Group]) {
+        for a in plan(runs, groups, &mut self.stopped) {
             let (pgid, sig) = match a {
                 Action::Stop(p) => (p, libc::SIGSTOP),
                 Action::Cont(p) => (p, libc::SIGCONT),
@@ -493,6 +523,19 @@ impl Throttle {
         self.moved.extend(new);
         Ok(())
     }
+}
+
+/// The process groups that take turns: the running ones the limit applies to, in a stable
+/// order (by process group).
+pub fn rotation_order(groups: &[Group]) -> Vec<i32> {
+    let mut out: Vec<i32> = groups
+        .iter()
+        .filter(|g| g.state == TaskState::Running && !g.exempt)
+        .map(|g| g.pgid)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
@@ -611,16 +654,16 @@ mod tests {
         let mut stopped = HashSet::new();
         let gs = [group(10, TaskState::Running), group(11, TaskState::Running)];
         assert_eq!(
-            plan(false, &gs, &mut stopped),
+            plan(|_| false, &gs, &mut stopped),
             vec![Action::Stop(10), Action::Stop(11)]
         );
         // Nothing more while off.
-        assert_eq!(plan(false, &gs, &mut stopped), vec![]);
+        assert_eq!(plan(|_| false, &gs, &mut stopped), vec![]);
         assert_eq!(
-            plan(true, &gs, &mut stopped),
+            plan(|_| true, &gs, &mut stopped),
             vec![Action::Cont(10), Action::Cont(11)]
         );
-        assert_eq!(plan(true, &gs, &mut stopped), vec![]);
+        assert_eq!(plan(|_| true, &gs, &mut stopped), vec![]);
         assert!(stopped.is_empty());
     }
 
@@ -630,51 +673,51 @@ mod tests {
         // Suspended by the user while running: the throttle leaves it alone in both phases.
         let mut user = group(20, TaskState::Suspended);
         user.stopped_by_supervisor = true;
-        assert_eq!(plan(false, &[user.clone()], &mut stopped), vec![]);
-        assert_eq!(plan(true, &[user.clone()], &mut stopped), vec![]);
+        assert_eq!(plan(|_| false, &[user.clone()], &mut stopped), vec![]);
+        assert_eq!(plan(|_| true, &[user.clone()], &mut stopped), vec![]);
         assert!(stopped.is_empty());
 
         // Stopped by the throttle, then suspended (an API app, not stopped by the
         // supervisor): it stays stopped through "on" phases…
         let gs = [group(21, TaskState::Running)];
-        assert_eq!(plan(false, &gs, &mut stopped), vec![Action::Stop(21)]);
+        assert_eq!(plan(|_| false, &gs, &mut stopped), vec![Action::Stop(21)]);
         let gs = [group(21, TaskState::Suspended)];
-        assert_eq!(plan(true, &gs, &mut stopped), vec![]);
-        assert_eq!(plan(true, &gs, &mut stopped), vec![]);
+        assert_eq!(plan(|_| true, &gs, &mut stopped), vec![]);
+        assert_eq!(plan(|_| true, &gs, &mut stopped), vec![]);
         // …and is continued once it may run again (the supervisor does not know the
         // throttle stopped it).
         let gs = [group(21, TaskState::Running)];
-        assert_eq!(plan(true, &gs, &mut stopped), vec![Action::Cont(21)]);
+        assert_eq!(plan(|_| true, &gs, &mut stopped), vec![Action::Cont(21)]);
 
         // Stopped by the throttle, then suspended and stopped by the supervisor (no API): the
         // supervisor's resume continues it, so the throttle forgets it and stops it again
         // in the next "off" phase.
         let gs = [group(22, TaskState::Running)];
-        assert_eq!(plan(false, &gs, &mut stopped), vec![Action::Stop(22)]);
+        assert_eq!(plan(|_| false, &gs, &mut stopped), vec![Action::Stop(22)]);
         let mut s = group(22, TaskState::Suspended);
         s.stopped_by_supervisor = true;
-        assert_eq!(plan(true, &[s], &mut stopped), vec![]);
+        assert_eq!(plan(|_| true, &[s], &mut stopped), vec![]);
         assert!(!stopped.contains(&22));
         let gs = [group(22, TaskState::Running)];
-        assert_eq!(plan(false, &gs, &mut stopped), vec![Action::Stop(22)]);
+        assert_eq!(plan(|_| false, &gs, &mut stopped), vec![Action::Stop(22)]);
     }
 
     #[test]
     fn exiting_groups_are_continued_and_gone_ones_forgotten() {
         let mut stopped = HashSet::new();
         let gs = [group(30, TaskState::Running), group(31, TaskState::Running)];
-        plan(false, &gs, &mut stopped);
+        plan(|_| false, &gs, &mut stopped);
         let gs = [
             group(30, TaskState::QuitPending),
             group(31, TaskState::AbortPending),
         ];
         assert_eq!(
-            plan(false, &gs, &mut stopped),
+            plan(|_| false, &gs, &mut stopped),
             vec![Action::Cont(30), Action::Cont(31)]
         );
         let gs = [group(32, TaskState::Running)];
-        plan(false, &gs, &mut stopped);
-        assert_eq!(plan(false, &[], &mut stopped), vec![]);
+        plan(|_| false, &gs, &mut stopped);
+        assert_eq!(plan(|_| false, &[], &mut stopped), vec![]);
         assert!(stopped.is_empty());
     }
 
@@ -683,7 +726,7 @@ mod tests {
         let mut stopped = HashSet::new();
         let mut gpu = group(40, TaskState::Running);
         gpu.exempt = true;
-        assert_eq!(plan(false, &[gpu], &mut stopped), vec![]);
+        assert_eq!(plan(|_| false, &[gpu], &mut stopped), vec![]);
     }
 
     /// A fake cgroup v2 tree: `root/<own>` with the given controllers and enabled controllers.
@@ -779,6 +822,64 @@ mod tests {
         assert_eq!(moved, pgid);
         assert!(t.moved.contains(&pgid));
         assert_eq!(t.next_switch(0.0), None, "no duty cycle with a cgroup");
+    }
+
+    /// The state letter of process `pid` (`T` when stopped).
+    fn proc_state(pid: i32) -> char {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        stat.rfind(')')
+            .and_then(|i| stat[i + 1..].trim_start().chars().next())
+            .expect("state")
+    }
+
+    /// Polls until `pid` is in `state` (signals are delivered asynchronously).
+    fn wait_state(pid: i32, state: char) -> bool {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < end {
+            if proc_state(pid) == state {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn without_a_cgroup_the_running_apps_are_stopped_in_turn() {
+        use std::os::unix::process::CommandExt;
+        let spawn = || {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .process_group(0)
+                .spawn()
+                .expect("spawn sleep")
+        };
+        let mut apps = [spawn(), spawn()];
+        let mut pids: Vec<i32> = apps.iter().map(|a| a.id() as i32).collect();
+        pids.sort_unstable();
+        let gs: Vec<Group> = pids.iter().map(|p| group(*p, TaskState::Running)).collect();
+        let mut t = Throttle::new();
+        t.mechanism = Some(Mechanism::Signals);
+        t.set_limit(50.0, 100.0);
+        // Two apps at 50 %: the first runs the first second of each two, the second the next
+        // (the duty cycle would stop both together).
+        t.poll(&gs, 100.2);
+        let first = (wait_state(pids[1], 'T'), proc_state(pids[0]));
+        assert_eq!(
+            t.next_switch(100.2).map(|s| (s * 10.0).round()),
+            Some(1010.0)
+        );
+        t.poll(&gs, 101.2);
+        let second = (wait_state(pids[0], 'T'), wait_state(pids[1], 'S'));
+        t.release(&gs);
+        let released = (wait_state(pids[0], 'S'), wait_state(pids[1], 'S'));
+        for a in &mut apps {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+        assert!(first.0 && first.1 != 'T', "{first:?}");
+        assert!(second.0 && second.1, "{second:?}");
+        assert!(released.0 && released.1, "{released:?}");
     }
 
     #[test]

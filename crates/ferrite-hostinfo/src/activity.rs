@@ -114,9 +114,11 @@ pub fn idle_time(probe: &IdleProbe, now: SystemTime) -> Option<Duration> {
 
 /// [`idle_time`] with the devices already listed ([`candidate_devices`]).
 pub fn idle_time_of(shm_root: &Path, devices: &[PathBuf], now: SystemTime) -> Option<Duration> {
-    if let Some(d) = idle_from_idle_detect(shm_root, now) {
-        return Some(d);
-    }
+    idle_from_idle_detect(shm_root, now).or_else(|| idle_from_devices(devices, now))
+}
+
+/// Time since the most recent access to one of `devices` ([`candidate_devices`]).
+pub fn idle_from_devices(devices: &[PathBuf], now: SystemTime) -> Option<Duration> {
     let latest = devices
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())

@@ -22,6 +22,7 @@ pub mod docker;
 pub mod docker_cleanup;
 pub mod gpu;
 pub mod gpu_child;
+pub mod logind;
 pub mod opencl;
 pub mod os;
 mod report;
@@ -32,7 +33,10 @@ use std::path::{Path, PathBuf};
 
 use ferrite_proto::host::HostInfo;
 
-pub use activity::{candidate_devices, idle_time, idle_time_of, on_battery, IdleProbe};
+pub use activity::{
+    candidate_devices, idle_from_devices, idle_from_idle_detect, idle_time, idle_time_of,
+    on_battery, IdleProbe,
+};
 pub use bench::{benchmarks_due, run_benchmarks, BenchmarkResult};
 pub use gpu::{
     ExcludeGpu, GpuConfig, GpuInstance, GpuProbe, GpuUse, NvidiaDevice, NvmlStatus, OpenclFound,

@@ -75,6 +75,7 @@ pub mod gpu_control;
 pub mod model;
 pub mod policy;
 pub mod rng;
+pub mod rotation;
 pub mod rrsim;
 pub mod runlist;
 pub mod scheduler;

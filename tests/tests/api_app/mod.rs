@@ -176,7 +176,10 @@ pub fn start_with(dir: &Path, port: u16, env: &[(&str, &Path)]) -> Proc {
         .args(["--gui_rpc_port", &port.to_string()])
         .args(["--skip_cpu_benchmarks", "--no_gpus"])
         .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1");
+        .env("NO_COLOR", "1")
+        // The host's logind (if any) would tell the user's activity instead of
+        // FERRITE_DEV_ROOT.
+        .env("DBUS_SYSTEM_BUS_ADDRESS", ferrite_e2e::NO_SYSTEM_BUS);
     for (k, v) in env {
         cmd.env(k, v);
     }
