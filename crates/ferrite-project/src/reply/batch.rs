@@ -13,7 +13,9 @@ use std::collections::{HashMap, HashSet};
 use ferrite_proto::client_state::{ClientState, FileInfo, TaskResult, Workunit};
 use ferrite_proto::sched_reply::SchedulerReply;
 
-use super::merge::{check_signatures, merge_files, merge_results, merge_workunits, sort_results};
+use super::merge::{
+    check_signatures, merge_files, merge_results, merge_workunits, positions, sort_results,
+};
 use super::{project_index, ApplyError, ApplyOptions, ApplyOutcome, Setting};
 use crate::verify::SignatureVerifier;
 
@@ -155,11 +157,13 @@ pub fn apply_task_batch(
     let ctx = setting.ctx(now, opts);
     let mut out = ApplyOutcome::default();
     let ps = &mut state.projects[index];
-    let touched = merge_files(ps, &batch.file_infos, &ctx, &mut out);
-    check_signatures(ps, &touched, opts, verifier, &mut out);
-    merge_workunits(ps, &batch.workunits, &mut out);
+    let mut files = positions(&ps.files, |f| &f.name);
+    let touched = merge_files(ps, &batch.file_infos, &ctx, &mut files, &mut out);
+    check_signatures(ps, &touched, opts, verifier, &files, &mut out);
+    let mut wus = positions(&ps.workunits, |w| &w.name);
+    merge_workunits(ps, &batch.workunits, &files, &mut wus, &mut out);
     let from = ps.results.len();
-    merge_results(ps, &batch.results, &ctx, &mut out);
+    merge_results(ps, &batch.results, &ctx, &files, &wus, &mut out);
     // The batch came in run order after the ones before it: only when something else
     // broke the order (a clock set back) is the whole list sorted again.
     if !in_run_order(&ps.results[from.saturating_sub(1)..]) {

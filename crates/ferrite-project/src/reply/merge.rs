@@ -75,6 +75,9 @@ pub(super) fn new_file(f: &FileInfo, now: f64) -> FileInfo {
     n
 }
 
+/// Positions of objects of one kind by name (kept up to date as the merge adds objects).
+pub(super) type Names = HashMap<String, usize>;
+
 /// Index by name of `items` (the first of equal names, as the linear lookups of
 /// `ProjectState` find), so that a reply with many objects is merged in linear time.
 pub(super) fn positions<T>(items: &[T], name: impl Fn(&T) -> &str) -> HashMap<String, usize> {
@@ -99,11 +102,11 @@ pub(super) fn merge_files(
     ps: &mut ProjectState,
     file_infos: &[FileInfo],
     ctx: &Ctx<'_>,
+    at: &mut Names,
     out: &mut ApplyOutcome,
 ) -> Vec<String> {
     let mut touched = Vec::new();
     let mut seen = HashSet::new();
-    let mut at = positions(&ps.files, |f| &f.name);
     for f in file_infos {
         if let Err(e) = check_file_name(&f.name) {
             out.refusals.push(Refusal {
@@ -171,10 +174,7 @@ pub(super) fn check_ref(fr: &FileRef) -> Result<(), RefusalReason> {
     Ok(())
 }
 
-pub(super) fn check_refs(
-    files: &HashMap<String, usize>,
-    refs: &[FileRef],
-) -> Result<(), RefusalReason> {
+pub(super) fn check_refs(files: &Names, refs: &[FileRef]) -> Result<(), RefusalReason> {
     for fr in refs {
         check_ref(fr)?;
         if !files.contains_key(&fr.file_name) {
@@ -188,9 +188,9 @@ pub(super) fn merge_app_versions(
     ps: &mut ProjectState,
     reply: &SchedulerReply,
     ctx: &Ctx<'_>,
+    files: &Names,
     out: &mut ApplyOutcome,
 ) {
-    let files = positions(&ps.files, |f| &f.name);
     for av in &reply.app_versions {
         let refuse = |reason| Refusal {
             kind: ObjectKind::AppVersion,
@@ -216,7 +216,7 @@ pub(super) fn merge_app_versions(
                 .push(refuse(RefusalReason::UnsupportedPlatform(platform)));
             continue;
         }
-        if let Err(reason) = check_refs(&files, &av.file_refs) {
+        if let Err(reason) = check_refs(files, &av.file_refs) {
             out.refusals.push(refuse(reason));
             continue;
         }
@@ -273,6 +273,7 @@ pub(super) fn check_signatures(
     touched: &[String],
     opts: &ApplyOptions,
     verifier: &dyn SignatureVerifier,
+    at: &Names,
     out: &mut ApplyOutcome,
 ) {
     let key = ps
@@ -280,7 +281,6 @@ pub(super) fn check_signatures(
         .code_sign_key
         .clone()
         .filter(|k| !k.trim().is_empty());
-    let at = positions(&ps.files, |f| &f.name);
     for name in touched {
         let Some(f) = at.get(name).and_then(|&i| ps.files.get_mut(i)) else {
             continue;
@@ -321,11 +321,11 @@ pub(super) fn check_signatures(
 pub(super) fn merge_workunits(
     ps: &mut ProjectState,
     workunits: &[Workunit],
+    files: &Names,
+    wus: &mut Names,
     out: &mut ApplyOutcome,
 ) {
-    let files = positions(&ps.files, |f| &f.name);
     let apps = positions(&ps.apps, |a| &a.name);
-    let mut wus = positions(&ps.workunits, |w| &w.name);
     for wu in workunits {
         let refuse = |reason| Refusal {
             kind: ObjectKind::Workunit,
@@ -344,7 +344,7 @@ pub(super) fn merge_workunits(
                 .push(refuse(RefusalReason::UnknownApp(wu.app_name.clone())));
             continue;
         }
-        if let Err(reason) = check_refs(&files, &wu.input_files) {
+        if let Err(reason) = check_refs(files, &wu.input_files) {
             out.refusals.push(refuse(reason));
             continue;
         }
@@ -375,10 +375,10 @@ pub(super) fn merge_results(
     ps: &mut ProjectState,
     results: &[TaskResult],
     ctx: &Ctx<'_>,
+    files: &Names,
+    wus: &Names,
     out: &mut ApplyOutcome,
 ) {
-    let files = positions(&ps.files, |f| &f.name);
-    let wus = positions(&ps.workunits, |w| &w.name);
     let mut at = positions(&ps.results, |r| &r.name);
     for r in results {
         let refuse = |reason| Refusal {
@@ -405,7 +405,7 @@ pub(super) fn merge_results(
             continue;
         };
         let app = wu.app_name.clone();
-        if let Err(reason) = check_refs(&files, &r.output_files) {
+        if let Err(reason) = check_refs(files, &r.output_files) {
             out.refusals.push(refuse(reason));
             continue;
         }

@@ -451,17 +451,20 @@ fn merge_objects(
     out: &mut ApplyOutcome,
 ) {
     merge_apps(ps, reply, out);
-    let resent = merge_files(ps, &reply.file_infos, ctx, out);
+    // Each index is built once and kept up to date as objects are added.
+    let mut files = positions(&ps.files, |f| &f.name);
+    let resent = merge_files(ps, &reply.file_infos, ctx, &mut files, out);
     for name in &reply.delete_file_infos {
-        if let Some(f) = ps.file_mut(name) {
+        if let Some(f) = files.get(name).and_then(|&i| ps.files.get_mut(i)) {
             f.sticky = false;
             out.events.push(Event::StickyCleared(name.clone()));
         }
     }
-    merge_app_versions(ps, reply, ctx, out);
-    check_signatures(ps, &resent, ctx.opts, verifier, out);
-    merge_workunits(ps, &reply.workunits, out);
-    merge_results(ps, &reply.results, ctx, out);
+    merge_app_versions(ps, reply, ctx, &files, out);
+    check_signatures(ps, &resent, ctx.opts, verifier, &files, out);
+    let mut wus = positions(&ps.workunits, |w| &w.name);
+    merge_workunits(ps, &reply.workunits, &files, &mut wus, out);
+    merge_results(ps, &reply.results, ctx, &files, &wus, out);
     sort_results(&mut ps.results);
 }
 
