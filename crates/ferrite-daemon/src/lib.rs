@@ -308,6 +308,8 @@ impl Daemon {
             if let Some(why) = self.dispatch(woke, &mut clock.reclaim) {
                 break why;
             }
+            // A large reply's tasks come in a batch per turn.
+            self.take_in_next_batch();
             let dispatched = turn.elapsed();
             self.sync_log_project_names();
             let t = now();
@@ -393,7 +395,11 @@ impl Daemon {
         .into_iter()
         .flatten()
         .fold(t + 1.0, f64::min);
-        let next = if self.tick_soon { t } else { next };
+        let next = if self.tick_soon || self.taking_in_reply() {
+            t
+        } else {
+            next
+        };
         let wait = (next - t).clamp(0.0, 1.0);
         tokio::select! {
             done = self.save.saved() => Woke::Saved(done),
@@ -407,7 +413,12 @@ impl Daemon {
         let ev = match woke {
             Woke::Timer | Woke::Saved(None) => return None,
             Woke::Saved(Some(d)) => {
-                tracing::debug!("state file written in {:.1} ms", d.secs * 1e3);
+                tracing::debug!(
+                    "state file serialised in {:.1} ms, written in {:.1} ms",
+                    d.serialise_secs * 1e3,
+                    d.secs * 1e3
+                );
+                self.save.note_serialise(d.serialise_secs);
                 self.save.save_done(d.generation, d.result);
                 self.tasks
                     .state_saved(self.save.generation(), self.save.saved_generation());
@@ -509,6 +520,8 @@ impl Daemon {
         if let Some(code) = abort_code {
             self.abort_unfinished(code, now());
         }
+        // A reply's tasks still held back go into the state before its last save.
+        self.take_in_whole_reply();
         // The last save happens here, after the writer's: wait for it and hear how it went.
         self.save.save_at_exit(&self.state);
         // The slots of tasks that ended are cleaned once the state file says so.

@@ -72,6 +72,13 @@ impl Persistence {
         }
     }
 
+    /// The writer serialised the state in `secs`: saves are spaced by it
+    /// ([`SavePolicy::SERIALISE_SPACING`]), so the writer's work stays a small part of the
+    /// host's.
+    pub(crate) fn note_serialise(&mut self, secs: f64) {
+        self.policy.note_serialise(secs);
+    }
+
     /// The next outcome of the writer's saves (the main loop waits on it with its events).
     pub(crate) async fn saved(&mut self) -> Option<writer::SaveDone> {
         self.saved_rx.recv().await
@@ -102,20 +109,20 @@ impl Persistence {
         if !self.policy.due(now) {
             return;
         }
-        let started = std::time::Instant::now();
-        let mut xml = state.to_xml();
-        self.policy.note_serialise(started.elapsed().as_secs_f64());
         let generation = self.policy.begin(now);
         if let Some(w) = &self.writer {
-            match w.submit(xml, generation) {
+            // The writer serialises a copy: the loop only clones.
+            match w.submit(Box::new(state.clone()), generation) {
                 Ok(()) => return,
-                Err(back) => {
+                Err(_) => {
                     warn!("the state writer has stopped; saving on the main loop");
                     self.writer = None;
-                    xml = back;
                 }
             }
         }
+        let started = std::time::Instant::now();
+        let xml = state.to_xml();
+        self.policy.note_serialise(started.elapsed().as_secs_f64());
         let r = self.store.save(&xml);
         self.save_done(generation, r);
     }

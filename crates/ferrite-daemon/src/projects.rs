@@ -30,6 +30,7 @@ use crate::transfers::ERR_BAD_FILENAME;
 use crate::tuning::Tuning;
 use crate::Daemon;
 
+mod applying;
 mod disk;
 mod old_results;
 mod poll;
@@ -75,11 +76,22 @@ pub enum OpDone {
         sent: Option<ferrite_sched::WorkRequest>,
         /// The reply, read off the main loop (its text is saved as `sched_reply_*.xml`
         /// there too), or the error of the last URL tried or of the reading.
-        result: Result<Box<SchedulerReply>, String>,
+        result: Result<Box<ReadReply>, String>,
         /// Each request the server answered: bytes posted and seconds taken (the official
         /// client counts every POST in its upload statistics, `net_stats`).
         posted: Vec<(f64, f64)>,
     },
+}
+
+/// A scheduler reply read off the main loop: the reply with its first
+/// [`REPLY_BATCH`](applying::REPLY_BATCH) new tasks, and the rest of its tasks held back
+/// (`ferrite_project::reply::split_tasks`), taken in a batch per turn of the loop.
+#[derive(Debug)]
+pub struct ReadReply {
+    /// The reply, all but the held-back tasks.
+    pub reply: SchedulerReply,
+    /// The tasks held back, in the order they are applied.
+    pub held_back: Vec<ferrite_project::reply::TaskBatch>,
 }
 
 /// `ERR_RSC_LIMIT_EXCEEDED`: a job needs more disk than the preferences allow.
@@ -122,8 +134,11 @@ pub struct ProjectLoop {
     url_random: f64,
     /// Backoff jitter.
     jitter: SplitMix64,
-    /// The scheduler operation in flight (one at a time), by project URL.
+    /// The scheduler operation in flight (one at a time), by project URL; a reply still
+    /// being taken in keeps its project's operation in flight.
     busy: Option<String>,
+    /// A reply whose tasks are being taken in, a batch per turn of the loop.
+    applying: Option<applying::Applying>,
     /// Next time to look for something to do.
     next_poll: f64,
     /// Last time results were checked for reporting.
@@ -166,6 +181,7 @@ impl Default for ProjectLoop {
             url_random: jitter.next_unit(),
             jitter,
             busy: None,
+            applying: None,
             next_poll: 0.0,
             last_report_check: 0.0,
             last_ready: 0,

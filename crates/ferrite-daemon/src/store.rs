@@ -307,9 +307,9 @@ pub struct SavePolicy {
 impl SavePolicy {
     /// Longest wait between retries of a failing save.
     pub const MAX_RETRY: f64 = 60.0;
-    /// Between ordinary saves, at least this many times what the last serialisation took:
-    /// the main loop spends at most a tenth of its time writing the state out, so a state of
-    /// 100,000 tasks is not serialised every second.
+    /// Between ordinary saves, at least this many times what the last serialisation took
+    /// (on the writer thread once the main loop runs): at most a tenth of the time goes to
+    /// writing the state out, so a state of 100,000 tasks is not serialised every second.
     pub const SERIALISE_SPACING: f64 = 10.0;
 
     /// A policy that saves at most once per `min_interval` seconds.

@@ -37,7 +37,7 @@ mod results;
 mod retry;
 
 pub use results::update_results;
-use results::wanted;
+use results::Plan;
 use retry::Retry;
 
 /// What a download that stopped because the local disk is full says (and is recognised by).
@@ -254,18 +254,12 @@ impl Transfers {
         let mut changed = false;
         changed |= self.check_app_files(state);
         // Outputs the apps wrote become present; results move on as their files allow.
+        // Each project's tasks' files are looked up once for the whole turn.
+        let mut plans = Vec::with_capacity(state.projects.len());
         for ps in &mut state.projects {
             let pdir = config::project_dir(&self.dir, &ps.project.master_url);
-            let look = ProjectLookup::new(ps);
-            let outputs: Vec<usize> = ps
-                .results
-                .iter()
-                .filter(|r| r.state == ResultState::FilesUploading)
-                .flat_map(|r| r.output_files.iter())
-                .filter_map(|f| look.file_index(&f.file_name))
-                .collect();
-            drop(look);
-            for i in outputs {
+            let plan = Plan::new(ps);
+            for i in plan.outputs() {
                 if let Some(f) = ps.files.get_mut(i) {
                     if f.status == 0 && !f.uploaded && pdir.join(&f.name).is_file() {
                         f.status = 1;
@@ -273,9 +267,10 @@ impl Transfers {
                     }
                 }
             }
-            changed |= update_results(ps, now);
+            changed |= plan.update(ps, now);
+            plans.push(plan);
         }
-        for ps in &mut state.projects {
+        for (ps, plan) in state.projects.iter_mut().zip(&plans) {
             if self.active.len() >= max_total {
                 break;
             }
@@ -284,7 +279,7 @@ impl Transfers {
             }
             let url = ps.project.master_url.clone();
             let pdir = config::project_dir(&self.dir, &url);
-            for (at, upload) in wanted(ps) {
+            for (at, upload) in plan.wanted(ps) {
                 if self.active.len() >= max_total {
                     break;
                 }

@@ -1,6 +1,7 @@
-//! Saving the state file off the main loop. The loop serialises the state (its own data, so it
-//! must) and hands the text to a writer thread, which writes, fsyncs and rotates it with the
-//! same crash-safe [`StateStore`] a synchronous save uses; the outcome comes back on a channel
+//! Saving the state file off the main loop. The loop hands a copy of the state (a clone costs
+//! a small part of what its serialisation does) to a writer thread, which serialises it,
+//! writes, fsyncs and rotates it with the same crash-safe [`StateStore`] a synchronous save
+//! uses; the outcome comes back on a channel
 //! the loop listens to. At most one save is in flight (the [`SavePolicy`] says when), so
 //! generations are written in order and the file on disk is always a whole, earlier state.
 //!
@@ -9,6 +10,7 @@
 use std::sync::mpsc as std_mpsc;
 use std::thread::JoinHandle;
 
+use ferrite_proto::client_state::ClientState;
 use tokio::sync::mpsc;
 
 use crate::store::{SaveError, StateStore};
@@ -22,10 +24,12 @@ pub struct SaveDone {
     pub result: Result<(), SaveError>,
     /// Seconds the write, fsync and renames took.
     pub secs: f64,
+    /// Seconds the serialisation took.
+    pub serialise_secs: f64,
 }
 
 struct Job {
-    xml: String,
+    state: Box<ClientState>,
     generation: u64,
 }
 
@@ -49,13 +53,18 @@ impl StateWriter {
             .spawn(move || {
                 for job in rx {
                     let t = std::time::Instant::now();
-                    let result = store.save(&job.xml);
+                    let xml = job.state.to_xml();
+                    drop(job.state);
+                    let serialise_secs = t.elapsed().as_secs_f64();
+                    let t = std::time::Instant::now();
+                    let result = store.save(&xml);
                     let secs = t.elapsed().as_secs_f64();
                     // The loop may be gone at shutdown; nothing to tell then.
                     let _ = done.send(SaveDone {
                         generation: job.generation,
                         result,
                         secs,
+                        serialise_secs,
                     });
                 }
             })?;
@@ -65,12 +74,12 @@ impl StateWriter {
         })
     }
 
-    /// Hands a serialised state to the thread; gives it back if the thread is gone (the
-    /// caller then saves it by itself).
-    pub fn submit(&self, xml: String, generation: u64) -> Result<(), String> {
+    /// Hands a copy of the state to the thread, to serialise and save; gives it back if the
+    /// thread is gone (the caller then saves it by itself).
+    pub fn submit(&self, state: Box<ClientState>, generation: u64) -> Result<(), Box<ClientState>> {
         match &self.jobs {
-            Some(j) => j.send(Job { xml, generation }).map_err(|e| e.0.xml),
-            None => Err(xml),
+            Some(j) => j.send(Job { state, generation }).map_err(|e| e.0.state),
+            None => Err(state),
         }
     }
 
@@ -94,14 +103,21 @@ impl Drop for StateWriter {
 mod tests {
     use super::*;
 
+    /// A state told apart by its platform name.
+    fn state_named(g: u64) -> Box<ClientState> {
+        Box::new(ClientState {
+            platform_name: format!("p{g}"),
+            ..ClientState::default()
+        })
+    }
+
     #[test]
     fn saves_in_order_report_each_outcome_and_stop_waits_for_the_last() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut w = StateWriter::start(StateStore::new(dir.path()), tx).unwrap();
         for g in 1..=3u64 {
-            let xml = format!("<client_state>\n<n>{g}</n>\n</client_state>\n");
-            assert_eq!(w.submit(xml, g), Ok(()));
+            assert!(w.submit(state_named(g), g).is_ok());
         }
         w.stop();
         let done: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok())
@@ -112,14 +128,11 @@ mod tests {
             .collect();
         assert_eq!(done, vec![1, 2, 3]);
         let now = std::fs::read_to_string(dir.path().join("client_state.xml")).unwrap();
-        assert!(now.contains("<n>3</n>"), "{now}");
+        assert!(now.contains("<platform_name>p3</platform_name>"), "{now}");
         let prev = std::fs::read_to_string(dir.path().join("client_state_prev.xml")).unwrap();
-        assert!(prev.contains("<n>2</n>"), "{prev}");
-        // A stopped writer takes nothing more and gives the text back.
-        assert_eq!(
-            w.submit("<client_state/>".into(), 4),
-            Err("<client_state/>".to_owned())
-        );
+        assert!(prev.contains("<platform_name>p2</platform_name>"), "{prev}");
+        // A stopped writer takes nothing more and gives the state back.
+        assert_eq!(w.submit(state_named(4), 4), Err(state_named(4)));
     }
 
     #[test]
@@ -128,7 +141,7 @@ mod tests {
         let missing = dir.path().join("gone");
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut w = StateWriter::start(StateStore::new(&missing), tx).unwrap();
-        assert_eq!(w.submit("<client_state/>".into(), 7), Ok(()));
+        assert!(w.submit(state_named(7), 7).is_ok());
         w.stop();
         let d = rx.try_recv().unwrap();
         assert_eq!(d.generation, 7);

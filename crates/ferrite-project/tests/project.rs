@@ -544,7 +544,9 @@ mod reply {
 
 mod reply_props {
     use super::reply::{after_attach, URL};
-    use ferrite_project::reply::{apply_reply, check_invariants, ApplyOptions};
+    use ferrite_project::reply::{
+        apply_reply, apply_task_batch, check_invariants, split_tasks, ApplyOptions,
+    };
     use ferrite_proto::client_state::{
         App, AppVersion, CoprocUsage, FileInfo, FileRef, TaskResult, Workunit,
     };
@@ -673,6 +675,51 @@ mod reply_props {
                     prop_assert!(ferrite_project::names::check_object_name(&r.name).is_ok());
                 }
             }
+        }
+
+        /// A reply split into batches and applied batch after batch leaves the project as
+        /// the whole reply applied at once: the same results in the same order, the same
+        /// files and workunits, the same tasks added and refusals.
+        #[test]
+        fn a_reply_applied_in_batches_equals_the_reply_applied_at_once(
+            first in reply(),
+            r in reply(),
+            size in 1..3usize,
+            now in num(),
+        ) {
+            let verify = |_: &str, _: &str, _: &str| false;
+            let opts = ApplyOptions::default();
+            let mut whole = after_attach();
+            let _ = apply_reply(&mut whole, URL, &first, now - 1.0, &opts, &verify);
+            let mut split = whole.clone();
+            let all = apply_reply(&mut whole, URL, &r, now, &opts, &verify).unwrap();
+            let mut head = r.clone();
+            let batches = split_tasks(&mut head, size);
+            prop_assert!(head.results.len() <= r.results.len());
+            let mut parts = apply_reply(&mut split, URL, &head, now, &opts, &verify).unwrap();
+            if !parts.project_down {
+                for b in &batches {
+                    prop_assert!(b.results.len() <= size);
+                    let o = apply_task_batch(&mut split, URL, b, now, &opts, &verify).unwrap();
+                    parts.absorb(o);
+                }
+            }
+            let (a, b) = (&whole.projects[0], &split.projects[0]);
+            // (compared as text: a NaN time is equal to itself there)
+            prop_assert_eq!(format!("{:?}", a.results), format!("{:?}", b.results));
+            let by_name = |v: &mut Vec<String>| { v.sort(); v.clone() };
+            prop_assert_eq!(
+                by_name(&mut a.files.iter().map(|f| format!("{f:?}")).collect()),
+                by_name(&mut b.files.iter().map(|f| format!("{f:?}")).collect())
+            );
+            prop_assert_eq!(
+                by_name(&mut a.workunits.iter().map(|w| format!("{w:?}")).collect()),
+                by_name(&mut b.workunits.iter().map(|w| format!("{w:?}")).collect())
+            );
+            prop_assert_eq!(format!("{:?}", a.project), format!("{:?}", b.project));
+            prop_assert_eq!(&all.tasks_added, &parts.tasks_added);
+            prop_assert_eq!(all.refusals.len(), parts.refusals.len());
+            prop_assert_eq!(check_invariants(b), Ok(()));
         }
     }
 }

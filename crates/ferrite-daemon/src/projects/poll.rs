@@ -4,6 +4,7 @@
 use std::fs;
 
 use ferrite_net::HttpClient;
+use ferrite_project::reply::split_tasks;
 use ferrite_project::request::{build_request, note_rpc_started, RequestInput};
 use ferrite_proto::account::escape_project_url;
 use ferrite_proto::client_state::{RpcReason, RscBackoff};
@@ -11,7 +12,9 @@ use ferrite_proto::sched_reply::SchedulerReply;
 use ferrite_sched::{Jitter, ResourceId, World};
 use tracing::{error, info, warn};
 
+use super::applying::REPLY_BATCH;
 use super::disk::DISK_FULL_FREE_BYTES;
+use super::ReadReply;
 use super::{
     authenticator, client_brand, disk_figures, http_client, may_fetch_from, resource_name,
     rpc_backoff, to_request_work, volume_space, OpDone, POLL_PERIOD, REPORT_CHECK_PERIOD,
@@ -549,11 +552,14 @@ fn backoff_records(
 
 /// A scheduler reply's text saved as `sched_reply_*.xml` (as the official client keeps the
 /// last one) and read.
-fn read_reply(file: &std::path::Path, text: &str) -> Result<Box<SchedulerReply>, String> {
+fn read_reply(file: &std::path::Path, text: &str) -> Result<Box<ReadReply>, String> {
     let _ = std::fs::write(file, text);
-    SchedulerReply::parse(text, "scheduler reply")
-        .map(|p| Box::new(p.value))
-        .map_err(|e| format!("unusable reply: {e}"))
+    let mut reply = SchedulerReply::parse(text, "scheduler reply")
+        .map(|p| p.value)
+        .map_err(|e| format!("unusable reply: {e}"))?;
+    // Its tasks past the first batch are held back, taken in a batch per turn of the loop.
+    let held_back = split_tasks(&mut reply, REPLY_BATCH);
+    Ok(Box::new(ReadReply { reply, held_back }))
 }
 
 #[cfg(test)]
@@ -584,7 +590,7 @@ mod tests {
         let file = dir.path().join("sched_reply_p.example.xml");
         let text = "<scheduler_reply>\n<request_delay>7</request_delay>\n</scheduler_reply>\n";
         let reply = read_reply(&file, text).expect("a reply");
-        assert_eq!(reply.request_delay, Some(7.0));
+        assert_eq!(reply.reply.request_delay, Some(7.0));
         assert_eq!(std::fs::read_to_string(&file).expect("saved"), text);
         let bad = read_reply(&file, "<scheduler_reply>\n<request_delay>").expect_err("cut short");
         assert!(bad.starts_with("unusable reply: "), "{bad}");

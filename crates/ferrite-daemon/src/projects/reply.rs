@@ -11,14 +11,15 @@ use ferrite_project::reply::{
 use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
 use ferrite_proto::client_state::{ProjectLookup, ResultState, RpcReason, TaskResult};
-use ferrite_proto::sched_reply::{ReplyMessage, SchedulerReply};
+use ferrite_proto::sched_reply::ReplyMessage;
 use ferrite_sched::{Jitter, ResourceId};
 use tracing::{error, info, warn};
 
+use super::applying::Applying;
 use super::old_results::OLD_RESULT_KEEP;
 use super::{
-    disk_figures, resource_name, root_refusal, rpc_backoff, OldResult, OpDone, RefusalCauses,
-    ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
+    disk_figures, resource_name, root_refusal, rpc_backoff, OldResult, OpDone, ReadReply,
+    RefusalCauses, ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
 };
 use crate::config::{self, write_atomic, GLOBAL_PREFS};
 use crate::Daemon;
@@ -116,21 +117,14 @@ impl Daemon {
         url: &str,
         reason: RpcReason,
         sent: Option<ferrite_sched::WorkRequest>,
-        result: Result<Box<SchedulerReply>, String>,
+        result: Result<Box<ReadReply>, String>,
         t: f64,
     ) {
-        let reply = match result {
-            Ok(r) => r,
+        let ReadReply { reply, held_back } = match result {
+            Ok(r) => *r,
             Err(e) => return self.rpc_failed(url, reason, &e, t),
         };
-        let opts = ApplyOptions {
-            unsigned_apps_ok: self.config.cc.options.unsigned_apps_ok,
-            gpu_types: self.gpu_types(),
-            current_prefs_mod_time: self.config.prefs.prefs.mod_time,
-            prefs_from_account_manager: self
-                .acct_mgr
-                .owns_prefs(&self.config.prefs.prefs.source_project),
-        };
+        let opts = self.apply_options();
         let outcome = match apply_reply(&mut self.state, url, &reply, t, &opts, &BoincCrypt) {
             Ok(o) => o,
             Err(e) => {
@@ -144,8 +138,46 @@ impl Daemon {
         if outcome.project_down {
             return self.rpc_failed(url, reason, "the project is down", t);
         }
-        let request_delay = reply.request_delay.unwrap_or(0.0);
-        self.apply_outcome(url, &outcome, sent.is_some() && !got_notice, t);
+        let applying = Applying::new(
+            url,
+            reason,
+            sent,
+            &reply,
+            !got_notice,
+            outcome,
+            held_back,
+            t,
+        );
+        self.reply_applying(applying);
+    }
+
+    /// What `apply_reply` needs to know of the host and the configuration.
+    pub(super) fn apply_options(&self) -> ApplyOptions {
+        ApplyOptions {
+            unsigned_apps_ok: self.config.cc.options.unsigned_apps_ok,
+            gpu_types: self.gpu_types(),
+            current_prefs_mod_time: self.config.prefs.prefs.mod_time,
+            prefs_from_account_manager: self
+                .acct_mgr
+                .owns_prefs(&self.config.prefs.prefs.source_project),
+        }
+    }
+
+    /// A scheduler reply and all its tasks are in the state: what it brought is acted on
+    /// (files written, refused jobs errored, the core's backoffs, ...).
+    pub(super) fn reply_applied(&mut self, done: Applying) {
+        let Applying {
+            url,
+            reason,
+            sent,
+            request_delay,
+            withdraw_notices,
+            outcome,
+            t,
+            ..
+        } = done;
+        let url = url.as_str();
+        self.apply_outcome(url, &outcome, sent.is_some() && withdraw_notices, t);
         self.record_statistics(url, t);
         self.refuse_jobs_too_big(url, &outcome, t);
         // The core: backoffs cleared for resources that got jobs, set for those that did not.
