@@ -33,7 +33,16 @@
 //!   partly used instance when one fits, an integer job takes whole free instances; instances
 //!   excluded for the project are never used.
 //! - `max_concurrent` of the app and `project_max_concurrent` are never exceeded.
-//! - The working sets of admitted jobs fit in the RAM budget.
+//! - Memory: the working sets of admitted jobs fit in the RAM budget (`ram_max_used_busy_pct`
+//!   or `ram_max_used_idle_pct` of the RAM, as the user is active or not), and, on a host with
+//!   swap, their swap use fits in `vm_max_used_pct` of the swap space. A job that has run
+//!   counts what was measured of it; one that has not counts the largest working set measured
+//!   for its app version (the scheduler remembers it once those jobs are gone), or its
+//!   `rsc_memory_bound` while none was, and as swap the largest swap use measured for its
+//!   version. A job that does not fit is skipped and the next one
+//!   that fits runs; a running job that no longer fits is quit (its measured size is kept),
+//!   so it is not started again until there is room for it, and the version's other jobs,
+//!   estimated at its size, do not start in its place only to be stopped in turn.
 
 // Per-(project, resource) tables are indexed by both ids at once; index loops read better.
 #![allow(clippy::needless_range_loop)]
@@ -73,8 +82,17 @@ pub struct RunEntry {
     pub instances: u64,
 }
 
+/// The RAM limit in use when a job did not fit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RamLimit {
+    /// The user is active: `ram_max_used_busy_pct` applies (else `ram_max_used_idle_pct`).
+    pub user_active: bool,
+    /// That preference's percentage of the RAM.
+    pub pct: f64,
+}
+
 /// Why a job was not admitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SkipReason {
     /// The CPUs are fully committed (for a multi-thread job: fewer are free than it uses).
     CpusCommitted,
@@ -85,13 +103,29 @@ pub enum SkipReason {
     /// The project's `project_max_concurrent` is reached.
     ProjectMaxConcurrent,
     /// Its working set does not fit in the remaining RAM budget.
-    Memory,
+    Memory {
+        /// Bytes it needs (see the module's memory rule).
+        need: f64,
+        /// Bytes left under the limit once the jobs admitted before it are counted.
+        left: f64,
+        /// The limit.
+        limit: RamLimit,
+    },
+    /// Its swap use does not fit in the remaining swap budget (`vm_max_used_pct`).
+    Swap {
+        /// Bytes it needs.
+        need: f64,
+        /// Bytes left under the limit.
+        left: f64,
+        /// `vm_max_used_pct`.
+        pct: f64,
+    },
     /// Its resource is set to finish then stop, and it has not started.
     FinishThenStop,
 }
 
 /// Why a running job stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PreemptReason {
     /// Its slice is over and jobs of more deserving projects take its place.
     LowerPriority,
@@ -146,16 +180,42 @@ struct Admit {
     /// Usage per instance per resource (index 0 unused).
     inst: Vec<Vec<f64>>,
     ram_left: f64,
+    ram_limit: RamLimit,
+    /// `None`: the host has no swap, not checked.
+    swap_left: Option<f64>,
     proj_running: Vec<u32>,
     app_running: Vec<u32>,
 }
 
 impl Admit {
+    /// RAM and swap job `i` is expected to use (see the module's memory rule).
+    fn memory_need(world: &World, i: usize, version_memory: &[(f64, f64)]) -> (f64, f64) {
+        let j = &world.jobs[i];
+        if j.started() {
+            return (j.working_set_bytes.max(0.0), j.swap_bytes.max(0.0));
+        }
+        let (ws, swap) = version_memory
+            .get(j.app_version.index())
+            .copied()
+            .unwrap_or_default();
+        let ram = if ws > 0.0 {
+            ws
+        } else {
+            j.working_set_bytes.max(0.0)
+        };
+        (ram, swap)
+    }
+
     fn gpu_full(&self, r: usize) -> bool {
         self.inst[r].iter().all(|&u| u > 1.0 - 1e-9)
     }
 
-    fn try_admit(&mut self, world: &World, i: usize) -> Result<u64, SkipReason> {
+    fn try_admit(
+        &mut self,
+        world: &World,
+        i: usize,
+        version_memory: &[(f64, f64)],
+    ) -> Result<u64, SkipReason> {
         let j = &world.jobs[i];
         let v = world.version_of(j);
         let p = j.project.index();
@@ -192,8 +252,20 @@ impl Admit {
         {
             return Err(SkipReason::CpusCommitted);
         }
-        if j.working_set_bytes > self.ram_left {
-            return Err(SkipReason::Memory);
+        let (ram, swap) = Self::memory_need(world, i, version_memory);
+        if ram > self.ram_left {
+            return Err(SkipReason::Memory {
+                need: ram,
+                left: self.ram_left.max(0.0),
+                limit: self.ram_limit,
+            });
+        }
+        if let Some(left) = self.swap_left.filter(|&left| swap > left) {
+            return Err(SkipReason::Swap {
+                need: swap,
+                left: left.max(0.0),
+                pct: world.prefs.vm_max_used_pct,
+            });
         }
         let mut mask = 0u64;
         if !v.resource.is_cpu() {
@@ -236,7 +308,10 @@ impl Admit {
             }
         }
         self.cpu_used += cpus;
-        self.ram_left -= j.working_set_bytes.max(0.0);
+        self.ram_left -= ram;
+        if let Some(left) = self.swap_left.as_mut() {
+            *left -= swap;
+        }
         self.proj_running[p] += 1;
         self.app_running[app] += 1;
         Ok(mask)
@@ -344,6 +419,9 @@ pub struct RunInputs<'a> {
     /// ended: they resume before priority order, so a short deadline job does not make the
     /// long jobs of other projects take turns every few minutes.
     pub interrupted: &'a HashSet<JobId>,
+    /// Per app version, the largest working set and swap use measured (see
+    /// [`observe_version_memory`]).
+    pub version_memory: &'a [(f64, f64)],
     /// Policy knobs.
     pub policy: &'a Policy,
 }
@@ -395,6 +473,26 @@ fn candidates(world: &World, now: Time) -> Vec<Vec<usize>> {
     per_res
 }
 
+/// Update `seen`, per app version the largest working set and swap use measured for its jobs
+/// that have run: a version with such jobs in `world` gets their largest figures (as BOINC's
+/// `max_rss`); one without keeps what was seen last, so its next jobs are still estimated at
+/// it once the measured ones are gone.
+pub fn observe_version_memory(world: &World, seen: &mut Vec<(f64, f64)>) {
+    let mut now = vec![None::<(f64, f64)>; world.app_versions.len()];
+    for j in world.jobs.iter().filter(|j| j.started()) {
+        if let Some(m) = now.get_mut(j.app_version.index()) {
+            let (ws, swap) = m.unwrap_or_default();
+            *m = Some((ws.max(j.working_set_bytes), swap.max(j.swap_bytes)));
+        }
+    }
+    seen.resize(world.app_versions.len(), (0.0, 0.0));
+    for (s, n) in seen.iter_mut().zip(now) {
+        if let Some(n) = n {
+            *s = n;
+        }
+    }
+}
+
 /// The run list while it is built: what is admitted, what was tried and refused, the
 /// priorities bumped by each admission.
 struct Builder<'w, 'i> {
@@ -425,6 +523,15 @@ impl<'w, 'i> Builder<'w, 'i> {
                 })
                 .collect(),
             ram_left: world.host.ram_bytes * world.prefs.ram_frac(world.user_active),
+            ram_limit: RamLimit {
+                user_active: world.user_active,
+                pct: if world.user_active {
+                    world.prefs.ram_max_used_busy_pct
+                } else {
+                    world.prefs.ram_max_used_idle_pct
+                },
+            },
+            swap_left: world.prefs.swap_limit(world.host.swap_bytes),
             proj_running: vec![0; world.projects.len()],
             app_running: vec![0; world.apps.len()],
         };
@@ -457,7 +564,7 @@ impl<'w, 'i> Builder<'w, 'i> {
             return true;
         }
         let world = self.world;
-        match self.adm.try_admit(world, i) {
+        match self.adm.try_admit(world, i, self.inp.version_memory) {
             Ok(mask) => {
                 self.admitted[i] = true;
                 let j = &world.jobs[i];
@@ -673,7 +780,11 @@ fn preemption(
                 None => PreemptReason::LowerPriority,
             };
             let never_checkpointed = j.checkpoint_elapsed <= 0.0 && j.elapsed > 0.0;
-            let action = if gpu || reason == PreemptReason::Skipped(SkipReason::Memory) {
+            let action = if gpu
+                || matches!(
+                    reason,
+                    PreemptReason::Skipped(SkipReason::Memory { .. } | SkipReason::Swap { .. })
+                ) {
                 PreemptAction::Quit
             } else if world.prefs.leave_apps_in_memory || never_checkpointed {
                 PreemptAction::KeepInMemory
