@@ -5,6 +5,7 @@ mod driver;
 mod fetching;
 mod finishing;
 mod gpu_control;
+mod max_concurrent;
 mod memory;
 mod multithread;
 mod properties;
