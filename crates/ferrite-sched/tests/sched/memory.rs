@@ -42,12 +42,12 @@ fn a_task_over_the_ram_limit_is_skipped_not_started_and_stopped_in_a_loop() {
     let mut d = Driver::new(w, Policy::default(), T0, 600.0);
     for _ in 0..6 {
         let id = d.add_job(va, 2.0 * H, 30.0 * DAY);
-        let j = d.world.jobs.iter_mut().find(|j| j.id == id).unwrap();
+        let j = d.world.jobs.iter_mut().find(|j| j.id == id).expect("added");
         j.working_set_bytes = 0.5e9;
     }
     for _ in 0..12 {
         let id = d.add_job(vb, 2.0 * H, 30.0 * DAY);
-        let j = d.world.jobs.iter_mut().find(|j| j.id == id).unwrap();
+        let j = d.world.jobs.iter_mut().find(|j| j.id == id).expect("added");
         j.working_set_bytes = 0.2e9;
     }
     let period = d.world.prefs.sched_period();
