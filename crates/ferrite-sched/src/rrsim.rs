@@ -49,8 +49,9 @@ pub struct ProjectResourceSim {
     /// Instance-seconds, within the buffer window, by which the project's use of the resource
     /// fell below its share of the instances (the seed design's `shortfall(P)`).
     pub shortfall: f64,
-    /// For projects with max-concurrent limits: idle instance-seconds within the buffer window
-    /// that the project could have filled under its limits (the fetch request size for it).
+    /// For projects with max-concurrent limits: instance-seconds within the buffer window that
+    /// the project could use under its limits beyond what its own jobs use (BOINC's
+    /// `mc_shortfall`; the fetch request size for it).
     pub capacity_shortfall: f64,
     /// Jobs predicted to miss their deadline.
     pub deadlines_missed: u32,
@@ -669,9 +670,12 @@ fn simulate_impl(
                     let want = instances[r] * share_frac[p][r];
                     let pr = &mut out.projects[p][r];
                     pr.shortfall += (want - proj_used[p][r]).max(0.0) * in_window;
-                    if has_mc[p] && idle > 1e-6 {
+                    // Not only the idle instances: a project its limits keep to fewer
+                    // instances is asked for those even while others fill the rest (as
+                    // BOINC's `mc_shortfall`), or it would get nothing while they have work.
+                    if has_mc[p] {
                         let could = (mc_could_use[p][r] - proj_used[p][r]).max(0.0);
-                        pr.capacity_shortfall += could.min(idle) * in_window;
+                        pr.capacity_shortfall += could * in_window;
                     }
                 }
             }

@@ -131,3 +131,21 @@ fn another_project_is_asked_for_the_instances_a_limited_one_leaves_idle() {
     assert!(close(cpu.req_secs, 7.0 * buf), "{cpu:?} (buffer {buf} s)");
     assert!(cpu.req_instances >= 7.0, "{cpu:?}");
 }
+
+#[test]
+fn a_limited_project_is_asked_for_its_instance_while_another_keeps_every_cpu_busy() {
+    let mut w = host();
+    let (x, _) = project(&mut w, "X", Some(1));
+    let (y, vy) = project(&mut w, "Y", None);
+    let buf = w.prefs.work_buf_total();
+    // Y's queue keeps all eight CPUs busy for twice the buffer; X has nothing.
+    for i in 0..16 {
+        w.add_job(Job::new(JobId(i), y, vy, buf * 1e9, T0, T0 + 30.0 * DAY));
+    }
+    let out = Scheduler::new(Policy::default()).pass(&w, T0);
+    let req = out.fetch.request.expect("a request");
+    assert_eq!(req.project, x, "{:?}", out.fetch.blocks);
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU asked");
+    // What its one instance can run in the buffer.
+    assert!(close(cpu.req_secs, buf), "{cpu:?} (buffer {buf} s)");
+}
