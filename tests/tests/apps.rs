@@ -568,7 +568,22 @@ fn over_the_ram_limit_the_largest_task_is_preempted_and_the_other_runs() {
         .split("<task>")
         .find(|t| t.contains("<name>wu_big_0</name>"))
         .unwrap_or_else(|| panic!("{explain}"));
-    assert!(big_task.contains("Memory"), "{big_task}");
+    // Which limit holds it back, with the figures: what it needs (its measured working set)
+    // against what is left under the 1 % busy limit.
+    let why = big_task
+        .split("waiting for memory: needs ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{big_task}"));
+    let (need, rest) = why
+        .split_once(" MB, ")
+        .unwrap_or_else(|| panic!("{big_task}"));
+    let (left, rest) = rest
+        .split_once(" MB left under ")
+        .unwrap_or_else(|| panic!("{big_task}"));
+    assert!(rest.starts_with("ram_max_used_busy_pct 1 %"), "{big_task}");
+    let need: u64 = need.parse().unwrap_or_else(|_| panic!("{big_task}"));
+    let left: u64 = left.parse().unwrap_or_else(|_| panic!("{big_task}"));
+    assert!(need > left, "{big_task}");
     let small_task = explain
         .split("<task>")
         .find(|t| t.contains("<name>wu_small_0</name>"))

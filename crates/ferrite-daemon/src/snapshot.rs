@@ -91,6 +91,8 @@ pub struct LiveTask {
     pub fraction_done: f64,
     /// Working set, bytes.
     pub working_set: f64,
+    /// Swap used, bytes.
+    pub swap: f64,
     /// In its finishing wait (`boinc_finish` called, no CPU used): its CPU counts as free.
     pub finishing: bool,
 }
@@ -132,6 +134,7 @@ pub fn build_world(
         .prefs
         .usable_cpus(h.p_ncpus.max(1), inputs.cc_ncpus, inputs.user_active);
     let mut host = Host::cpu_only(ncpus, h.p_fpops.max(1e6), h.m_nbytes.max(0.0));
+    host.swap_bytes = h.m_swap.max(0.0);
     let gpu_types = host_gpu_types(h);
     host.coprocs = gpu_types.iter().map(|(_, c)| c.clone()).collect();
     let gpu_names: Vec<&str> = gpu_types.iter().map(|(n, _)| *n).collect();
@@ -145,6 +148,7 @@ pub fn build_world(
         max_ncpus_pct: 100.0,
         ram_max_used_busy_pct: gp.ram_max_used_busy_pct,
         ram_max_used_idle_pct: gp.ram_max_used_idle_pct,
+        vm_max_used_pct: gp.vm_max_used_pct,
         leave_apps_in_memory: gp.leave_apps_in_memory,
         disk_max_used_gb: gp.disk_max_used_gb,
         disk_max_used_pct: gp.disk_max_used_pct,
@@ -332,6 +336,7 @@ pub fn build_world(
                 if a.working_set_size_smoothed > 0.0 {
                     job.working_set_bytes = a.working_set_size_smoothed;
                 }
+                job.swap_bytes = a.swap_size.max(0.0);
                 job.state = JobState::Preempted { in_memory: false };
             }
             if let Some(l) = live(url, &r.name) {
@@ -341,6 +346,7 @@ pub fn build_world(
                 if l.working_set > 0.0 {
                     job.working_set_bytes = l.working_set;
                 }
+                job.swap_bytes = l.swap.max(0.0);
                 if l.running {
                     job.state = JobState::Running;
                     job.run_started_at = Some(l.run_started_at);
@@ -776,6 +782,7 @@ mod tests {
                 elapsed: 12.0,
                 fraction_done: 0.25,
                 working_set: 1e6,
+                swap: 0.0,
                 finishing: false,
             })
         };

@@ -427,12 +427,20 @@ impl TaskTable {
             .filter(|p| p.action == PreemptAction::Quit)
             .map(|p| p.job)
             .collect();
-        let over_ram: HashSet<JobId> = out
+        // Tasks over a memory limit, with the limit's words for the log.
+        let over_ram: HashMap<JobId, &str> = out
             .run
             .preempt
             .iter()
-            .filter(|p| p.reason == PreemptReason::Skipped(SkipReason::Memory))
-            .map(|p| p.job)
+            .filter_map(|p| match p.reason {
+                PreemptReason::Skipped(SkipReason::Memory { .. }) => {
+                    Some((p.job, "its working set exceeds the RAM limit"))
+                }
+                PreemptReason::Skipped(SkipReason::Swap { .. }) => {
+                    Some((p.job, "its swap use exceeds the swap limit"))
+                }
+                _ => None,
+            })
             .collect();
 
         for id in &out.abort {
@@ -474,24 +482,22 @@ impl TaskTable {
                     l.run_started_at = now;
                 }
             } else if quit.contains(&id) && run_allowed {
-                if over_ram.contains(&id) && !checkpointed {
+                if let Some(limit) = over_ram.get(&id).filter(|_| !checkpointed) {
                     // Quitting would lose all its work: suspended in memory instead, as the
                     // official client does with every task over the RAM limit.
                     if st == TaskState::Running {
                         info!(
                             project = %key.0,
-                            "suspending task {} (its working set exceeds the RAM limit; it has \
-                             no checkpoint yet, so it stays in memory)",
+                            "suspending task {} ({limit}; it has no checkpoint yet, so it stays \
+                             in memory)",
                             key.1
                         );
                         l.task.suspend(inst);
                     }
                 } else if matches!(st, TaskState::Running | TaskState::Suspended) {
-                    let why = if over_ram.contains(&id) {
-                        "its working set exceeds the RAM limit; "
-                    } else {
-                        ""
-                    };
+                    let why = over_ram
+                        .get(&id)
+                        .map_or(String::new(), |limit| format!("{limit}; "));
                     info!(
                         project = %key.0,
                         "preempting task {} ({why}quit; it restarts from its checkpoint)",
@@ -577,6 +583,7 @@ impl TaskTable {
                     elapsed: u.elapsed_time,
                     fraction_done: u.fraction_done,
                     working_set: u.working_set as f64,
+                    swap: u.swap_size as f64,
                     finishing: l.finish.is_finishing(),
                 }
             })

@@ -20,6 +20,20 @@ pub fn duration(secs: f64) -> String {
     }
 }
 
+/// Bytes as BOINC's messages count megabytes (2^20 bytes): "1536 MB".
+pub fn megabytes(bytes: f64) -> String {
+    format!("{:.0} MB", bytes.max(0.0) / 1_048_576.0)
+}
+
+/// A percentage preference without needless decimals: "50", "12.5".
+fn percent(pct: f64) -> String {
+    if (pct - pct.round()).abs() < 1e-9 {
+        format!("{pct:.0}")
+    } else {
+        format!("{pct}")
+    }
+}
+
 impl RunReason {
     /// Why the job runs.
     pub fn describe(self) -> String {
@@ -53,8 +67,26 @@ impl SkipReason {
             SkipReason::ProjectMaxConcurrent => {
                 "ProjectMaxConcurrent: its project's project_max_concurrent (app_config.xml) is reached"
             }
-            SkipReason::Memory => {
-                "Memory: its working set would exceed the memory the preferences allow"
+            SkipReason::Memory { need, left, limit } => {
+                let pref = if limit.user_active {
+                    "ram_max_used_busy_pct"
+                } else {
+                    "ram_max_used_idle_pct"
+                };
+                return format!(
+                    "Memory: waiting for memory: needs {}, {} left under {pref} {} %",
+                    megabytes(need),
+                    megabytes(left),
+                    percent(limit.pct)
+                );
+            }
+            SkipReason::Swap { need, left, pct } => {
+                return format!(
+                    "Swap: waiting for swap space: needs {}, {} left under vm_max_used_pct {} %",
+                    megabytes(need),
+                    megabytes(left),
+                    percent(pct)
+                );
             }
             SkipReason::FinishThenStop => {
                 "FinishThenStop: its resource is set to finish its started tasks and then stop; \
@@ -226,8 +258,32 @@ mod tests {
             h.starts_with("WaitsForNextRpc: ") && h.ends_with("at the latest in 80 s"),
             "{h}"
         );
-        let p = PreemptReason::Skipped(SkipReason::Memory).describe(PreemptAction::Quit);
-        assert!(p.starts_with("Memory: ") && p.ends_with("(quit, restarts from its checkpoint)"));
+        let mem = SkipReason::Memory {
+            need: 3072.0 * 1_048_576.0,
+            left: 1024.0 * 1_048_576.0,
+            limit: crate::runlist::RamLimit {
+                user_active: true,
+                pct: 50.0,
+            },
+        };
+        let p = PreemptReason::Skipped(mem).describe(PreemptAction::Quit);
+        assert!(
+            p.starts_with(
+                "Memory: waiting for memory: needs 3072 MB, 1024 MB left under \
+                 ram_max_used_busy_pct 50 %"
+            ) && p.ends_with("(quit, restarts from its checkpoint)"),
+            "{p}"
+        );
+        let swap = SkipReason::Swap {
+            need: 2048.0 * 1_048_576.0,
+            left: 0.0,
+            pct: 12.5,
+        }
+        .describe();
+        assert_eq!(
+            swap,
+            "Swap: waiting for swap space: needs 2048 MB, 0 MB left under vm_max_used_pct 12.5 %"
+        );
         assert!(RunReason::Deadline.describe().starts_with("Deadline: "));
     }
 }

@@ -96,6 +96,7 @@ pub use policy::{Policy, RecMode};
 pub use rng::{FixedJitter, Jitter, SplitMix64};
 pub use rrsim::SimResult;
 pub use runlist::{
-    PreemptAction, PreemptEntry, PreemptReason, RunDecision, RunEntry, RunReason, SkipReason,
+    PreemptAction, PreemptEntry, PreemptReason, RamLimit, RunDecision, RunEntry, RunReason,
+    SkipReason,
 };
 pub use scheduler::{PassOutput, Scheduler};

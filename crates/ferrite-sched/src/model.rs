@@ -126,6 +126,9 @@ pub struct Host {
     pub p_fpops: f64,
     /// Physical RAM in bytes; the RAM budget of the run list is a fraction of it.
     pub ram_bytes: f64,
+    /// Swap space in bytes (`m_swap`); the swap budget of the run list is a fraction of it
+    /// (0: no swap, not checked).
+    pub swap_bytes: f64,
     /// Coprocessor types; resource `ResourceId(i + 1)` is `coprocs[i]`.
     pub coprocs: Vec<Coproc>,
 }
@@ -137,6 +140,7 @@ impl Host {
             ncpus,
             p_fpops,
             ram_bytes,
+            swap_bytes: 0.0,
             coprocs: Vec::new(),
         }
     }
@@ -162,6 +166,8 @@ pub struct Prefs {
     pub ram_max_used_busy_pct: f64,
     /// RAM percentage usable while the user is idle (`ram_max_used_idle_pct`).
     pub ram_max_used_idle_pct: f64,
+    /// Percentage of the swap space the running apps may use (`vm_max_used_pct`).
+    pub vm_max_used_pct: f64,
     /// Keep preempted CPU apps in memory (suspend) rather than quitting them.
     pub leave_apps_in_memory: bool,
     /// Disk: maximum GB BOINC may use (0 = no limit).
@@ -182,6 +188,7 @@ impl Default for Prefs {
             max_ncpus_pct: 0.0,
             ram_max_used_busy_pct: 50.0,
             ram_max_used_idle_pct: 90.0,
+            vm_max_used_pct: 75.0,
             leave_apps_in_memory: false,
             disk_max_used_gb: 0.0,
             disk_max_used_pct: 90.0,
@@ -235,6 +242,13 @@ impl Prefs {
         } else {
             (pct / 100.0).min(1.0)
         }
+    }
+
+    /// Bytes of swap the running apps may use on a host with `swap_bytes` of swap
+    /// (`vm_max_used_pct` of it, as BOINC reads the preference); `None` when the host has no
+    /// swap: nothing is checked then.
+    pub fn swap_limit(&self, swap_bytes: f64) -> Option<f64> {
+        (swap_bytes > 0.0).then(|| swap_bytes * (self.vm_max_used_pct / 100.0).clamp(0.0, 1.0))
     }
 }
 
@@ -579,8 +593,12 @@ pub struct Job {
     pub last_checkpoint_time: Option<Time>,
     /// Wall time the current (or last) run started; start of the time slice.
     pub run_started_at: Option<Time>,
-    /// Expected working set (smoothed RSS, or the version's, or `rsc_memory_bound`), bytes.
+    /// Working set, bytes: measured (smoothed RSS) once the job has run, `rsc_memory_bound`
+    /// before. For a job that has not started, the run list prefers the largest working set
+    /// measured for its app version (see [`crate::runlist`]).
     pub working_set_bytes: f64,
+    /// Swap its process uses, bytes (measured; 0 when unknown or never run).
+    pub swap_bytes: f64,
     /// Input files present and nothing else prevents it from running (download done, not in a
     /// temporary-exit backoff, not aborted).
     pub runnable: bool,
@@ -623,6 +641,7 @@ impl Job {
             last_checkpoint_time: None,
             run_started_at: None,
             working_set_bytes: 0.0,
+            swap_bytes: 0.0,
             runnable: true,
             suspended: false,
             report_immediately: false,

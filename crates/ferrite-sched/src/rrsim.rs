@@ -51,8 +51,9 @@ pub struct ProjectResourceSim {
     /// Instance-seconds, within the buffer window, by which the project's use of the resource
     /// fell below its share of the instances (the seed design's `shortfall(P)`).
     pub shortfall: f64,
-    /// For projects with max-concurrent limits: idle instance-seconds within the buffer window
-    /// that the project could have filled under its limits (the fetch request size for it).
+    /// For projects with max-concurrent limits: instance-seconds within the buffer window that
+    /// the project could use under its limits beyond what its own jobs use (BOINC's
+    /// `mc_shortfall`; the fetch request size for it).
     pub capacity_shortfall: f64,
     /// Jobs predicted to miss their deadline.
     pub deadlines_missed: u32,

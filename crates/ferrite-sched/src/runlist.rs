@@ -33,7 +33,16 @@
 //!   partly used instance when one fits, an integer job takes whole free instances; instances
 //!   excluded for the project are never used.
 //! - `max_concurrent` of the app and `project_max_concurrent` are never exceeded.
-//! - The working sets of admitted jobs fit in the RAM budget.
+//! - Memory: the working sets of admitted jobs fit in the RAM budget (`ram_max_used_busy_pct`
+//!   or `ram_max_used_idle_pct` of the RAM, as the user is active or not), and, on a host with
+//!   swap, their swap use fits in `vm_max_used_pct` of the swap space. A job that has run
+//!   counts what was measured of it; one that has not counts the largest working set measured
+//!   for its app version (the scheduler remembers it once those jobs are gone), or its
+//!   `rsc_memory_bound` while none was, and as swap the largest swap use measured for its
+//!   version. A job that does not fit is skipped and the next one
+//!   that fits runs; a running job that no longer fits is quit (its measured size is kept),
+//!   so it is not started again until there is room for it, and the version's other jobs,
+//!   estimated at its size, do not start in its place only to be stopped in turn.
 
 // Per-(project, resource) tables are indexed by both ids at once; index loops read better.
 #![allow(clippy::needless_range_loop)]
@@ -73,8 +82,17 @@ pub struct RunEntry {
     pub instances: u64,
 }
 
+/// The RAM limit in use when a job did not fit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RamLimit {
+    /// The user is active: `ram_max_used_busy_pct` applies (else `ram_max_used_idle_pct`).
+    pub user_active: bool,
+    /// That preference's percentage of the RAM.
+    pub pct: f64,
+}
+
 /// Why a job was not admitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SkipReason {
     /// The CPUs are fully committed (for a multi-thread job: fewer are free than it uses).
     CpusCommitted,
@@ -85,13 +103,29 @@ pub enum SkipReason {
     /// The project's `project_max_concurrent` is reached.
     ProjectMaxConcurrent,
     /// Its working set does not fit in the remaining RAM budget.
-    Memory,
+    Memory {
+        /// Bytes it needs (see the module's memory rule).
+        need: f64,
+        /// Bytes left under the limit once the jobs admitted before it are counted.
+        left: f64,
+        /// The limit.
+        limit: RamLimit,
+    },
+    /// Its swap use does not fit in the remaining swap budget (`vm_max_used_pct`).
+    Swap {
+        /// Bytes it needs.
+        need: f64,
+        /// Bytes left under the limit.
+        left: f64,
+        /// `vm_max_used_pct`.
+        pct: f64,
+    },
     /// Its resource is set to finish then stop, and it has not started.
     FinishThenStop,
 }
 
 /// Why a running job stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PreemptReason {
     /// Its slice is over and jobs of more deserving projects take its place.
     LowerPriority,
@@ -146,16 +180,42 @@ struct Admit {
     /// Usage per instance per resource (index 0 unused).
     inst: Vec<Vec<f64>>,
     ram_left: f64,
+    ram_limit: RamLimit,
+    /// `None`: the host has no swap, not checked.
+    swap_left: Option<f64>,
     proj_running: Vec<u32>,
     app_running: Vec<u32>,
 }
 
 impl Admit {
+    /// RAM and swap job `i` is expected to use (see the module's memory rule).
+    fn memory_need(world: &World, i: usize, version_memory: &[(f64, f64)]) -> (f64, f64) {
+        let j = &world.jobs[i];
+        if j.started() {
+            return (j.working_set_bytes.max(0.0), j.swap_bytes.max(0.0));
+        }
+        let (ws, swap) = version_memory
+            .get(j.app_version.index())
+            .copied()
+            .unwrap_or_default();
+        let ram = if ws > 0.0 {
+            ws
+        } else {
+            j.working_set_bytes.max(0.0)
+        };
+        (ram, swap)
+    }
+
     fn gpu_full(&self, r: usize) -> bool {
         self.inst[r].iter().all(|&u| u > 1.0 - 1e-9)
     }
 
-    fn try_admit(&mut self, world: &World, i: usize) -> Result<u64, SkipReason> {
+    fn try_admit(
+        &mut self,
+        world: &World,
+        i: usize,
+        version_memory: &[(f64, f64)],
+    ) -> Result<u64, SkipReason> {
         let j = &world.jobs[i];
         let v = world.version_of(j);
         let p = j.project.index();
@@ -192,8 +252,20 @@ impl Admit {
         {
             return Err(SkipReason::CpusCommitted);
         }
-        if j.working_set_bytes > self.ram_left {
-            return Err(SkipReason::Memory);
+        let (ram, swap) = Self::memory_need(world, i, version_memory);
+        if ram > self.ram_left {
+            return Err(SkipReason::Memory {
+                need: ram,
+                left: self.ram_left.max(0.0),
+                limit: self.ram_limit,
+            });
+        }
+        if let Some(left) = self.swap_left.filter(|&left| swap > left) {
+            return Err(SkipReason::Swap {
+                need: swap,
+                left: left.max(0.0),
+                pct: world.prefs.vm_max_used_pct,
+            });
         }
         let mut mask = 0u64;
         if !v.resource.is_cpu() {
@@ -236,7 +308,10 @@ impl Admit {
             }
         }
         self.cpu_used += cpus;
-        self.ram_left -= j.working_set_bytes.max(0.0);
+        self.ram_left -= ram;
+        if let Some(left) = self.swap_left.as_mut() {
+            *left -= swap;
+        }
         self.proj_running[p] += 1;
         self.app_running[app] += 1;
         Ok(mask)
@@ -344,34 +419,45 @@ pub struct RunInputs<'a> {
     /// ended: they resume before priority order, so a short deadline job does not make the
     /// long jobs of other projects take turns every few minutes.
     pub interrupted: &'a HashSet<JobId>,
+    /// Per app version, the largest working set and swap use measured (see
+    /// [`observe_version_memory`]).
+    pub version_memory: &'a [(f64, f64)],
     /// Policy knobs.
     pub policy: &'a Policy,
 }
 
-/// Build the run list at `now` and decide preemptions.
+/// Build the run list at `now` and decide preemptions: per resource (coprocessors first, the
+/// CPU last) the admission steps of the module's order, then the preemptions.
 pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
+    let per_res = candidates(world, now);
+    let mut b = Builder::new(world, now, inp);
     let nr = world.n_resources();
-    let np = world.projects.len();
-    let mut prio: Vec<Priorities> = inp.priorities.to_vec();
-    let mut adm = Admit {
-        ncpus: world.instances(ResourceId::CPU),
-        cpu_used: 0.0,
-        inst: (0..nr)
-            .map(|r| {
-                if r == 0 {
-                    Vec::new()
-                } else {
-                    vec![0.0; world.instances(ResourceId(r as u8)) as usize]
-                }
-            })
-            .collect(),
-        ram_left: world.host.ram_bytes * world.prefs.ram_frac(world.user_active),
-        proj_running: vec![0; np],
-        app_running: vec![0; world.apps.len()],
-    };
-    let period = world.prefs.sched_period();
+    for r in (1..nr).chain(std::iter::once(0)) {
+        let jobs = &per_res[r];
+        if jobs.is_empty() {
+            continue;
+        }
+        b.admit_finishing(r, jobs);
+        // A multi-thread job goes before the deadline jobs while none of them is predicted to
+        // miss its deadline, after them otherwise (see `promote_multi_thread`).
+        let promote_before_edf = r == 0 && !jobs.iter().any(|&i| inp.sim.misses(i));
+        if promote_before_edf {
+            b.promote_multi_thread(r, jobs);
+        }
+        if inp.policy.edf {
+            b.admit_deadline_jobs(r, jobs);
+        }
+        if r == 0 && !promote_before_edf {
+            b.promote_multi_thread(r, jobs);
+        }
+        b.admit_open_slices(r, jobs);
+        b.admit_by_priority(r, jobs);
+    }
+    b.finish()
+}
 
-    // Candidates per resource, per project, in the order a project offers its jobs.
+/// The jobs that may run at `now`, per resource, in job order.
+fn candidates(world: &World, now: Time) -> Vec<Vec<usize>> {
     let candidate = |i: usize| {
         let j = &world.jobs[i];
         j.state.is_unfinished()
@@ -380,198 +466,235 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
             && !world.projects[j.project.index()].suspended
             && !is_doomed(world, i, now)
     };
-    let mut per_res: Vec<Vec<usize>> = vec![Vec::new(); nr];
+    let mut per_res: Vec<Vec<usize>> = vec![Vec::new(); world.n_resources()];
     for i in (0..world.jobs.len()).filter(|&i| candidate(i)) {
         per_res[world.version_of(&world.jobs[i]).resource.index()].push(i);
     }
+    per_res
+}
 
-    let mut admitted = vec![false; world.jobs.len()];
-    let mut tried: Vec<Option<SkipReason>> = vec![None; world.jobs.len()];
-    let mut out = RunDecision::default();
-    let mut deadline_jobs_admitted = false;
-
-    let res_order: Vec<usize> = (1..nr).chain(std::iter::once(0)).collect();
-    for &r in &res_order {
-        let rid = ResourceId(r as u8);
-        let jobs = &per_res[r];
-        if jobs.is_empty() {
-            continue;
+/// Update `seen`, per app version the largest working set and swap use measured for its jobs
+/// that have run: a version with such jobs in `world` gets their largest figures (as BOINC's
+/// `max_rss`); one without keeps what was seen last, so its next jobs are still estimated at
+/// it once the measured ones are gone.
+pub fn observe_version_memory(world: &World, seen: &mut Vec<(f64, f64)>) {
+    let mut now = vec![None::<(f64, f64)>; world.app_versions.len()];
+    for j in world.jobs.iter().filter(|j| j.started()) {
+        if let Some(m) = now.get_mut(j.app_version.index()) {
+            let (ws, swap) = m.unwrap_or_default();
+            *m = Some((ws.max(j.working_set_bytes), swap.max(j.swap_bytes)));
         }
-        let full = |adm: &Admit| {
-            if r == 0 {
-                adm.cpu_used >= adm.ncpus - 1e-9
-            } else {
-                adm.gpu_full(r)
-            }
+    }
+    seen.resize(world.app_versions.len(), (0.0, 0.0));
+    for (s, n) in seen.iter_mut().zip(now) {
+        if let Some(n) = n {
+            *s = n;
+        }
+    }
+}
+
+/// The run list while it is built: what is admitted, what was tried and refused, the
+/// priorities bumped by each admission.
+struct Builder<'w, 'i> {
+    world: &'w World,
+    now: Time,
+    inp: &'i RunInputs<'i>,
+    adm: Admit,
+    prio: Vec<Priorities>,
+    admitted: Vec<bool>,
+    tried: Vec<Option<SkipReason>>,
+    out: RunDecision,
+    deadline_jobs_admitted: bool,
+}
+
+impl<'w, 'i> Builder<'w, 'i> {
+    fn new(world: &'w World, now: Time, inp: &'i RunInputs<'i>) -> Self {
+        let nr = world.n_resources();
+        let adm = Admit {
+            ncpus: world.instances(ResourceId::CPU),
+            cpu_used: 0.0,
+            inst: (0..nr)
+                .map(|r| {
+                    if r == 0 {
+                        Vec::new()
+                    } else {
+                        vec![0.0; world.instances(ResourceId(r as u8)) as usize]
+                    }
+                })
+                .collect(),
+            ram_left: world.host.ram_bytes * world.prefs.ram_frac(world.user_active),
+            ram_limit: RamLimit {
+                user_active: world.user_active,
+                pct: if world.user_active {
+                    world.prefs.ram_max_used_busy_pct
+                } else {
+                    world.prefs.ram_max_used_idle_pct
+                },
+            },
+            swap_left: world.prefs.swap_limit(world.host.swap_bytes),
+            proj_running: vec![0; world.projects.len()],
+            app_running: vec![0; world.apps.len()],
         };
-        let push = |i: usize,
-                    reason: RunReason,
-                    adm: &mut Admit,
-                    prio: &mut Vec<Priorities>,
-                    admitted: &mut Vec<bool>,
-                    tried: &mut Vec<Option<SkipReason>>,
-                    out: &mut RunDecision| {
-            if admitted[i] {
-                return true;
-            }
-            match adm.try_admit(world, i) {
-                Ok(mask) => {
-                    admitted[i] = true;
-                    let j = &world.jobs[i];
-                    let v = world.version_of(j);
-                    let frac = job_peak_frac(world, v, inp.policy);
-                    match inp.policy.rec_mode {
-                        crate::policy::RecMode::Global => {
-                            for pr in prio.iter_mut() {
-                                pr.bump(j.project.index(), frac);
-                            }
-                        }
-                        crate::policy::RecMode::PerResource => {
-                            prio[r].bump(j.project.index(), frac)
+        Builder {
+            world,
+            now,
+            inp,
+            adm,
+            prio: inp.priorities.to_vec(),
+            admitted: vec![false; world.jobs.len()],
+            tried: vec![None; world.jobs.len()],
+            out: RunDecision::default(),
+            deadline_jobs_admitted: false,
+        }
+    }
+
+    /// Whether resource `r` has no room left.
+    fn full(&self, r: usize) -> bool {
+        if r == 0 {
+            self.adm.cpu_used >= self.adm.ncpus - 1e-9
+        } else {
+            self.adm.gpu_full(r)
+        }
+    }
+
+    /// Try to admit job `i` of resource `r` for `reason`; on success its project's priority
+    /// is bumped so projects interleave. Whether it is (now or already) admitted.
+    fn push(&mut self, r: usize, i: usize, reason: RunReason) -> bool {
+        if self.admitted[i] {
+            return true;
+        }
+        let world = self.world;
+        match self.adm.try_admit(world, i, self.inp.version_memory) {
+            Ok(mask) => {
+                self.admitted[i] = true;
+                let j = &world.jobs[i];
+                let v = world.version_of(j);
+                let frac = job_peak_frac(world, v, self.inp.policy);
+                match self.inp.policy.rec_mode {
+                    crate::policy::RecMode::Global => {
+                        for pr in self.prio.iter_mut() {
+                            pr.bump(j.project.index(), frac);
                         }
                     }
-                    out.run.push(RunEntry {
-                        job: j.id,
-                        reason,
-                        resource: rid,
-                        instances: mask,
-                    });
-                    true
+                    crate::policy::RecMode::PerResource => {
+                        self.prio[r].bump(j.project.index(), frac)
+                    }
                 }
-                Err(e) => {
-                    tried[i] = Some(e);
-                    false
-                }
+                self.out.run.push(RunEntry {
+                    job: j.id,
+                    reason,
+                    resource: ResourceId(r as u8),
+                    instances: mask,
+                });
+                true
             }
-        };
+            Err(e) => {
+                self.tried[i] = Some(e);
+                false
+            }
+        }
+    }
 
-        // 0. Finishing jobs keep their place (their CPUs are counted free in `try_admit`).
+    /// Step 0: finishing jobs keep their place (their CPUs are counted free in `try_admit`).
+    fn admit_finishing(&mut self, r: usize, jobs: &[usize]) {
         for &i in jobs {
-            if world.jobs[i].is_finishing() {
-                push(
+            if self.world.jobs[i].is_finishing() {
+                self.push(r, i, RunReason::Finishing);
+            }
+        }
+    }
+
+    /// A multi-thread job of the most deserving project goes before the open slices:
+    /// single-thread jobs start and end their slices at different times, so CPUs rarely come
+    /// free together, and a multi-thread job waiting for that would starve (BOINC's
+    /// `promote_multi_thread_jobs`). The single-thread jobs it displaces resume first. It goes
+    /// after the deadline jobs, or before them while none of them is predicted to miss its
+    /// deadline (those only within the safety margin keep the CPUs it leaves).
+    fn promote_multi_thread(&mut self, r: usize, jobs: &[usize]) {
+        if let Some(i) = multi_thread_to_promote(self.world, jobs, &self.admitted, &self.prio[r]) {
+            self.push(r, i, RunReason::Priority);
+        }
+    }
+
+    /// Step 1: EDF, the deadline-endangered jobs earliest deadline first.
+    fn admit_deadline_jobs(&mut self, r: usize, jobs: &[usize]) {
+        let world = self.world;
+        let inp = self.inp;
+        let mut keyed: Vec<(f64, bool, f64, JobId, usize)> = jobs
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let j = &world.jobs[i];
+                // A project whose duration correction is ≥ 90 has estimates so far off that
+                // all its jobs are treated as endangered (as BOINC does).
+                inp.sim.endangered(i)
+                    || inp.ran_edf.contains(&j.id)
+                    || world.projects[j.project.index()].dcf >= 90.0
+            })
+            .map(|i| {
+                let j = &world.jobs[i];
+                (
+                    j.report_deadline,
+                    !j.started(),
+                    remaining_secs(world, j),
+                    j.id,
                     i,
-                    RunReason::Finishing,
-                    &mut adm,
-                    &mut prio,
-                    &mut admitted,
-                    &mut tried,
-                    &mut out,
-                );
+                )
+            })
+            .collect();
+        keyed.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then(a.1.cmp(&b.1))
+                .then(a.2.total_cmp(&b.2))
+                .then(a.3.cmp(&b.3))
+        });
+        for (.., i) in keyed {
+            if self.full(r) {
+                break;
+            }
+            if self.push(r, i, RunReason::Deadline) {
+                self.deadline_jobs_admitted = true;
             }
         }
+    }
 
-        // A multi-thread job of the most deserving project goes before the open slices:
-        // single-thread jobs start and end their slices at different times, so CPUs rarely
-        // come free together, and a multi-thread job waiting for that would starve (BOINC's
-        // `promote_multi_thread_jobs`). The single-thread jobs it displaces resume first. It
-        // goes after the deadline jobs, or before them while none of them is predicted to
-        // miss its deadline (those only within the safety margin keep the CPUs it leaves).
-        let promote = |adm: &mut Admit,
-                       prio: &mut Vec<Priorities>,
-                       admitted: &mut Vec<bool>,
-                       tried: &mut Vec<Option<SkipReason>>,
-                       out: &mut RunDecision| {
-            if let Some(i) = multi_thread_to_promote(world, jobs, admitted, &prio[r]) {
-                push(i, RunReason::Priority, adm, prio, admitted, tried, out);
-            }
-        };
-        let promote_before_edf = r == 0 && !jobs.iter().any(|&i| inp.sim.misses(i));
-        if promote_before_edf {
-            promote(&mut adm, &mut prio, &mut admitted, &mut tried, &mut out);
-        }
-
-        // 1. EDF.
-        if inp.policy.edf {
-            let mut edf: Vec<usize> = jobs
-                .iter()
-                .copied()
-                .filter(|&i| {
-                    let j = &world.jobs[i];
-                    // A project whose duration correction is ≥ 90 has estimates so far off that
-                    // all its jobs are treated as endangered (as BOINC does).
-                    inp.sim.endangered(i)
-                        || inp.ran_edf.contains(&j.id)
-                        || world.projects[j.project.index()].dcf >= 90.0
-                })
-                .collect();
-            let mut keyed: Vec<(f64, bool, f64, JobId, usize)> = edf
-                .iter()
-                .map(|&i| {
-                    let j = &world.jobs[i];
-                    (
-                        j.report_deadline,
-                        !j.started(),
-                        remaining_secs(world, j),
-                        j.id,
-                        i,
-                    )
-                })
-                .collect();
-            keyed.sort_by(|a, b| {
-                a.0.total_cmp(&b.0)
-                    .then(a.1.cmp(&b.1))
-                    .then(a.2.total_cmp(&b.2))
-                    .then(a.3.cmp(&b.3))
-            });
-            edf = keyed.into_iter().map(|k| k.4).collect();
-            for i in edf {
-                if full(&adm) {
-                    break;
-                }
-                if push(
-                    i,
-                    RunReason::Deadline,
-                    &mut adm,
-                    &mut prio,
-                    &mut admitted,
-                    &mut tried,
-                    &mut out,
-                ) {
-                    deadline_jobs_admitted = true;
-                }
-            }
-        }
-
-        if r == 0 && !promote_before_edf {
-            promote(&mut adm, &mut prio, &mut admitted, &mut tried, &mut out);
-        }
-
-        // 2. Running jobs with an open slice (or about to finish), most deserving first.
+    /// Step 2: running jobs with an open slice (or interrupted, or about to finish), most
+    /// deserving first.
+    fn admit_open_slices(&mut self, r: usize, jobs: &[usize]) {
+        let world = self.world;
+        let period = world.prefs.sched_period();
         let mut open: Vec<usize> = jobs
             .iter()
             .copied()
             .filter(|&i| {
-                !admitted[i]
-                    && (slice_open(world, i, now)
-                        || inp.interrupted.contains(&world.jobs[i].id)
+                !self.admitted[i]
+                    && (slice_open(world, i, self.now)
+                        || self.inp.interrupted.contains(&world.jobs[i].id)
                         || (world.jobs[i].is_running()
                             && remaining_secs(world, &world.jobs[i])
-                                < inp.policy.finish_if_nearly_done_frac * period))
+                                < self.inp.policy.finish_if_nearly_done_frac * period))
             })
             .collect();
+        let prio = &self.prio[r];
         open.sort_by(|&a, &b| {
-            let pa = prio[r].value[world.jobs[a].project.index()];
-            let pb = prio[r].value[world.jobs[b].project.index()];
+            let pa = prio.value[world.jobs[a].project.index()];
+            let pb = prio.value[world.jobs[b].project.index()];
             pb.total_cmp(&pa)
                 .then(world.jobs[a].id.cmp(&world.jobs[b].id))
         });
         // Every one is tried (no early stop) so a preempted one records the rule that stopped it.
         for i in open {
-            push(
-                i,
-                RunReason::TimeSlice,
-                &mut adm,
-                &mut prio,
-                &mut admitted,
-                &mut tried,
-                &mut out,
-            );
+            self.push(r, i, RunReason::TimeSlice);
         }
+    }
 
-        // 3. Priority order.
+    /// Step 3: the rest in priority order, each project offering its jobs in its own order.
+    fn admit_by_priority(&mut self, r: usize, jobs: &[usize]) {
+        let world = self.world;
+        let np = world.projects.len();
         let mut lists: Vec<Vec<usize>> = vec![Vec::new(); np];
         for &i in jobs {
-            if !admitted[i] {
+            if !self.admitted[i] {
                 lists[world.jobs[i].project.index()].push(i);
             }
         }
@@ -582,86 +705,106 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
         let mut heap: BinaryHeap<HeapItem> = (0..np)
             .filter(|&p| !lists[p].is_empty())
             .map(|p| HeapItem {
-                prio: prio[r].value[p],
+                prio: self.prio[r].value[p],
                 project: p,
             })
             .collect();
         while let Some(top) = heap.pop() {
-            if full(&adm) {
+            if self.full(r) {
                 break;
             }
             let p = top.project;
             let Some(i) = lists[p].pop() else { continue };
-            push(
-                i,
-                RunReason::Priority,
-                &mut adm,
-                &mut prio,
-                &mut admitted,
-                &mut tried,
-                &mut out,
-            );
+            self.push(r, i, RunReason::Priority);
             if !lists[p].is_empty() {
                 heap.push(HeapItem {
-                    prio: prio[r].value[p],
+                    prio: self.prio[r].value[p],
                     project: p,
                 });
             }
         }
     }
 
-    // Preemptions.
-    for (i, j) in world.jobs.iter().enumerate() {
-        if admitted[i] {
-            continue;
-        }
-        let gpu = !world.version_of(j).resource.is_cpu();
-        match j.state {
-            JobState::Running => {
-                let open = slice_open(world, i, now);
-                if open {
-                    out.interrupted.push(j.id);
-                }
-                let reason = match tried[i] {
-                    Some(SkipReason::CpusCommitted | SkipReason::NoCoprocInstance)
-                        if open && deadline_jobs_admitted =>
-                    {
-                        PreemptReason::DeadlineJob
-                    }
-                    Some(s) => PreemptReason::Skipped(s),
-                    None if deadline_jobs_admitted => PreemptReason::DeadlineJob,
-                    None => PreemptReason::LowerPriority,
-                };
-                let never_checkpointed = j.checkpoint_elapsed <= 0.0 && j.elapsed > 0.0;
-                let action = if gpu || reason == PreemptReason::Skipped(SkipReason::Memory) {
-                    PreemptAction::Quit
-                } else if world.prefs.leave_apps_in_memory || never_checkpointed {
-                    PreemptAction::KeepInMemory
-                } else {
-                    PreemptAction::Quit
-                };
-                out.preempt.push(PreemptEntry {
-                    job: j.id,
-                    reason,
-                    action,
-                });
+    /// The preemptions of the jobs left out, and the decision.
+    fn finish(mut self) -> RunDecision {
+        let world = self.world;
+        for (i, j) in world.jobs.iter().enumerate() {
+            if self.admitted[i] {
+                continue;
             }
-            JobState::Preempted { in_memory: true } => {
-                let has_checkpoint = j.checkpoint_elapsed > 0.0;
-                if gpu || (!world.prefs.leave_apps_in_memory && has_checkpoint) {
-                    out.preempt.push(PreemptEntry {
-                        job: j.id,
-                        reason: PreemptReason::ReleaseMemory,
-                        action: PreemptAction::Quit,
-                    });
-                }
+            if let Some(e) = preemption(
+                world,
+                i,
+                self.now,
+                self.tried[i],
+                self.deadline_jobs_admitted,
+                &mut self.out.interrupted,
+            ) {
+                self.out.preempt.push(e);
             }
-            _ => {}
+            if let Some(s) = self.tried[i] {
+                self.out.skipped.push((j.id, s));
+            }
         }
-        if let Some(s) = tried[i] {
-            out.skipped.push((j.id, s));
-        }
+        self.out.idle_cpus = (self.adm.ncpus - self.adm.cpu_used).max(0.0);
+        self.out
     }
-    out.idle_cpus = (adm.ncpus - adm.cpu_used).max(0.0);
-    out
+}
+
+/// What to do with job `i`, not admitted, that runs or stays in memory (`None`: nothing).
+/// A running job whose slice was open is added to `interrupted`.
+fn preemption(
+    world: &World,
+    i: usize,
+    now: Time,
+    tried: Option<SkipReason>,
+    deadline_jobs_admitted: bool,
+    interrupted: &mut Vec<JobId>,
+) -> Option<PreemptEntry> {
+    let j = &world.jobs[i];
+    let gpu = !world.version_of(j).resource.is_cpu();
+    match j.state {
+        JobState::Running => {
+            let open = slice_open(world, i, now);
+            if open {
+                interrupted.push(j.id);
+            }
+            let reason = match tried {
+                Some(SkipReason::CpusCommitted | SkipReason::NoCoprocInstance)
+                    if open && deadline_jobs_admitted =>
+                {
+                    PreemptReason::DeadlineJob
+                }
+                Some(s) => PreemptReason::Skipped(s),
+                None if deadline_jobs_admitted => PreemptReason::DeadlineJob,
+                None => PreemptReason::LowerPriority,
+            };
+            let never_checkpointed = j.checkpoint_elapsed <= 0.0 && j.elapsed > 0.0;
+            let action = if gpu
+                || matches!(
+                    reason,
+                    PreemptReason::Skipped(SkipReason::Memory { .. } | SkipReason::Swap { .. })
+                ) {
+                PreemptAction::Quit
+            } else if world.prefs.leave_apps_in_memory || never_checkpointed {
+                PreemptAction::KeepInMemory
+            } else {
+                PreemptAction::Quit
+            };
+            Some(PreemptEntry {
+                job: j.id,
+                reason,
+                action,
+            })
+        }
+        JobState::Preempted { in_memory: true } => {
+            let has_checkpoint = j.checkpoint_elapsed > 0.0;
+            (gpu || (!world.prefs.leave_apps_in_memory && has_checkpoint)).then_some(PreemptEntry {
+                job: j.id,
+                reason: PreemptReason::ReleaseMemory,
+                action: PreemptAction::Quit,
+            })
+        }
+        _ => None,
+    }
 }

@@ -54,6 +54,8 @@ pub struct Scheduler {
     ran_edf: HashSet<JobId>,
     /// Jobs preempted before their time slice ended: they resume first.
     interrupted: HashSet<JobId>,
+    /// Per app version, the largest working set and swap use measured (index = version).
+    version_memory: Vec<(f64, f64)>,
     /// Time of the last pass.
     last_pass: Option<Time>,
     /// Whether work was had (jobs at the first pass) or asked for by a completed RPC; with
@@ -70,6 +72,7 @@ impl Scheduler {
             fetch_state: Vec::new(),
             ran_edf: HashSet::new(),
             interrupted: HashSet::new(),
+            version_memory: Vec::new(),
             last_pass: None,
             had_or_requested_work: None,
         }
@@ -189,6 +192,7 @@ impl Scheduler {
             self.ran_edf.retain(|j| live.contains(j));
             self.interrupted.retain(|j| live.contains(j));
         }
+        runlist::observe_version_memory(world, &mut self.version_memory);
         let run = runlist::build(
             world,
             now,
@@ -197,6 +201,7 @@ impl Scheduler {
                 priorities: prio,
                 ran_edf: &self.ran_edf,
                 interrupted: &self.interrupted,
+                version_memory: &self.version_memory,
                 policy: &self.policy,
             },
         );

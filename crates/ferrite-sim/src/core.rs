@@ -69,6 +69,7 @@ impl CorePolicy {
             ncpus: scenario.usable_cpus(),
             p_fpops: h.p_fpops,
             ram_bytes: h.m_nbytes,
+            swap_bytes: 0.0,
             coprocs,
         };
         let mut world = fs::World::new(host);

@@ -63,6 +63,10 @@ impl Daemon {
                 .with_context(|| format!("cannot attach to {url}"))?;
             info!("attached to {url}; fetching its master page and asking for work");
             self.save.mark_dirty(now());
+            // The configuration was read before the project was attached: its
+            // `app_config.xml`, if one is already there, applies from the first pass.
+            let (fresh, _) = Config::load(&self.dir, &self.state, now());
+            self.config.app_configs = fresh.app_configs;
         }
         if let Some(url) = self.opts.detach_project.clone() {
             match config::detach_project(&self.dir, &mut self.state, &url) {

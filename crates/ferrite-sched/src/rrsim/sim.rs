@@ -672,9 +672,12 @@ impl<'a> Sim<'a> {
                     let used = self.proj_used[p][r];
                     let pr = &mut self.out.projects[p][r];
                     pr.shortfall += (want - used).max(0.0) * in_window;
-                    if self.limits.has[p] && idle > 1e-6 {
+                    // Not only the idle instances: a project its limits keep to fewer
+                    // instances is asked for those even while others fill the rest (as
+                    // BOINC's `mc_shortfall`), or it would get nothing while they have work.
+                    if self.limits.has[p] {
                         let could = (self.limits.could_use[p][r] - used).max(0.0);
-                        pr.capacity_shortfall += could.min(idle) * in_window;
+                        pr.capacity_shortfall += could * in_window;
                     }
                 }
             }

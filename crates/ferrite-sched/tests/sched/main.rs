@@ -5,6 +5,8 @@ mod driver;
 mod fetching;
 mod finishing;
 mod gpu_control;
+mod max_concurrent;
+mod memory;
 mod multithread;
 mod properties;
 mod running;
