@@ -1,7 +1,8 @@
 //! Suspending at the next checkpoint, with the real BOINC API test app (checkpointing after
 //! every step of a few seconds of spinning): a suspension that can wait (the time-of-day
 //! window) lets the running task go on until it checkpoints again, then suspends it and logs
-//! the CPU time kept; an urgent one (the user's run mode "never") suspends it at once.
+//! the CPU time kept; an urgent one (the user's run mode "never") suspends it at once, unless
+//! the GUI asked it to wait (Ferrite's `<ferrite_at_checkpoint/>`).
 
 use std::time::Duration;
 
@@ -141,5 +142,50 @@ fn the_users_suspension_is_urgent_and_suspends_at_once() {
     let out = p.output();
     assert!(!out.contains("runs on to its next checkpoint"), "{out}");
     assert!(!out.contains("suspended at checkpoint"), "{out}");
+    stop(&mut p, d.path());
+}
+
+#[test]
+fn the_users_suspension_at_checkpoint_waits_for_the_tasks_next_checkpoint() {
+    if !ferrite_e2e::boinc_api_or_skip(
+        "the_users_suspension_at_checkpoint_waits_for_the_tasks_next_checkpoint",
+    ) {
+        return;
+    }
+    let job = Job::new("wu_user", 100, &format!("--spin --step-ms {STEP_MS}"));
+    let d = data_dir(std::slice::from_ref(&job), &prefs(true, ""));
+    let (mut p, port, cp) = running_after_a_checkpoint(&job, &d);
+
+    let r = gui(
+        port,
+        "<set_run_mode>\n<never/>\n<duration>0</duration>\n<ferrite_at_checkpoint/>\n\
+         </set_run_mode>\n",
+    );
+    assert!(r.contains("<success/>"), "{r}");
+    p.wait_for(
+        "task wu_user_0 runs on to its next checkpoint (at most 300 s)",
+        Duration::from_secs(20),
+    );
+    p.wait_for(
+        "task wu_user_0: suspended at checkpoint; ",
+        Duration::from_secs(60),
+    );
+    // It ran on past the checkpoint it had when the user suspended computing, then it was
+    // suspended.
+    let mut r = String::new();
+    wait_until(
+        "the GUI shows it suspended",
+        Duration::from_secs(20),
+        || {
+            r = gui_result(port, "wu_user_0");
+            tag(&r, "active_task_state") == Some("9")
+        },
+    );
+    assert!(num(&r, "checkpoint_cpu_time") > cp, "{r}");
+    let cc = gui(port, "<get_cc_status/>\n");
+    assert!(
+        cc.contains("<task_suspend_reason>4</task_suspend_reason>"),
+        "{cc}"
+    );
     stop(&mut p, d.path());
 }

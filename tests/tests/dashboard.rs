@@ -262,6 +262,14 @@ fn the_dashboard_shows_the_work_and_its_actions_go_through_gui_rpc() {
         .find(|r| r.contains(&format!("<name>{victim}</name>")))
         .expect("the aborted task over GUI RPC");
     assert!(block.contains("<state>6</state>"), "aborted: {block}");
+    // Suspend everything at the running tasks' next checkpoints: the page asks with Ferrite's
+    // <ferrite_at_checkpoint/>.
+    click_retrying(&browser, "#suspend-at-checkpoint");
+    client.wait_for(
+        "run mode set to never (running tasks that checkpoint are suspended at their next \
+         checkpoint)",
+        T,
+    );
 
     // Figures: what the page weighs, and the daemon's memory with it open.
     let weight = browser.execute(

@@ -301,12 +301,18 @@ pub(crate) async fn prefs_limits(
     Ok(())
 }
 
-/// The request of `ferrite mode`.
+/// The request of `ferrite mode` (`at_checkpoint`: `--at-checkpoint`, only with `run never`).
 pub(crate) fn mode_request(
     which: &ModeWhich,
     mode: &ModeValue,
     for_secs: Option<f64>,
+    at_checkpoint: bool,
 ) -> anyhow::Result<Request> {
+    if at_checkpoint && !matches!((which, mode), (ModeWhich::Run, ModeValue::Never)) {
+        return Err(exit::usage(
+            "--at-checkpoint goes with `mode run never` only",
+        ));
+    }
     let mode = match mode {
         ModeValue::Always => RunMode::Always,
         ModeValue::Auto => RunMode::Auto,
@@ -318,7 +324,11 @@ pub(crate) fn mode_request(
         return Err(exit::usage("--for takes a number of seconds, 0 or more"));
     }
     let request = match which {
-        ModeWhich::Run => Request::SetRunMode { mode, duration },
+        ModeWhich::Run => Request::SetRunMode {
+            mode,
+            duration,
+            at_checkpoint,
+        },
         ModeWhich::Gpu => Request::SetGpuMode { mode, duration },
         ModeWhich::Network => Request::SetNetworkMode { mode, duration },
     };

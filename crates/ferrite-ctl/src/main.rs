@@ -155,6 +155,11 @@ enum Command {
         /// Only for this many seconds, then back to the permanent mode.
         #[arg(long = "for", value_name = "SECS")]
         for_secs: Option<f64>,
+        /// With `run never`: running tasks that checkpoint run on to their next checkpoint
+        /// (at most cc_config `ferrite_checkpoint_grace` seconds) before they are suspended
+        /// (Ferrite only; the official client suspends at once).
+        #[arg(long)]
+        at_checkpoint: bool,
     },
     /// Suspend, resume or abort a task.
     Task {
@@ -578,8 +583,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             which,
             mode,
             for_secs,
+            at_checkpoint,
         } => {
-            let request = mode_request(which, mode, *for_secs)?;
+            let request = mode_request(which, mode, *for_secs, *at_checkpoint)?;
             control(&mut client, &request, json).await?;
         }
         Command::Task { url, name, op } => {
@@ -744,6 +750,38 @@ mod tests {
     }
 
     #[test]
+    fn at_checkpoint_asks_the_users_suspend_to_wait_for_checkpoints() {
+        let c = Cli::try_parse_from(["ferrite", "mode", "run", "never", "--at-checkpoint"])
+            .expect("parses");
+        let Command::Mode {
+            which,
+            mode,
+            for_secs,
+            at_checkpoint,
+        } = &c.command
+        else {
+            panic!("{:?}", c.command);
+        };
+        let r = mode_request(which, mode, *for_secs, *at_checkpoint).expect("a request");
+        assert_eq!(
+            r,
+            ferrite_gui_rpc::Request::SetRunMode {
+                mode: ferrite_gui_rpc::RunMode::Never,
+                duration: 0.0,
+                at_checkpoint: true,
+            }
+        );
+        assert!(r.to_xml().contains("<ferrite_at_checkpoint/>"));
+        // Only the user's suspension of computing can wait.
+        for (w, m) in [
+            (ModeWhich::Gpu, ModeValue::Never),
+            (ModeWhich::Run, ModeValue::Auto),
+        ] {
+            assert!(mode_request(&w, &m, None, true).is_err(), "{w:?} {m:?}");
+        }
+    }
+
+    #[test]
     fn cli_parses_the_documented_commands() {
         let c = Cli::try_parse_from(["ferrite", "--json", "mode", "gpu", "never", "--for", "60"])
             .expect("parses");
@@ -753,7 +791,8 @@ mod tests {
             Command::Mode {
                 which: ModeWhich::Gpu,
                 mode: ModeValue::Never,
-                for_secs: Some(60.0)
+                for_secs: Some(60.0),
+                at_checkpoint: false,
             }
         ));
         let c = Cli::try_parse_from(["ferrite", "project", "http://p/", "detach_when_done"])

@@ -285,6 +285,7 @@ async fn suspend_all(c: &mut GuiRpcClient) {
         Request::SetRunMode {
             mode: RunMode::Never,
             duration: 0.0,
+            at_checkpoint: false,
         },
         Request::SetNetworkMode {
             mode: RunMode::Never,

@@ -113,6 +113,7 @@ impl Daemon {
             process_priority_special: o.process_priority_special,
         };
         self.tasks.checkpoint_grace = o.ferrite_checkpoint_grace;
+        self.tasks.user_suspend_at_checkpoint = self.modes.suspend_at_checkpoint;
         self.tasks.confine.enabled = o.ferrite_confine_apps;
         self.tasks.confine.unconfined_projects = o.ferrite_unconfined_projects.clone();
         let proxy = config::working_proxy(&self.state, &self.config.cc.options);

@@ -34,6 +34,10 @@ pub struct RunModes {
     pub temp: [TempMode; 3],
     /// The network mode to go back to on `restore` (the state file has no such field).
     pub network_prev: RunMode,
+    /// The last `set_run_mode` was "never" with Ferrite's `<ferrite_at_checkpoint/>`: running
+    /// tasks that checkpoint may run on to their next checkpoint before they are suspended.
+    /// Any other `set_run_mode` clears it; not saved.
+    pub suspend_at_checkpoint: bool,
 }
 
 impl ModeKind {

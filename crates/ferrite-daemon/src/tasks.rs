@@ -213,6 +213,9 @@ pub struct TaskTable {
     /// cc_config `ferrite_checkpoint_grace`: how long a task may run on to its next
     /// checkpoint once computing is suspended for a reason that can wait, seconds.
     pub checkpoint_grace: f64,
+    /// The user's suspension (run mode "never") may wait for checkpoints too (GUI RPC
+    /// `set_run_mode` with `<ferrite_at_checkpoint/>`).
+    pub user_suspend_at_checkpoint: bool,
     /// The running tasks let run on to their next checkpoint (`tasks/grace.rs`).
     waits: HashMap<Key, ferrite_sched::checkpoint_grace::Waiting>,
 }
@@ -254,6 +257,7 @@ impl TaskTable {
             adopt: HashMap::new(),
             done_slots: Vec::new(),
             checkpoint_grace: ferrite_proto::cc_config::CHECKPOINT_GRACE_DEFAULT_SECS,
+            user_suspend_at_checkpoint: false,
             waits: HashMap::new(),
         }
     }

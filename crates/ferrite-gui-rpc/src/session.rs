@@ -342,7 +342,8 @@ mod tests {
             ),
             Action::Dispatch(Request::SetRunMode {
                 mode: RunMode::Never,
-                duration: 60.0
+                duration: 60.0,
+                at_checkpoint: false,
             })
         );
         // boinctui authenticates anyway, hashing the nonce alone.

@@ -319,7 +319,8 @@ async fn official_empty_password_file_transcripts() {
             Request::Quit,
             Request::SetRunMode {
                 mode: RunMode::Never,
-                duration: 60.0
+                duration: 60.0,
+                at_checkpoint: false,
             }
         ]
     );
@@ -350,7 +351,8 @@ async fn official_authenticated_transcripts() {
             Request::GetCcStatus,
             Request::SetRunMode {
                 mode: RunMode::Never,
-                duration: 60.0
+                duration: 60.0,
+                at_checkpoint: false,
             },
             Request::ResultOp {
                 op: ferrite_gui_rpc::ResultAction::Abort,
@@ -1016,7 +1018,8 @@ async fn boinccmd_against_our_server() {
             Request::GetCcStatus,
             Request::SetRunMode {
                 mode: RunMode::Never,
-                duration: 60.0
+                duration: 60.0,
+                at_checkpoint: false,
             },
             Request::GetCcStatus,
             Request::Quit,

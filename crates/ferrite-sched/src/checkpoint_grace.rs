@@ -4,19 +4,23 @@
 //! time-of-day window closed, no recent input), a running task that has checkpointed before is
 //! left to run until it checkpoints again, for at most the grace time (`cc_config.xml`
 //! `ferrite_checkpoint_grace`), so the CPU time since its last checkpoint is not put at risk.
-//! Urgent reasons (battery, disk, benchmarks, the user's "suspend", …) stop tasks at once.
+//! The user's "suspend" waits too when the GUI asked for it (`set_run_mode` with Ferrite's
+//! `<ferrite_at_checkpoint/>`). Urgent reasons (battery, disk, benchmarks, a plain "suspend",
+//! …) stop tasks at once.
 //!
 //! The daemon notes each running task when the suspension is asked ([`Waiting`]) and asks
 //! [`verdict`] on every tick with the task's latest checkpoint; all time is a parameter.
 
 use crate::suspend::SuspendReason;
 
-/// Whether a suspension for `reason` may wait for the running tasks' next checkpoints.
-pub fn can_wait_for_checkpoint(reason: SuspendReason) -> bool {
-    matches!(
-        reason,
-        SuspendReason::UserActive | SuspendReason::TimeOfDay | SuspendReason::NoRecentInput
-    )
+/// Whether a suspension for `reason` may wait for the running tasks' next checkpoints;
+/// `user_at_checkpoint`: the user's suspension (run mode "never") was asked to wait for them.
+pub fn can_wait_for_checkpoint(reason: SuspendReason, user_at_checkpoint: bool) -> bool {
+    match reason {
+        SuspendReason::UserActive | SuspendReason::TimeOfDay | SuspendReason::NoRecentInput => true,
+        SuspendReason::UserRequest => user_at_checkpoint,
+        _ => false,
+    }
 }
 
 /// A running task when computing was suspended.
@@ -53,10 +57,12 @@ pub enum Verdict {
 }
 
 /// The verdict for a task noted as `w`, whose last checkpoint is now at
-/// `checkpoint_cpu_now` CPU seconds, while computing is suspended for `reason` with a grace
-/// time of `grace_secs` (0, negative or not a number: off).
+/// `checkpoint_cpu_now` CPU seconds, while computing is suspended for `reason` (with
+/// `user_at_checkpoint` as in [`can_wait_for_checkpoint`]) with a grace time of `grace_secs`
+/// (0, negative or not a number: off).
 pub fn verdict(
     reason: SuspendReason,
+    user_at_checkpoint: bool,
     grace_secs: f64,
     w: &Waiting,
     checkpoint_cpu_now: f64,
@@ -64,7 +70,10 @@ pub fn verdict(
 ) -> Verdict {
     // A NaN grace is off too.
     let grace_on = grace_secs > 0.0;
-    if !can_wait_for_checkpoint(reason) || !grace_on || w.checkpoint_cpu_at_ask <= 0.0 {
+    if !can_wait_for_checkpoint(reason, user_at_checkpoint)
+        || !grace_on
+        || w.checkpoint_cpu_at_ask <= 0.0
+    {
         return Verdict::StopNow;
     }
     if checkpoint_cpu_now > w.checkpoint_cpu_at_ask {
@@ -101,13 +110,13 @@ mod tests {
         // Seconds go by in virtual time; no new checkpoint yet.
         for dt in [0.0, 10.0, 59.9] {
             assert_eq!(
-                verdict(r, 300.0, &w, 100.0, T0 + dt),
+                verdict(r, false, 300.0, &w, 100.0, T0 + dt),
                 Verdict::RunOn { until: T0 + 300.0 }
             );
         }
         // It checkpoints at 140 s of CPU: stopped, with the 30 s it had since 100 kept.
         assert_eq!(
-            verdict(r, 300.0, &w, 140.0, T0 + 61.0),
+            verdict(r, false, 300.0, &w, 140.0, T0 + 61.0),
             Verdict::Checkpointed { kept: 30.0 }
         );
     }
@@ -117,12 +126,15 @@ mod tests {
         let w = noted(100.0, 130.0);
         let r = SuspendReason::UserActive;
         assert_eq!(
-            verdict(r, 120.0, &w, 100.0, T0 + 119.0),
+            verdict(r, false, 120.0, &w, 100.0, T0 + 119.0),
             Verdict::RunOn { until: T0 + 120.0 }
         );
-        assert_eq!(verdict(r, 120.0, &w, 100.0, T0 + 120.0), Verdict::GraceOver);
         assert_eq!(
-            verdict(r, 120.0, &w, 100.0, T0 + 5000.0),
+            verdict(r, false, 120.0, &w, 100.0, T0 + 120.0),
+            Verdict::GraceOver
+        );
+        assert_eq!(
+            verdict(r, false, 120.0, &w, 100.0, T0 + 5000.0),
             Verdict::GraceOver
         );
     }
@@ -140,16 +152,44 @@ mod tests {
             SuspendReason::CpuUsage,
             SuspendReason::InitialDelay,
         ] {
-            assert!(!can_wait_for_checkpoint(r), "{r:?}");
-            assert_eq!(verdict(r, 300.0, &w, 100.0, T0), Verdict::StopNow, "{r:?}");
+            assert!(!can_wait_for_checkpoint(r, false), "{r:?}");
+            assert_eq!(
+                verdict(r, false, 300.0, &w, 100.0, T0),
+                Verdict::StopNow,
+                "{r:?}"
+            );
         }
         let r = SuspendReason::NoRecentInput;
         for grace in [0.0, -5.0, f64::NAN] {
-            assert_eq!(verdict(r, grace, &w, 100.0, T0), Verdict::StopNow);
+            assert_eq!(verdict(r, false, grace, &w, 100.0, T0), Verdict::StopNow);
         }
         assert_eq!(
-            verdict(r, 300.0, &noted(0.0, 50.0), 0.0, T0),
+            verdict(r, false, 300.0, &noted(0.0, 50.0), 0.0, T0),
             Verdict::StopNow
         );
+    }
+
+    #[test]
+    fn the_users_suspend_waits_only_when_asked_to() {
+        let w = noted(100.0, 130.0);
+        let r = SuspendReason::UserRequest;
+        assert!(can_wait_for_checkpoint(r, true));
+        assert_eq!(
+            verdict(r, true, 300.0, &w, 100.0, T0 + 10.0),
+            Verdict::RunOn { until: T0 + 300.0 }
+        );
+        assert_eq!(
+            verdict(r, true, 300.0, &w, 112.0, T0 + 20.0),
+            Verdict::Checkpointed { kept: 30.0 }
+        );
+        assert_eq!(verdict(r, false, 300.0, &w, 100.0, T0), Verdict::StopNow);
+        // The option is for the user's suspension only: urgent reasons still act at once.
+        for urgent in [SuspendReason::Batteries, SuspendReason::DiskSize] {
+            assert!(!can_wait_for_checkpoint(urgent, true), "{urgent:?}");
+            assert_eq!(
+                verdict(urgent, true, 300.0, &w, 100.0, T0),
+                Verdict::StopNow
+            );
+        }
     }
 }

@@ -27,7 +27,8 @@ impl Daemon {
                 kind,
                 mode,
                 duration,
-            } => self.rpc_set_mode(kind, mode, duration, t),
+                at_checkpoint,
+            } => self.rpc_set_mode(kind, mode, duration, at_checkpoint, t),
             Command::Task {
                 op,
                 project_url,
@@ -124,20 +125,35 @@ impl Daemon {
         reply::SUCCESS.to_owned()
     }
 
-    fn rpc_set_mode(&mut self, kind: ModeKind, mode: RpcRunMode, duration: f64, t: f64) -> String {
+    fn rpc_set_mode(
+        &mut self,
+        kind: ModeKind,
+        mode: RpcRunMode,
+        duration: f64,
+        at_checkpoint: bool,
+        t: f64,
+    ) -> String {
         set_mode(&mut self.state, &mut self.modes, kind, mode, duration, t);
+        if kind == ModeKind::Cpu {
+            self.modes.suspend_at_checkpoint = at_checkpoint && mode == RpcRunMode::Never;
+        }
         let name = match kind {
             ModeKind::Cpu => "run",
             ModeKind::Gpu => "GPU",
             ModeKind::Network => "network",
         };
         info!(
-            "{name} mode set to {}{}",
+            "{name} mode set to {}{}{}",
             mode.tag(),
             if duration > 0.0 {
                 format!(" for {duration:.0} s")
             } else {
                 String::new()
+            },
+            if kind == ModeKind::Cpu && self.modes.suspend_at_checkpoint {
+                " (running tasks that checkpoint are suspended at their next checkpoint)"
+            } else {
+                ""
             }
         );
         self.save.mark_dirty(t);

@@ -615,7 +615,11 @@ mod tests {
     #[test]
     fn restore_ends_a_temporary_mode_through_gui_rpc() {
         let (_dir, mut d) = daemon_attached_to("http://p.example/");
-        let set = |mode, duration| Request::SetRunMode { mode, duration };
+        let set = |mode, duration| Request::SetRunMode {
+            mode,
+            duration,
+            at_checkpoint: false,
+        };
         assert_eq!(
             d.gui_rpc_reply(set(RpcRunMode::Never, 3600.0)),
             reply::SUCCESS

@@ -37,11 +37,13 @@ impl Query {
 #[derive(Debug)]
 pub(crate) enum Command {
     /// `set_run_mode`, `set_gpu_mode`, `set_network_mode`: the permanent mode in the state,
-    /// a temporary one in `RpcState`.
+    /// a temporary one in `RpcState`; `at_checkpoint`: Ferrite's `<ferrite_at_checkpoint/>`
+    /// (`set_run_mode` only).
     SetMode {
         kind: ModeKind,
         mode: RpcRunMode,
         duration: f64,
+        at_checkpoint: bool,
     },
     /// `suspend_result`, `resume_result`, `abort_result`: a task (the task table aborts).
     Task {
@@ -146,20 +148,27 @@ pub(crate) fn route(request: Request) -> Routed {
         | R::LookupAccountPoll
         | R::CreateAccountPoll
         | R::ProjectAttachPoll) => return Routed::Query(Query(q)),
-        R::SetRunMode { mode, duration } => C::SetMode {
+        R::SetRunMode {
+            mode,
+            duration,
+            at_checkpoint,
+        } => C::SetMode {
             kind: ModeKind::Cpu,
             mode,
             duration,
+            at_checkpoint,
         },
         R::SetGpuMode { mode, duration } => C::SetMode {
             kind: ModeKind::Gpu,
             mode,
             duration,
+            at_checkpoint: false,
         },
         R::SetNetworkMode { mode, duration } => C::SetMode {
             kind: ModeKind::Network,
             mode,
             duration,
+            at_checkpoint: false,
         },
         R::ResultOp {
             op,
@@ -262,6 +271,7 @@ mod tests {
             Request::SetRunMode {
                 mode: RpcRunMode::Never,
                 duration: 0.0,
+                at_checkpoint: false,
             },
             Request::ProjectOp {
                 op: ProjectAction::Update,
@@ -287,6 +297,7 @@ mod tests {
             kind,
             mode,
             duration,
+            at_checkpoint,
         }) = route(Request::SetNetworkMode {
             mode: RpcRunMode::Auto,
             duration: 60.0,
@@ -295,9 +306,22 @@ mod tests {
             panic!("set_network_mode is a command");
         };
         assert_eq!(
-            (kind, mode, duration),
-            (ModeKind::Network, RpcRunMode::Auto, 60.0)
+            (kind, mode, duration, at_checkpoint),
+            (ModeKind::Network, RpcRunMode::Auto, 60.0, false)
         );
+        let Routed::Command(Command::SetMode {
+            kind,
+            at_checkpoint,
+            ..
+        }) = route(Request::SetRunMode {
+            mode: RpcRunMode::Never,
+            duration: 0.0,
+            at_checkpoint: true,
+        })
+        else {
+            panic!("set_run_mode is a command");
+        };
+        assert_eq!((kind, at_checkpoint), (ModeKind::Cpu, true));
         let Routed::Command(Command::WriteConfig { file, raw }) =
             route(Request::SetGlobalPrefsOverride { raw: "<x/>".into() })
         else {

@@ -1005,6 +1005,7 @@ mod tests {
         d.gui_rpc_reply(Request::SetRunMode {
             mode: ferrite_gui_rpc::RunMode::Never,
             duration: 0.0,
+            at_checkpoint: false,
         });
         let x = d.gui_rpc_reply(Request::GetScreensaverTasks);
         assert!(

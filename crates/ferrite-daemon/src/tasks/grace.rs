@@ -1,5 +1,5 @@
 //! Suspending at the next checkpoint: while computing is suspended for a reason that can
-//! wait, a running task that checkpoints runs on until it checkpoints again or until
+//! wait (the user's suspension too when a GUI asked it to wait for checkpoints), a running task that checkpoints runs on until it checkpoints again or until
 //! `cc_config.xml` `ferrite_checkpoint_grace` seconds have passed, then it is stopped as any
 //! other (the decision is `ferrite_sched::checkpoint_grace`).
 
@@ -37,6 +37,7 @@ impl TaskTable {
         });
         match verdict(
             reason,
+            self.user_suspend_at_checkpoint,
             self.checkpoint_grace,
             &w,
             usage.checkpoint.cpu_time,
@@ -86,6 +87,7 @@ impl TaskTable {
             return;
         };
         let grace = self.checkpoint_grace;
+        let user_at_checkpoint = self.user_suspend_at_checkpoint;
         let keys: Vec<Key> = self.waits.keys().cloned().collect();
         for key in keys {
             let Some(w) = self.waits.get(&key).copied() else {
@@ -100,7 +102,7 @@ impl TaskTable {
                 continue;
             }
             let cp = l.task.usage().checkpoint.cpu_time;
-            match verdict(reason, grace, &w, cp, now) {
+            match verdict(reason, user_at_checkpoint, grace, &w, cp, now) {
                 Verdict::RunOn { .. } => continue,
                 Verdict::Checkpointed { kept } => info!(
                     project = %key.0,

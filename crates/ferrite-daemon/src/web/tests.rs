@@ -401,7 +401,8 @@ fn requests_reach_the_parser_the_gui_rpc_server_uses() {
         r,
         Request::SetRunMode {
             mode: ferrite_gui_rpc::RunMode::Never,
-            duration: 3600.0
+            duration: 3600.0,
+            at_checkpoint: false,
         }
     );
 }

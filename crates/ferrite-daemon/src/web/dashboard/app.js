@@ -454,6 +454,9 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   document.getElementById("suspend-all").addEventListener("click",
     () => act("<set_run_mode><never/><duration>0</duration></set_run_mode>", "suspend all"));
+  document.getElementById("suspend-at-checkpoint").addEventListener("click",
+    () => act("<set_run_mode><never/><duration>0</duration><ferrite_at_checkpoint/></set_run_mode>",
+      "suspend all at the next checkpoints"));
   document.getElementById("resume-all").addEventListener("click",
     () => act("<set_run_mode><restore/><duration>0</duration></set_run_mode>", "resume all"));
   refreshNow().then(refreshHistory);
