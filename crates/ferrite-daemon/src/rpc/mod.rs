@@ -14,6 +14,7 @@ mod commands;
 mod projects;
 mod result_heads;
 mod route;
+mod state_reply;
 mod status;
 mod web_rpc;
 
