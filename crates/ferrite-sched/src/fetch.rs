@@ -372,6 +372,9 @@ struct Ctx<'a> {
     rsc_rule: Vec<Vec<Option<FetchRule>>>,
     /// Project has max-concurrent limits.
     has_mc: Vec<bool>,
+    /// Project may be asked for more than one resource (app versions for several, or not
+    /// known yet).
+    multi_rsc: Vec<bool>,
     /// Fetch priority per (project, resource).
     prio: Vec<Vec<f64>>,
     /// What the project's deadlines allow per (project, resource) (`None`: its delay bound or
@@ -468,6 +471,10 @@ impl<'a> Ctx<'a> {
                 has_apps[p].iter_mut().for_each(|x| *x = true);
             }
         }
+        let multi_rsc: Vec<bool> = has_apps
+            .iter()
+            .map(|a| a.iter().filter(|&&x| x).count() > 1)
+            .collect();
         let mut has_mc: Vec<bool> = world
             .projects
             .iter()
@@ -583,6 +590,7 @@ impl<'a> Ctx<'a> {
             project_rule,
             rsc_rule,
             has_mc,
+            multi_rsc,
             prio,
             room,
             edf: policy.edf,
@@ -688,14 +696,17 @@ impl<'a> Ctx<'a> {
             // projects are asked for theirs), until its first jobs tell how long they are. On a
             // coprocessor also only its share of the buffer's idle seconds: a mixed project
             // asked first would otherwise fill a shared GPU for all, and the other projects'
-            // jobs would then miss their deadlines behind its batch.
+            // jobs would then miss their deadlines behind its batch. The same on the CPU for
+            // a project that can supply several resources: asked for its GPU work and the
+            // CPU's whole buffer at once, its CPU jobs would crowd out the CPU-only projects
+            // and later take every CPU as deadline-endangered.
             None if pr.resource_share > 0.0 => {
                 let share = self.fetchable_share(p, r);
                 let entitled = (inst * share).min(non_ex);
                 let by_share = (entitled - self.sim.projects[p][r].nused_total).max(0.0);
                 let idle_part = (rs.nidle_now.min(non_ex) * share - 1e-9).ceil().max(0.0);
                 ninst = ninst.min(by_share.max(idle_part));
-                if !rid.is_cpu() {
+                if !rid.is_cpu() || self.multi_rsc[p] {
                     let own = self.sim.projects[p][r].shortfall;
                     secs = secs.min((rs.shortfall * non_ex / inst * share).max(own));
                 }

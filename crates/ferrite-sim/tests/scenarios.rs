@@ -533,9 +533,10 @@ fn gpu_deadlines_no_worse_than_official() {
 /// Three projects on two GPU types (N: NVIDIA only; R: AMD and CPU; C: CPU only), against the
 /// official figures of each variant: nothing wasted, idle, share violation and RPCs per job no
 /// worse; nothing missed in the default and `--server_uses_workload` variants. Not held:
-/// monotony (official 0.000050), and the misses of `--cpu_sched_rr_only` (official 0): without
-/// deadline promotion some of R's CPU jobs wait unstarted until they can no longer make their
-/// deadline and are aborted as doomed.
+/// monotony (official 0.000050) and the misses of `--cpu_sched_rr_only` (official 0), only
+/// bounded: at the first fetch R (whose deadlines are not known yet) is asked for its share
+/// of the CPUs' buffer, not the whole of it (monotony was 0.066 and 8 of R's CPU jobs were
+/// aborted as doomed with `--cpu_sched_rr_only` while it was asked for the whole buffer).
 #[test]
 fn two_gpu_types_no_worse_than_official() {
     for (rr_only, server_uses_workload, idle, share, rpcs) in [
@@ -560,7 +561,10 @@ fn two_gpu_types_no_worse_than_official() {
             r.share_violation
         );
         assert!(r.rpcs_per_job <= rpcs, "{variant}: {}", r.rpcs_per_job);
-        if !rr_only {
+        assert!(r.monotony < 0.01, "{variant}: {}", r.monotony);
+        if rr_only {
+            assert!(r.deadlines_missed <= 2, "{variant}: {}", r.deadlines_missed);
+        } else {
             assert_eq!(r.deadlines_missed, 0, "{variant}");
         }
     }

@@ -455,6 +455,31 @@ fn unknown_project_is_asked_for_its_share_of_idle_instances() {
     assert_eq!(cpu.req_instances, 2.0);
 }
 
+/// A project with CPU and GPU versions whose delay bound is not known yet is asked for its
+/// share of the CPU buffer's idle seconds, not all of them: asked first for the GPUs and the
+/// CPUs at once, its CPU jobs would otherwise crowd out an equally deserving CPU-only project
+/// and later take every CPU as deadline-endangered.
+#[test]
+fn unknown_mixed_project_is_asked_for_its_share_of_the_cpu_buffer() {
+    let mut w = World::new(host_with_gpu());
+    let m = w.add_project(Project::new("M", 100.0));
+    let a = w.add_app(App::new(m, "m"));
+    w.add_app_version(AppVersion::cpu(a, m, 1.0, 1e9));
+    w.add_app_version(AppVersion::coproc(a, m, ResourceId(1), 1.0, 0.1, 1e11));
+    busy_project(&mut w, "C", 0, 0);
+    let whole = 4.0 * w.prefs.work_buf_total();
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("idle: fetch");
+    assert_eq!(req.project, m);
+    let cpu = req.for_resource(ResourceId::CPU).expect("CPU asked");
+    assert!(
+        cpu.req_secs > 0.0 && cpu.req_secs <= 0.5 * whole + 1.0,
+        "{} of {whole} CPU seconds",
+        cpu.req_secs
+    );
+}
+
 #[test]
 fn a_just_attached_project_without_app_versions_is_asked_for_every_resource() {
     let mut w = World::new(host_with_gpu());
@@ -622,8 +647,8 @@ fn without_edf_a_request_waits_for_the_report_only_at_the_deadline_limit() {
 }
 
 /// Three projects with GPU apps and no jobs yet (deadlines unknown) on an idle host: the one
-/// asked first gets a third of the GPUs' buffer seconds, not all of them, while its CPU
-/// request still covers the CPUs' idle buffer.
+/// asked first gets a third of the GPUs' buffer seconds, not all of them, and (each can also
+/// supply the CPUs) a third of the CPUs' buffer seconds.
 #[test]
 fn a_project_with_unknown_deadlines_asks_only_its_share_of_the_gpu_buffer() {
     let mut w = World::new(host_with_gpu());
@@ -647,7 +672,11 @@ fn a_project_with_unknown_deadlines_asks_only_its_share_of_the_gpu_buffer() {
         (gpu - 2.0 * buffer / 3.0).abs() < 1e-6 * buffer,
         "{gpu} of {buffer} s on 2 GPUs"
     );
-    assert!(secs(ResourceId::CPU) >= 4.0 * buffer * 0.99, "{req:?}");
+    let cpu = secs(ResourceId::CPU);
+    assert!(
+        (cpu - 4.0 * buffer / 3.0).abs() < 1e-6 * buffer,
+        "{cpu} of {buffer} s on 4 CPUs: {req:?}"
+    );
 }
 
 #[test]
