@@ -73,7 +73,7 @@ const GUI_RPC_START_WAIT: Duration = Duration::from_secs(5);
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
 use crate::setup::adopt_protocol_version;
-use crate::turn::TurnTimer;
+use crate::turn::{TurnTimer, Woke};
 
 /// The running client: the state and, grouped by part of the loop, the owners that handle
 /// its events.
@@ -539,16 +539,6 @@ impl Daemon {
         info!("state saved; exiting");
         Ok(())
     }
-}
-
-/// What woke the main loop.
-enum Woke {
-    /// The earliest timer came (or a second passed).
-    Timer,
-    /// The writer thread finished a save (`None`: it has stopped).
-    Saved(Option<writer::SaveDone>),
-    /// An event (`None`: every sender is gone).
-    Event(Option<Event>),
 }
 
 /// The servers the loop runs, stopped at shutdown.

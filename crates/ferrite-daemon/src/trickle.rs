@@ -2,24 +2,40 @@
 //! the trickle-up files in a project's directory read into each scheduler request and
 //! renamed `.sent`, deleted when the server acknowledges them, looked for at start-up; and
 //! the trickle-downs of a reply written into their tasks' slots. What the names mean is
-//! decided in `ferrite_project::trickle`; the apps' side is `tasks/trickle.rs`.
+//! decided in `ferrite_project::trickle`; the apps' side is `tasks/trickle.rs`. The glue
+//! that hands these to the project loop and the task table is `daemon/trickle.rs`.
 
 use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 
-use ferrite_project::reply::{ApplyOutcome, Event as ReplyEvent};
 use ferrite_project::trickle::{self, SENT_SUFFIX, TRICKLE_UP_PREFIX};
 use ferrite_proto::sched_request::MsgFromHost;
-use tracing::{info, warn};
-
-use crate::config::project_dir;
-use crate::Daemon;
+use tracing::warn;
 
 /// Projects that sent trickle-up files not yet acknowledged by their server: their next
 /// request reads the directory again (the official client reads it for every request).
 #[derive(Debug, Default)]
 pub struct SentTrickles(HashSet<String>);
+
+impl SentTrickles {
+    /// `url`'s project sent trickle-ups that wait for their ack.
+    pub fn insert(&mut self, url: &str) {
+        if !self.0.contains(url) {
+            self.0.insert(url.to_owned());
+        }
+    }
+
+    /// `url`'s server acknowledged its project's trickle-ups.
+    pub fn remove(&mut self, url: &str) {
+        self.0.remove(url);
+    }
+
+    /// Whether `url`'s project has trickle-ups waiting for their ack.
+    pub fn contains(&self, url: &str) -> bool {
+        self.0.contains(url)
+    }
+}
 
 /// The trickle-up files in `dir`: their messages, oldest first, each file renamed with the
 /// suffix `.sent` (kept until the server acknowledges it; a file that cannot be read is
@@ -72,7 +88,7 @@ pub fn remove_sent_trickle_ups(dir: &Path) -> usize {
 }
 
 /// Which trickle-up files `dir` holds: (any not sent yet, any sent and not acknowledged).
-fn trickle_ups_in(dir: &Path) -> (bool, bool) {
+pub fn trickle_ups_in(dir: &Path) -> (bool, bool) {
     let Ok(entries) = fs::read_dir(dir) else {
         return (false, false);
     };
@@ -90,82 +106,6 @@ fn trickle_ups_in(dir: &Path) -> (bool, bool) {
         }
     }
     found
-}
-
-impl Daemon {
-    /// At start-up: trickle-up files left in the project directories (by an earlier run or
-    /// by the official client) are sent with the next request; unsent ones ask for one.
-    pub(crate) fn find_trickle_ups(&mut self) -> bool {
-        let mut changed = false;
-        for ps in &mut self.state.projects {
-            let url = ps.project.master_url.clone();
-            let (unsent, sent) = trickle_ups_in(&project_dir(&self.dir, &url));
-            if unsent {
-                self.tasks.trickle_ups_found(&url);
-                if !ps.project.trickle_up_pending {
-                    ps.project.trickle_up_pending = true;
-                    changed = true;
-                }
-            }
-            if sent {
-                self.projects.sent_trickles.0.insert(url);
-            }
-        }
-        changed
-    }
-
-    /// The trickle-up messages for a request to `url`: the project directory is read when
-    /// an app sent one since the last request, when the project is marked
-    /// `trickle_up_pending` or when sent ones wait for their ack.
-    pub(crate) fn trickle_ups_for_request(&mut self, url: &str) -> Vec<MsgFromHost> {
-        let new = self.tasks.trickle_ups_read(url);
-        let pending = self
-            .state
-            .project(url)
-            .is_some_and(|p| p.project.trickle_up_pending);
-        if !new && !pending && !self.projects.sent_trickles.0.contains(url) {
-            return Vec::new();
-        }
-        let msgs = read_trickle_ups(&project_dir(&self.dir, url));
-        if !msgs.is_empty() {
-            self.projects.sent_trickles.0.insert(url.to_owned());
-        }
-        msgs
-    }
-
-    /// What a reply said about trickles: sent trickle-ups acknowledged (deleted),
-    /// trickle-downs written into their tasks' slots. A trickle-up an app sent while the
-    /// request was under way asks for another request.
-    pub(crate) fn reply_trickles(&mut self, url: &str, out: &ApplyOutcome) {
-        for e in &out.events {
-            match e {
-                ReplyEvent::TrickleUpsAcked => {
-                    self.projects.sent_trickles.0.remove(url);
-                    let n = remove_sent_trickle_ups(&project_dir(&self.dir, url));
-                    if n > 0 {
-                        info!(project = %url, "{n} trickle-up messages acknowledged");
-                    }
-                }
-                ReplyEvent::TrickleDown { result, file, body } => {
-                    match self.tasks.trickle_down(url, result, file, body) {
-                        Ok(path) => {
-                            info!(project = %url, "trickle-down message for task {result}: {}", path.display());
-                        }
-                        Err(e) => crate::tasks::log_undelivered(url, &e),
-                    }
-                }
-                ReplyEvent::TrickleDownDropped(result) => {
-                    warn!(project = %url, "handle_trickle_down failed: no task {result} here");
-                }
-                _ => {}
-            }
-        }
-        if self.tasks.has_new_trickle_ups(url) {
-            if let Some(ps) = self.state.project_mut(url) {
-                ps.project.trickle_up_pending = true;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

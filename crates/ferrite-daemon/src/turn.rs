@@ -1,11 +1,12 @@
-//! How long each turn of the main loop took: a turn past [`SLOW_TURN`] is logged with what
-//! woke the loop and where the time went.
+//! What woke the main loop, and how long each turn took: a turn past [`SLOW_TURN`] is logged
+//! with what woke the loop and where the time went.
 
 use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use crate::{Event, Woke};
+use crate::event::Event;
+use crate::writer::SaveDone;
 
 /// The longest a turn of the main loop should take: past it, GUIs wait visibly and the turn
 /// is logged (with what woke it and where the time went), so a stall is seen and found.
@@ -43,6 +44,16 @@ impl TurnTimer {
             );
         }
     }
+}
+
+/// What woke the main loop.
+pub(crate) enum Woke {
+    /// The earliest timer came (or a second passed).
+    Timer,
+    /// The writer thread finished a save (`None`: it has stopped).
+    Saved(Option<SaveDone>),
+    /// An event (`None`: every sender is gone).
+    Event(Option<Event>),
 }
 
 impl Woke {

@@ -210,8 +210,16 @@ fn the_control_cli_never_links_the_scheduling_core() {
 }
 
 /// The daemon's parts that take what they read as arguments and return what the glue must
-/// do; the `Daemon` methods that borrow several parts at once live in `src/daemon/`.
-const PARTS_WITHOUT_DAEMON: &[&str] = &["acct_mgr.rs", "notices.rs", "setup.rs", "web"];
+/// do; the `Daemon` methods that borrow several parts at once live in `src/daemon/`. They
+/// use no item of `lib.rs` either (only its sibling modules).
+const PARTS_WITHOUT_DAEMON: &[&str] = &[
+    "acct_mgr.rs",
+    "notices.rs",
+    "setup.rs",
+    "trickle.rs",
+    "turn.rs",
+    "web",
+];
 
 /// The Rust files of `path` (a file, or a folder and its subfolders).
 fn rust_files(path: &Path) -> Vec<PathBuf> {
@@ -276,5 +284,102 @@ fn the_daemons_parts_never_name_the_daemon() {
     assert!(
         broken.is_empty(),
         "these parts name `Daemon` (their glue belongs in src/daemon/): {broken:#?}"
+    );
+}
+
+/// The modules `lib.rs` declares (`mod x;`, with any visibility).
+fn declared_modules(lib: &str) -> BTreeSet<String> {
+    lib.lines()
+        .map(|l| l.split("//").next().unwrap_or("").trim())
+        .filter_map(|l| {
+            let rest = l
+                .strip_prefix("pub ")
+                .or(l.strip_prefix("pub(crate) "))
+                .unwrap_or(l);
+            rest.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The first segment of each `crate::` path in `text` (comments left out), with its line; a
+/// `crate::{a, b::c}` group gives each of its items' first segment.
+fn crate_paths(text: &str) -> Vec<(usize, String)> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let code: Vec<&str> = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    let joined = code.join("\n");
+    let line_of = |i: usize| joined[..i].matches('\n').count() + 1;
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(found) = joined[from..].find("crate::") {
+        let start = from + found;
+        from = start + "crate::".len();
+        if joined[..start].chars().next_back().is_some_and(ident) {
+            continue;
+        }
+        let rest = &joined[from..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group, up to its closing brace.
+            let mut depth = 0;
+            let mut item_start = true;
+            for (k, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => item_start = true,
+                    c if item_start && ident(c) => {
+                        let name: String = group[k..].chars().take_while(|&c| ident(c)).collect();
+                        out.push((line_of(from + 1 + k), name));
+                        item_start = false;
+                    }
+                    c if c.is_whitespace() => {}
+                    _ => item_start = false,
+                }
+            }
+        } else {
+            let name: String = rest.chars().take_while(|&c| ident(c)).collect();
+            out.push((line_of(start), name));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_path_finder_reads_single_and_grouped_paths() {
+    let text = "use crate::config::x;\n// crate::Nope\nuse crate::{\n    event::Event,\n    Woke,\n    a::{b, c},\n};\nlet d = mycrate::E;\n";
+    let paths = crate_paths(text);
+    let got: Vec<(usize, &str)> = paths.iter().map(|(n, s)| (*n, s.as_str())).collect();
+    assert_eq!(got, [(1, "config"), (4, "event"), (5, "Woke"), (6, "a")]);
+    let lib = "pub mod a;\nmod b;\npub(crate) mod c;\nmod d {\nuse x;\n";
+    let mods: Vec<_> = declared_modules(lib).into_iter().collect();
+    assert_eq!(mods, ["a", "b", "c"]);
+}
+
+#[test]
+fn the_daemons_parts_use_no_item_of_lib_rs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
+    let modules = declared_modules(&lib);
+    assert!(modules.contains("turn"), "no module found in lib.rs");
+    let mut broken = Vec::new();
+    for part in PARTS_WITHOUT_DAEMON {
+        for f in rust_files(&src.join(part)) {
+            let text = std::fs::read_to_string(&f)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", f.display()));
+            for (line, name) in crate_paths(&text) {
+                if !modules.contains(&name) {
+                    broken.push(format!("{}:{line}: crate::{name}", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "these parts use items of lib.rs rather than its modules: {broken:#?}"
     );
 }

@@ -6,4 +6,5 @@
 mod acct_mgr;
 mod notices;
 mod setup;
+mod trickle;
 mod web;
