@@ -42,6 +42,7 @@ use ferrite_gui_rpc::{GuiRpcClient, Request};
 use ferrite_project::existence::{check_files, OnDisk};
 use ferrite_project::reply::{apply_reply, ApplyOptions};
 use ferrite_project::verify::BoincCrypt;
+use ferrite_proto::account::{account_file_name, AccountFile};
 use ferrite_proto::client_state::{synthetic, ClientState, RunMode};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_proto::sched_reply::SchedulerReply;
@@ -113,8 +114,8 @@ fn main() {
     );
     let mut table = Vec::new();
     for n in sizes() {
-        let (xml, apply, pass) = measure(n, &log);
-        let ferrite = outside(Who::Ferrite, &xml, Duration::from_secs(300));
+        let (xml, urls, apply, pass) = measure(n, &log);
+        let ferrite = outside(Who::Ferrite, &xml, &urls, Duration::from_secs(300));
         table.push(format!(
             "| {n} | Ferrite | {} | {:.0} ms | {:.0} ms | {} | {} | {} |",
             ferrite.start,
@@ -125,7 +126,7 @@ fn main() {
             ferrite.rss
         ));
         if official {
-            let o = outside(Who::Official, &xml, wait);
+            let o = outside(Who::Official, &xml, &urls, wait);
             table.push(format!(
                 "| {n} | official | {} | | | {} | {} | {} |",
                 o.start, o.get_state, o.get_results, o.rss
@@ -196,10 +197,20 @@ fn ms(d: Duration) -> String {
 
 /// Starts `who` on a data directory of its own holding `xml`, and measures it (see the
 /// module's text); a client not answering within `wait` is cut short.
-fn outside(who: Who, xml: &str, wait: Duration) -> Outside {
+fn outside(who: Who, xml: &str, projects: &[String], wait: Duration) -> Outside {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("client_state.xml"), xml).expect("state file");
     std::fs::write(dir.path().join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
+    // An account file per project: the official client drops a project without one (and
+    // with it every task).
+    for url in projects {
+        let acct = AccountFile {
+            master_url: url.clone(),
+            authenticator: "0123456789abcdef0123456789abcdef".into(),
+            ..AccountFile::default()
+        };
+        std::fs::write(dir.path().join(account_file_name(url)), acct.to_xml()).expect("account");
+    }
     let port = free_port();
     let mut cmd = match who {
         Who::Ferrite => Command::new(env!("CARGO_BIN_EXE_ferrited")),
@@ -275,14 +286,19 @@ fn outside(who: Who, xml: &str, wait: Duration) -> Outside {
     }
 }
 
-/// The in-process figures for `n` tasks; returns the state's text and the apply and pass
-/// times.
-fn measure(n: usize, log: &logging::LogHandle) -> (String, Duration, Duration) {
+/// The in-process figures for `n` tasks; returns the state's text, its projects' URLs and
+/// the apply and pass times.
+fn measure(n: usize, log: &logging::LogHandle) -> (String, Vec<String>, Duration, Duration) {
     let mut state = synthetic(1, n);
     // Nothing runs or downloads in the clients started on it.
     state.user_run_request = RunMode::Never;
     state.user_network_request = RunMode::Never;
     let xml = state.to_xml();
+    let urls = state
+        .projects
+        .iter()
+        .map(|p| p.project.master_url.clone())
+        .collect();
 
     let (loaded, d) = time(|| {
         ClientState::parse(black_box(&xml), "client_state.xml")
@@ -371,5 +387,5 @@ fn measure(n: usize, log: &logging::LogHandle) -> (String, Duration, Duration) {
     let (bytes, d) = time(|| daemon.gui_rpc_reply(Request::GetState).len());
     row("get_state", n, d);
     black_box(bytes);
-    (xml, apply, pass)
+    (xml, urls, apply, pass)
 }
