@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferrite_e2e::inspect::{load_state as load, result_names};
 use ferrite_e2e::{fixture_data_dir, Proc};
@@ -57,36 +57,49 @@ fn sigint_also_saves_and_exits() {
     );
 }
 
-/// A SIGTERM that comes while a large state is still being loaded and checked is not lost
-/// and does not end the process on the spot: once started, the daemon saves what the
-/// start-up changed (the files found missing, to be fetched again) and exits cleanly.
-#[test]
-fn sigterm_during_the_start_up_saves_and_exits() {
+/// A data directory holding a generated state of `tasks` tasks (the scale bench's
+/// generator), with its text.
+fn large_data_dir(tasks: usize) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("tmp");
-    let state = ferrite_proto::client_state::synthetic(1, 20_000);
-    let file = state.projects[0].files[0].name.clone();
-    assert_eq!(
-        state.projects[0].files[0].status, 1,
-        "present, as generated"
-    );
-    fs::write(dir.path().join("client_state.xml"), state.to_xml()).expect("state file");
-    let d = dir.path().to_str().expect("utf-8 path");
-    let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks", "--no_gpus"]);
-    p.wait_for("starting in", T);
-    p.signal(libc::SIGTERM);
-    let status = p.wait(Duration::from_secs(300));
-    assert!(
-        status.success(),
-        "exit status {status}; output:\n{}",
-        p.output()
-    );
-    let out = p.output();
-    assert!(out.contains("shutting down (SIGTERM)"), "{out}");
-    let after = load(dir.path(), "client_state.xml");
-    assert_eq!(after.projects[0].results.len(), 20_000);
-    // Saved after the start-up's file check: the missing app file is to be fetched again.
-    let f = after.projects[0].file(&file).expect("file kept");
-    assert_eq!(f.status, 0, "{file}");
+    let xml = ferrite_proto::client_state::synthetic(1, tasks).to_xml();
+    fs::write(dir.path().join("client_state.xml"), &xml).expect("state file");
+    (dir, xml)
+}
+
+/// SIGTERM and SIGINT while a 100,000-task state is still being loaded end the daemon
+/// within 2 s, not once the start-up is over: nothing was changed yet, so nothing is saved,
+/// and the state file is left as it was, whole and loadable.
+#[test]
+fn a_stop_while_a_large_state_loads_exits_within_two_seconds() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let (dir, xml) = large_data_dir(100_000);
+        let d = dir.path().to_str().expect("utf-8 path");
+        let mut p = Proc::ferrited(&["--dir", d, "--skip_cpu_benchmarks", "--no_gpus"]);
+        p.wait_for("starting in", T);
+        let asked = Instant::now();
+        p.signal(signal);
+        let status = p.wait(T);
+        let took = asked.elapsed();
+        let out = p.output();
+        assert!(status.success(), "exit status {status}; output:\n{out}");
+        assert!(
+            took < Duration::from_secs(2),
+            "exit {took:?} after signal {signal}; output:\n{out}"
+        );
+        assert!(
+            out.contains("during the start-up, before the state was loaded: nothing to save"),
+            "{out}"
+        );
+        assert!(!out.contains("entering main loop"), "{out}");
+        let on_disk = fs::read_to_string(dir.path().join("client_state.xml")).expect("state");
+        assert!(on_disk == xml, "the state file changed");
+        assert_eq!(
+            load(dir.path(), "client_state.xml").projects[0]
+                .results
+                .len(),
+            100_000
+        );
+    }
 }
 
 #[test]

@@ -66,3 +66,60 @@ fn notifies_systemd_ready_status_watchdog_and_stopping() {
     );
     assert!(p.wait(Duration::from_secs(30)).success(), "{}", p.output());
 }
+
+/// A start-up that takes seconds (100,000 tasks to load and check) asks systemd for more
+/// time (`EXTEND_TIMEOUT_USEC`) and feeds the watchdog as its phases end, before READY; then
+/// a stop is heard as usual.
+#[test]
+fn a_long_start_up_extends_the_start_timeout_and_feeds_the_watchdog() {
+    let sock_dir = tempfile::tempdir().expect("tmp");
+    let sock_path = sock_dir.path().join("notify");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind notify socket");
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = ferrite_proto::client_state::synthetic(1, 100_000);
+    std::fs::write(dir.path().join("client_state.xml"), state.to_xml()).expect("state file");
+    let mut cmd = Command::new(bin("ferrited"));
+    cmd.args(["--dir"])
+        .arg(dir.path())
+        .args(["--skip_cpu_benchmarks", "--no_gpus", "--gui_rpc_port", "0"])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "1000000")
+        .env("RUST_LOG", "info");
+    let mut p = Proc::spawn(cmd);
+    let mut before_ready = Vec::new();
+    let mut buf = [0u8; 4096];
+    let t0 = Instant::now();
+    // Bounded against a hang: a debug build loads 100,000 tasks in well under this.
+    while t0.elapsed() < Duration::from_secs(300) {
+        if let Ok(n) = sock.recv(&mut buf) {
+            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let ready = msg.lines().any(|l| l == "READY=1");
+            before_ready.push(msg);
+            if ready {
+                break;
+            }
+        }
+        assert!(!p.has_exited(), "exited: {}", p.output());
+    }
+    let ready_at = before_ready.len() - 1;
+    assert!(
+        before_ready[ready_at].contains("READY=1"),
+        "no READY: {before_ready:?}"
+    );
+    let start_up = &before_ready[..ready_at];
+    assert!(
+        start_up
+            .iter()
+            .any(|m| m.starts_with("EXTEND_TIMEOUT_USEC=60000000\nSTATUS=starting: ")),
+        "no extension of the start timeout ({:?} to READY): {start_up:?}",
+        t0.elapsed()
+    );
+    assert!(
+        start_up.iter().any(|m| m == "WATCHDOG=1"),
+        "no watchdog fed during the start-up: {start_up:?}"
+    );
+    p.signal(libc::SIGTERM);
+    assert!(p.wait(Duration::from_secs(60)).success(), "{}", p.output());
+}

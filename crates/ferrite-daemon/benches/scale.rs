@@ -15,21 +15,35 @@
 //!   absent, so the check decides to fetch them all again);
 //! - get_state: the GUI RPC `get_state` reply of that daemon.
 //!
-//! Run: `cargo bench -p ferrite-daemon --bench scale` (all three sizes), or with
-//! `FERRITE_SCALE_TASKS=1000,10000` for the sizes given.
+//! Then, per size, the table beside the official client: `ferrited` (this build's binary)
+//! and, where Debian's `boinc` is installed, the official client, each started on its own
+//! copy of the generated data directory (own loopback GUI RPC port; run modes `never` in the
+//! state, so nothing runs or downloads), measured from outside:
+//! - start: from launch until the GUI RPC answers an authorised call; the official client is
+//!   waited for at most `FERRITE_SCALE_OFFICIAL_WAIT` seconds (default 300; ">300 s" then);
+//! - get_state, get_results: the median of 3 calls (after one unmeasured);
+//! - RSS: the peak resident memory (`VmHWM`) after those calls;
+//! - apply and pass: Ferrite's in-process figures above ("reply", "pass").
+//!
+//! Run: `cargo bench -p ferrite-daemon --bench scale` (1,000, 10,000 and 100,000 tasks), or
+//! with `FERRITE_SCALE_TASKS=1000,10000,100000,150000` for the sizes given;
+//! `FERRITE_SCALE_OFFICIAL=0` leaves the official client out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferrite_daemon::cli::Options;
 use ferrite_daemon::snapshot::{build_world, IdMap, SnapshotInputs};
 use ferrite_daemon::{logging, Daemon};
-use ferrite_gui_rpc::Request;
+use ferrite_gui_rpc::{GuiRpcClient, Request};
 use ferrite_project::existence::{check_files, OnDisk};
 use ferrite_project::reply::{apply_reply, ApplyOptions};
 use ferrite_project::verify::BoincCrypt;
-use ferrite_proto::client_state::{synthetic, ClientState};
+use ferrite_proto::account::{account_file_name, AccountFile};
+use ferrite_proto::client_state::{synthetic, ClientState, RunMode};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_proto::sched_reply::SchedulerReply;
 
@@ -85,15 +99,206 @@ fn main() {
     }
     let log = logging::init();
     log.set("error");
+    let official = std::env::var("FERRITE_SCALE_OFFICIAL").map_or(true, |v| v != "0")
+        && Command::new("boinc")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+    let wait = Duration::from_secs(
+        std::env::var("FERRITE_SCALE_OFFICIAL_WAIT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300),
+    );
+    let mut table = Vec::new();
     for n in sizes() {
-        measure(n, &log);
+        let (xml, urls, apply, pass) = measure(n, &log);
+        let ferrite = outside(Who::Ferrite, &xml, &urls, Duration::from_secs(300));
+        table.push(format!(
+            "| {n} | Ferrite | {} | {:.0} ms | {:.0} ms | {} | {} | {} |",
+            ferrite.start,
+            apply.as_secs_f64() * 1e3,
+            pass.as_secs_f64() * 1e3,
+            ferrite.get_state,
+            ferrite.get_results,
+            ferrite.rss
+        ));
+        if official {
+            let o = outside(Who::Official, &xml, &urls, wait);
+            table.push(format!(
+                "| {n} | official | {} | | | {} | {} | {} |",
+                o.start, o.get_state, o.get_results, o.rss
+            ));
+        }
         println!();
+    }
+    println!("| tasks | client | start | apply | pass | get_state | get_results | peak RSS |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    for line in table {
+        println!("{line}");
     }
 }
 
-fn measure(n: usize, log: &logging::LogHandle) {
-    let state = synthetic(1, n);
+const PASSWORD: &str = "scalepw";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Ferrite,
+    Official,
+}
+
+/// One client's figures measured from outside, as table cells.
+struct Outside {
+    start: String,
+    get_state: String,
+    get_results: String,
+    rss: String,
+}
+
+/// Kills the client when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// `Vm*` field `field` of `pid`'s status, in kB.
+fn status_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.trim_start_matches(':').split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn ms(d: Duration) -> String {
+    if d >= Duration::from_secs(10) {
+        format!("{:.0} s", d.as_secs_f64())
+    } else {
+        format!("{:.0} ms", d.as_secs_f64() * 1e3)
+    }
+}
+
+/// Starts `who` on a data directory of its own holding `xml`, and measures it (see the
+/// module's text); a client not answering within `wait` is cut short.
+fn outside(who: Who, xml: &str, projects: &[String], wait: Duration) -> Outside {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("client_state.xml"), xml).expect("state file");
+    std::fs::write(dir.path().join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
+    // An account file per project: the official client drops a project without one (and
+    // with it every task).
+    for url in projects {
+        let acct = AccountFile {
+            master_url: url.clone(),
+            authenticator: "0123456789abcdef0123456789abcdef".into(),
+            ..AccountFile::default()
+        };
+        std::fs::write(dir.path().join(account_file_name(url)), acct.to_xml()).expect("account");
+    }
+    let port = free_port();
+    let mut cmd = match who {
+        Who::Ferrite => Command::new(env!("CARGO_BIN_EXE_ferrited")),
+        Who::Official => {
+            let mut c = Command::new("boinc");
+            c.arg("--no_info_fetch");
+            c
+        }
+    };
+    cmd.arg("--dir")
+        .arg(dir.path())
+        .args(["--gui_rpc_port", &port.to_string()])
+        .args(["--skip_cpu_benchmarks", "--no_gpus"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let launched = Instant::now();
+    let child = Running(cmd.spawn().expect("start the client"));
+    let pid = child.0.id();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let conn = rt.block_on(async {
+        loop {
+            if let Ok(mut c) = GuiRpcClient::connect_tcp(("127.0.0.1", port)).await {
+                c.set_timeout(wait);
+                if c.authorize(PASSWORD).await.is_ok() {
+                    return Some(c);
+                }
+            }
+            if launched.elapsed() > wait {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let started = launched.elapsed();
+    let Some(mut conn) = conn else {
+        return Outside {
+            start: format!(">{} s", wait.as_secs()),
+            get_state: "-".into(),
+            get_results: "-".into(),
+            rss: format!(
+                "{:.0} MB (not ready)",
+                status_kb(pid, "VmHWM") as f64 / 1024.0
+            ),
+        };
+    };
+    let mut median = |r: &Request| {
+        let mut times: Vec<Duration> = (0..4)
+            .map(|_| {
+                let t = Instant::now();
+                let reply = rt.block_on(conn.call(r)).expect("call");
+                black_box(reply.len());
+                t.elapsed()
+            })
+            .skip(1)
+            .collect();
+        times.sort();
+        ms(times[times.len() / 2])
+    };
+    let get_state = median(&Request::GetState);
+    let get_results = median(&Request::GetResults { active_only: false });
+    let rss = format!("{:.0} MB", status_kb(pid, "VmHWM") as f64 / 1024.0);
+    drop(child);
+    Outside {
+        start: ms(started),
+        get_state,
+        get_results,
+        rss,
+    }
+}
+
+/// The in-process figures for `n` tasks; returns the state's text, its projects' URLs and
+/// the apply and pass times.
+fn measure(n: usize, log: &logging::LogHandle) -> (String, Vec<String>, Duration, Duration) {
+    let mut state = synthetic(1, n);
+    // Nothing runs or downloads in the clients started on it.
+    state.user_run_request = RunMode::Never;
+    state.user_network_request = RunMode::Never;
     let xml = state.to_xml();
+    let urls = state
+        .projects
+        .iter()
+        .map(|p| p.project.master_url.clone())
+        .collect();
 
     let (loaded, d) = time(|| {
         ClientState::parse(black_box(&xml), "client_state.xml")
@@ -139,6 +344,7 @@ fn measure(n: usize, log: &logging::LogHandle) {
         assert_eq!(out.tasks_added.values().sum::<u32>() as usize, n);
     });
     row("reply", n, d);
+    let apply = d;
 
     let prefs = GlobalPrefs::default();
     let app_configs = BTreeMap::new();
@@ -164,6 +370,7 @@ fn measure(n: usize, log: &logging::LogHandle) {
         }
     });
     row("pass", 2 * n, d);
+    let pass = d;
 
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("client_state.xml"), &xml).expect("state file");
@@ -180,4 +387,5 @@ fn measure(n: usize, log: &logging::LogHandle) {
     let (bytes, d) = time(|| daemon.gui_rpc_reply(Request::GetState).len());
     row("get_state", n, d);
     black_box(bytes);
+    (xml, urls, apply, pass)
 }

@@ -40,6 +40,7 @@ pub mod run_modes;
 pub mod sdnotify;
 mod setup;
 pub mod snapshot;
+pub mod startup;
 pub mod store;
 pub mod tasks;
 pub mod thermal;
@@ -72,7 +73,6 @@ use crate::host::BENCHMARK_CHECK_SECS;
 const GUI_RPC_START_WAIT: Duration = Duration::from_secs(5);
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
-use crate::setup::adopt_protocol_version;
 use crate::turn::{TurnTimer, Woke};
 
 /// The running client: the state and, grouped by part of the loop, the owners that handle
@@ -154,126 +154,6 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Locks the data directory and loads state and configuration.
-    pub fn start(opts: Options, log: LogHandle) -> anyhow::Result<Self> {
-        let dir = opts.data_dir();
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create data directory {}", dir.display()))?;
-        let lock = DirLock::acquire(&dir)?;
-        info!(
-            "Ferrite {} starting in {}",
-            env!("CARGO_PKG_VERSION"),
-            dir.display()
-        );
-
-        let (events, inbox) = mpsc::channel(64);
-        let mut daemon = Self {
-            state: ClientState::default(),
-            config: Config::empty(),
-            save: persist::Persistence::new(&dir),
-            warned: HashSet::new(),
-            next_overdue_check: 0.0,
-            host: host::HostWatch::new(now()),
-            app_started_at: None,
-            _lock: lock,
-            tasks: tasks::TaskTable::new(&dir),
-            throttle: throttle::Throttle::new(),
-            transfers: transfers::Transfers::new(&dir),
-            verified: filecheck::Verified::default(),
-            projects: projects::ProjectLoop::default(),
-            feeds: notices::Feeds::default(),
-            notifier: sdnotify::Notifier::from_env(),
-            metrics: None,
-            usage: None,
-            xfer_bytes: (0, 0),
-            xfer_history: history::XferHistory::load(&dir, now(), 0),
-            time_session: ferrite_project::stats::TimeSession::start(
-                &mut ferrite_proto::client_state::TimeStats::default(),
-                0.0,
-            ),
-            state_epoch: 0,
-            docker: docker::Janitor::default(),
-            gpu_control: gpu_control::GpuControlState::default(),
-            acct_mgr: acct_mgr::AcctMgr::default(),
-            dir,
-            opts,
-            log,
-            events,
-            inbox,
-            rpc: rpc::RpcState::default(),
-            http_tasks: http_tasks::HttpTasks::default(),
-            modes: run_modes::RunModes::default(),
-            tick_soon: true,
-            last_comm: 0.0,
-        };
-        daemon.load_state();
-        adopt_protocol_version(&mut daemon.state);
-        daemon.time_session =
-            ferrite_project::stats::TimeSession::start(&mut daemon.state.time_stats, now());
-        daemon.load_config();
-        daemon.init_acct_mgr();
-        let tuning = tuning::Tuning::from_options(&daemon.opts);
-        let changed = tuning.changes();
-        if !changed.is_empty() {
-            info!(
-                "retry figures from the command line: {}",
-                changed.join(", ")
-            );
-        }
-        daemon.projects.tuning = tuning;
-        daemon.transfers.tuning = tuning;
-        for (name, why) in daemon.opts.not_applicable() {
-            info!("--{name} accepted; it does nothing here: {why}");
-        }
-        for url in config::projects_without_account(&daemon.dir, &daemon.state) {
-            warn!(
-                "project {url} has no account file; its tasks are kept, but it cannot contact \
-                 its server until it is attached again"
-            );
-        }
-        daemon.load_feeds(now());
-        daemon.detect_host();
-        // This session's figures, not the last session's from the state file.
-        daemon.state.time_stats.client_start_time = daemon.host.started_at;
-        daemon.apply_command_line()?;
-        // After `--attach_project`: a project attached there has its disk share from the start.
-        daemon.refresh_usage(daemon.host.started_at);
-        // As the official client after reading its state file: projects in name order, the
-        // order of the state file and of every GUI RPC reply.
-        daemon.state.sort_projects_by_name();
-        if daemon.opts.show_projects {
-            for line in show_projects(&daemon.state) {
-                info!("{line}");
-            }
-        }
-        // Before anything looks at apps: app_info.xml replaces an anonymous project's.
-        if anonymous::load_all(&daemon.dir, &mut daemon.state, &daemon.config.cc.options) {
-            daemon.save.mark_dirty(now());
-        }
-        daemon.tasks.recover(&mut daemon.state);
-        if daemon.find_trickle_ups() {
-            daemon.save.mark_dirty(now());
-        }
-        let multiple = daemon.config.cc.options.allow_multiple_clients;
-        daemon.docker.at_start(&daemon.state, multiple);
-        // As the official client does at start-up: files lost in a crash or a copy are
-        // fetched again, and only the tasks whose files cannot come back fail.
-        // App files hashed before and unchanged since are not read again.
-        let check_sizes = !daemon.config.cc.options.dont_check_file_sizes;
-        daemon.verified = filecheck::Verified::load(&daemon.dir);
-        if filecheck::check_all(
-            &daemon.dir,
-            &mut daemon.state,
-            &mut daemon.verified,
-            check_sizes,
-            None,
-            now(),
-        ) {
-            daemon.save.mark_dirty(now());
-        }
-        Ok(daemon)
-    }
-
     /// The state as loaded or changed so far.
     pub fn state(&self) -> &ClientState {
         &self.state

@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 use ferrite_daemon::cli::Options;
+use ferrite_daemon::sdnotify::Notifier;
+use ferrite_daemon::startup::{Progress, Started, StopFlag};
 use ferrite_daemon::{logging, Daemon, EarlySignals};
 
 fn main() -> ExitCode {
@@ -62,10 +64,15 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        // Listened for before the start-up, so a stop asked for during it saves and exits.
+        // Listened for before the start-up, so a stop asked for during it saves and exits:
+        // the flag between the start-up's phases, the streams once the main loop runs.
         let early = EarlySignals::listen()?;
-        let daemon = Daemon::start(opts, log)?;
-        daemon.run_after(Some(early)).await
+        let stop = StopFlag::on_signals()?;
+        let mut progress = Progress::new(Notifier::from_env());
+        match Daemon::start_with(opts, log, &stop, &mut progress)? {
+            Started::Ready(daemon) => daemon.run_after(Some(early)).await,
+            Started::Stopped => Ok(()),
+        }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

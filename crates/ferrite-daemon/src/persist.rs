@@ -8,6 +8,7 @@ use tracing::{error, info, warn};
 use tokio::sync::mpsc;
 
 use crate::clock::now;
+use crate::startup::{self, StopFlag};
 use crate::store::{self, LoadSource, SavePolicy, StateStore};
 use crate::{config, writer, Daemon};
 
@@ -174,8 +175,20 @@ impl Persistence {
 }
 
 impl Daemon {
-    pub(crate) fn load_state(&mut self) {
-        let loaded = self.save.store.load(ClientState::parse);
+    /// Loads the newest complete state file, read and parsed on a thread of its own; returns
+    /// false, with nothing loaded, when `stop` is asked for first.
+    pub(crate) fn load_state(&mut self, stop: &StopFlag) -> bool {
+        let store = StateStore::new(&self.dir);
+        let loaded = match startup::unless_stopped("state-load", stop, move || {
+            store.load(ClientState::parse)
+        }) {
+            Ok(Some(loaded)) => loaded,
+            Ok(None) => return false,
+            Err(e) => {
+                warn!("cannot load the state on a thread of its own ({e}); loading it here");
+                self.save.store.load(ClientState::parse)
+            }
+        };
         for r in &loaded.rejected {
             warn!("state file {} not used: {}", r.path.display(), r.reason);
             // A damaged current or previous generation may still hold tasks a person can
@@ -222,5 +235,6 @@ impl Daemon {
             info!("{line}");
         }
         self.save.mark_dirty(now());
+        true
     }
 }

@@ -131,7 +131,7 @@ impl Notifier {
     }
 
     /// Sends one datagram of `NAME=value` lines; nothing when disabled.
-    fn send(&self, message: &str) -> io::Result<()> {
+    pub(crate) fn send(&self, message: &str) -> io::Result<()> {
         let Some(target) = &self.target else {
             return Ok(());
         };
