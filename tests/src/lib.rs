@@ -790,6 +790,25 @@ pub fn ferrite_bounded(cwd: &Path, args: &[&str], timeout: Duration) -> CmdOutpu
     }
 }
 
+/// Asserts that every app `ferrited` started (`out`: its log) ran confined, where this
+/// kernel has Landlock (elsewhere apps run unconfined, as the log says, and nothing is
+/// asserted).
+pub fn assert_apps_ran_confined(out: &str) {
+    if !matches!(
+        ferrite_supervise::confine::support(),
+        ferrite_supervise::confine::Support::Available(_)
+    ) {
+        return;
+    }
+    let started = out.matches("starting task ").count();
+    assert!(started > 0, "no app started:\n{out}");
+    assert_eq!(
+        out.matches(", confined: its slot").count(),
+        started,
+        "every app runs confined:\n{out}"
+    );
+}
+
 /// The C++ BOINC API test app (`crates/ferrite-supervise/tests/apps/test_app.cpp`, whose
 /// flags are listed at its top), compiled with g++ against Debian's `libboinc-app-dev` into
 /// `dir` (the first call's) once per test process, written under a temporary name and

@@ -80,19 +80,7 @@ fn stock_jobs_run_to_valid(test: &str, upload_certs: bool) {
     run_until_valid(&server, &client, port, opts.jobs);
     assert_no_failed_result(&server, &client);
     // The kit's BOINC-API app ran confined (Landlock) where the kernel has it.
-    if matches!(
-        ferrite_supervise::confine::support(),
-        ferrite_supervise::confine::Support::Available(_)
-    ) {
-        let out = client.output();
-        let started = out.matches("starting task ").count();
-        assert!(started > 0, "{out}");
-        assert_eq!(
-            out.matches(", confined: its slot").count(),
-            started,
-            "every app runs confined:\n{out}"
-        );
-    }
+    ferrite_e2e::assert_apps_ran_confined(&client.output());
 
     // The server saw Ferrite's protocol version, never 0.0.0.
     let log = server.scheduler_log();

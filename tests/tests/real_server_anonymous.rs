@@ -2,7 +2,7 @@
 //! `BOINC_SERVER_KIT` names): the volunteer's copy of the project's `upper_case` app, listed
 //! in `app_info.xml` as version 7.77, gets jobs from the real scheduler, which sends them
 //! for that version and no app; the results end VALID in the server's database with the
-//! version number Ferrite reported.
+//! version number Ferrite reported, and the app ran confined where the kernel has Landlock.
 
 use std::fs;
 use std::time::Duration;
@@ -85,6 +85,8 @@ fn an_anonymous_platform_client_runs_its_own_build_to_valid() {
             .all(|r| r.first().map(String::as_str) == Some("777")),
         "{versions:?}"
     );
+    // The volunteer's own build ran confined (Landlock) where the kernel has it.
+    ferrite_e2e::assert_apps_ran_confined(&client.output());
     // Nothing of the project's own app was fetched.
     assert!(
         !pdir.join("upper_case_1.00_x86_64-pc-linux-gnu").exists(),
