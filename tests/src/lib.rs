@@ -790,6 +790,29 @@ pub fn ferrite_bounded(cwd: &Path, args: &[&str], timeout: Duration) -> CmdOutpu
     }
 }
 
+/// Whether this kernel confines apps with Landlock; when it does not, test `test` is skipped
+/// (see [`skip`]) with the reason, and this returns false.
+pub fn landlock_or_skip(test: &str) -> bool {
+    match ferrite_supervise::confine::support() {
+        ferrite_supervise::confine::Support::Available(_) => true,
+        other => {
+            skip(test, &other.describe());
+            false
+        }
+    }
+}
+
+/// Compiles the C test app `source` (one of `tests/apps/*.c`) with `cc` into `out`.
+pub fn build_c_app(source: &Path, out: &Path) {
+    let status = Command::new("cc")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(out)
+        .arg(source)
+        .status()
+        .expect("a C compiler (cc) must be installed");
+    assert!(status.success(), "building {} failed", source.display());
+}
+
 /// Asserts that every app `ferrited` started (`out`: its log) ran confined, where this
 /// kernel has Landlock (elsewhere apps run unconfined, as the log says, and nothing is
 /// asserted).

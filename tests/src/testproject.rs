@@ -318,6 +318,22 @@ pub fn nudge_until_reported(
     }
 }
 
+/// What the probing test apps (`tests/apps/*.c`) reported in the outputs they uploaded to
+/// `server`: each probe ("NAME yes" / "NAME no" lines) and whether any app succeeded at it.
+pub fn probe_report(server: &Server) -> std::collections::BTreeMap<String, bool> {
+    let mut r = std::collections::BTreeMap::new();
+    for p in walk(&server.data.join("results")) {
+        for (k, v) in fs::read_to_string(&p)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+        {
+            *r.entry(k.to_owned()).or_insert(false) |= v == "yes";
+        }
+    }
+    r
+}
+
 /// Every path under `dir` (symlinks listed, not followed).
 pub fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

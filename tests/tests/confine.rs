@@ -9,12 +9,12 @@ use std::fs;
 use std::os::linux::net::SocketAddrExt as _;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::testproject::{self, client_dir_in, walk, Server};
-use ferrite_e2e::{free_port, gui_rpc, peer_or_skip, OfficialClient, Proc};
-use ferrite_supervise::confine::{self, Support};
+use ferrite_e2e::{
+    build_c_app, free_port, gui_rpc, landlock_or_skip, peer_or_skip, OfficialClient, Proc,
+};
 
 const HOSTILE_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/apps/hostile.c");
 
@@ -52,30 +52,9 @@ const DENIED: &[&str] = &[
     "abstract_socket_outside",
 ];
 
-fn landlock_or_skip(test: &str) -> bool {
-    match confine::support() {
-        Support::Available(_) => true,
-        other => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{test}: {}",
-                other.describe()
-            );
-            eprintln!("SKIPPED {test}: {}", other.describe());
-            false
-        }
-    }
-}
-
 fn build_hostile(dir: &Path) -> PathBuf {
     let out = dir.join("hostile");
-    let status = Command::new("cc")
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&out)
-        .arg(HOSTILE_SOURCE)
-        .status()
-        .expect("a C compiler (cc) must be installed");
-    assert!(status.success(), "building the hostile app failed");
+    build_c_app(Path::new(HOSTILE_SOURCE), &out);
     out
 }
 
@@ -96,16 +75,6 @@ fn outputs(server: &Server) -> String {
         .filter(|p| p.is_file())
         .map(|p| fs::read_to_string(p).unwrap_or_default())
         .collect()
-}
-
-/// The hostile apps' report, from their uploaded outputs: what either could do.
-fn report(server: &Server) -> BTreeMap<String, bool> {
-    let text = outputs(server);
-    let mut r = BTreeMap::new();
-    for (k, v) in text.lines().filter_map(|l| l.split_once(' ')) {
-        *r.entry(k.to_owned()).or_insert(false) |= v == "yes";
-    }
-    r
 }
 
 fn table(title: &str, r: &BTreeMap<String, bool>) -> String {
@@ -172,7 +141,7 @@ fn under_ferrite(tmp: &Path, server: &Server, cc_options: &str) -> BTreeMap<Stri
         client.output()
     );
     assert!(!dir.join("planted_by_app.txt").exists() || cc_options.contains("confine"));
-    report(server)
+    testproject::probe_report(server)
 }
 
 #[test]
@@ -254,7 +223,7 @@ fn the_official_client_lets_the_hostile_app_reach_what_ferrite_prevents() {
         std::thread::sleep(Duration::from_secs(3));
     }
     let _ = official.quit();
-    let theirs = report(&server);
+    let theirs = testproject::probe_report(&server);
     eprintln!(
         "{}",
         table("hostile app under the official client:", &theirs)

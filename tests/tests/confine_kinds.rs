@@ -12,26 +12,15 @@ use std::fs;
 use std::io::{Read as _, Write as _};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::testproject::{self, client_dir_in, set_executable, walk, Server};
-use ferrite_e2e::{ferrite_bounded, free_port, gui_rpc, skip, Proc};
-use ferrite_supervise::confine::{self, Support};
+use ferrite_e2e::{build_c_app, ferrite_bounded, free_port, gui_rpc, landlock_or_skip, Proc};
+use ferrite_supervise::confine;
 
 const APP_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/apps/engine_client.c");
-
-fn landlock_or_skip(test: &str) -> bool {
-    match confine::support() {
-        Support::Available(_) => true,
-        other => {
-            skip(test, &other.describe());
-            false
-        }
-    }
-}
 
 /// A stand-in container engine CLI `name` in `dir` that reports `version_line`, runs
 /// hello-world and lists nothing.
@@ -74,33 +63,12 @@ fn engine_socket(path: &Path) -> Arc<AtomicBool> {
     stop
 }
 
-/// The app's report, from its uploaded output: probe → whether it succeeded.
-fn report(server: &Server) -> BTreeMap<String, bool> {
-    let mut r = BTreeMap::new();
-    for p in walk(&server.data.join("results")) {
-        for (k, v) in fs::read_to_string(&p)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-        {
-            r.insert(k.to_owned(), v == "yes");
-        }
-    }
-    r
-}
-
 /// Runs the app as a `docker` plan-class app under ferrited with `engine` (`docker` or
 /// `podman`) as the host's container engine; returns its report and what `ferrite --json
 /// explain` said of its confinement while it ran.
 fn run_container_app(tmp: &Path, engine: &str) -> (BTreeMap<String, bool>, String) {
     let app = tmp.join("engine_client");
-    let status = Command::new("cc")
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&app)
-        .arg(APP_SOURCE)
-        .status()
-        .expect("a C compiler (cc) must be installed");
-    assert!(status.success(), "building the app failed");
+    build_c_app(Path::new(APP_SOURCE), &app);
     let server = Server::start_raw(
         tmp,
         &tmp.join("server"),
@@ -170,7 +138,7 @@ fn run_container_app(tmp: &Path, engine: &str) -> (BTreeMap<String, bool>, Strin
         "{}",
         client.output()
     );
-    (report(&server), reason)
+    (testproject::probe_report(&server), reason)
 }
 
 #[test]
