@@ -436,17 +436,12 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use crate::clock::now;
-    use crate::{cli, logging, Daemon};
+    use crate::{logging, Daemon};
 
     #[test]
     fn skipped_benchmarks_still_set_p_calculated() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..cli::Options::default()
-        };
+        let opts = crate::test_options(dir.path());
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         d.state.host_info.p_calculated = 0.0;
         let t = now();

@@ -574,6 +574,18 @@ pub fn detect_report(opts: &Options) -> anyhow::Result<String> {
     config::detect_report(opts)
 }
 
+/// The options of a unit test's daemon: data directory `dir`, no CPU benchmarks, no GPU
+/// probe.
+#[cfg(test)]
+pub(crate) fn test_options(dir: &std::path::Path) -> cli::Options {
+    cli::Options {
+        dir: Some(dir.to_path_buf()),
+        skip_cpu_benchmarks: true,
+        no_gpus: true,
+        ..cli::Options::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,12 +605,7 @@ mod tests {
              </client_state>\n",
         )
         .expect("state");
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..cli::Options::default()
-        };
+        let opts = crate::test_options(dir.path());
         let d = Daemon::start(opts, logging::init()).expect("daemon");
         let ts = &d.state.time_stats;
         assert!((ts.client_start_time - now()).abs() < 60.0, "{ts:?}");
@@ -611,12 +618,9 @@ mod tests {
     #[test]
     fn a_project_attached_on_the_command_line_has_a_disk_share_at_once() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
+        let opts = crate::cli::Options {
             attach_project: Some(vec!["http://share.example/".to_owned(), "key".to_owned()]),
-            ..cli::Options::default()
+            ..crate::test_options(dir.path())
         };
         let d = Daemon::start(opts, logging::init()).expect("daemon");
         let p = &d.state.projects[0].project;
@@ -627,12 +631,9 @@ mod tests {
     fn project_gui_urls_from_the_account_file_reach_guis() {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = "http://p.example/";
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
+        let opts = crate::cli::Options {
             attach_project: Some(vec![url.to_owned(), "key".to_owned()]),
-            ..cli::Options::default()
+            ..crate::test_options(dir.path())
         };
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         let urls = "<gui_urls>\n<gui_url>\n<name>Forum</name>\n<description>Talk</description>\n\
@@ -664,12 +665,7 @@ mod loop_tests {
     use ferrite_gui_rpc::{PeerInfo, PeerTransport, Request};
 
     fn daemon(dir: &std::path::Path) -> Daemon {
-        let opts = cli::Options {
-            dir: Some(dir.to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..cli::Options::default()
-        };
+        let opts = crate::test_options(dir);
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         d.tick_soon = false;
         d

@@ -308,7 +308,7 @@ pub(crate) fn rec_half_life_secs(days: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::clock::now;
-    use crate::{cli, logging};
+    use crate::logging;
 
     #[test]
     fn cc_config_rec_half_life_days_sets_the_cores_half_life() {
@@ -322,12 +322,7 @@ mod tests {
              </options></cc_config>\n",
         )
         .expect("cc_config");
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..cli::Options::default()
-        };
+        let opts = crate::test_options(dir.path());
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         assert_eq!(d.tasks.scheduler_mut().policy.rec_half_life, 864_000.0);
         // This session's start time, not a saved one.
@@ -340,12 +335,9 @@ mod tests {
     fn the_cores_rec_and_priorities_reach_the_state_and_the_gui() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (a, b) = ("http://a.example/", "http://b.example/");
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
+        let opts = crate::cli::Options {
             attach_project: Some(vec![a.to_owned(), "key".to_owned()]),
-            ..cli::Options::default()
+            ..crate::test_options(dir.path())
         };
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         config::attach_project(dir.path(), &mut d.state, b, "key").expect("attach b");
@@ -409,12 +401,7 @@ mod tests {
     #[tokio::test]
     async fn scheduler_rpc_bytes_count_in_the_daily_transfer_history() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opts = cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..cli::Options::default()
-        };
+        let opts = crate::test_options(dir.path());
         let mut d = Daemon::start(opts, logging::init()).expect("daemon");
         let t = now();
         let http = d.project_http(t).expect("http client");

@@ -328,12 +328,7 @@ mod tests {
     #[test]
     fn the_daemon_shows_a_thermal_hold_in_cc_status_and_suspends_gpu_tasks() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opts = crate::cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..crate::cli::Options::default()
-        };
+        let opts = crate::test_options(dir.path());
         let mut d = crate::Daemon::start(opts, crate::logging::init()).expect("daemon");
         let sys = tempfile::tempdir().expect("sys");
         write_temps(sys.path(), 70_000, 70_000);

@@ -247,12 +247,7 @@ mod tests {
     use crate::Daemon;
 
     fn daemon(dir: &Path) -> Daemon {
-        let opts = crate::cli::Options {
-            dir: Some(dir.to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..crate::cli::Options::default()
-        };
+        let opts = crate::test_options(dir);
         Daemon::start(opts, crate::logging::init()).expect("daemon")
     }
 

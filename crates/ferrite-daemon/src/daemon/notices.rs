@@ -91,11 +91,8 @@ mod tests {
         ] {
             let dir = tempfile::tempdir().expect("tempdir");
             let opts = crate::cli::Options {
-                dir: Some(dir.path().to_path_buf()),
-                skip_cpu_benchmarks: true,
-                no_gpus: true,
                 no_info_fetch,
-                ..crate::cli::Options::default()
+                ..crate::test_options(dir.path())
             };
             let mut d = Daemon::start(opts, crate::logging::init()).expect("daemon");
             d.config.cc.options.dont_contact_ref_site = ref_site;

@@ -392,11 +392,8 @@ mod tests {
     fn daemon_attached_to(url: &str) -> (tempfile::TempDir, Daemon) {
         let dir = tempfile::tempdir().expect("tempdir");
         let opts = crate::cli::Options {
-            dir: Some(dir.path().to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
             attach_project: Some(vec![url.to_owned(), "key".to_owned()]),
-            ..crate::cli::Options::default()
+            ..crate::test_options(dir.path())
         };
         let daemon = Daemon::start(opts, crate::logging::init()).expect("daemon");
         (dir, daemon)

@@ -404,12 +404,7 @@ mod tests {
 
     /// A daemon on a fresh data directory, with no benchmarks and no GPU probe.
     fn daemon_in(dir: &std::path::Path) -> Daemon {
-        let opts = crate::cli::Options {
-            dir: Some(dir.to_path_buf()),
-            skip_cpu_benchmarks: true,
-            no_gpus: true,
-            ..crate::cli::Options::default()
-        };
+        let opts = crate::test_options(dir);
         Daemon::start(opts, crate::logging::init()).expect("daemon")
     }
 
