@@ -148,6 +148,12 @@ impl Server {
         if !args.contains(&"--port") {
             cmd.args(["--port", "0"]);
         }
+        Server::spawn(cmd, data)
+    }
+
+    /// Starts `cmd` (a `ferrite-testproject` command line whose data folder is `data`) and
+    /// waits until it listens.
+    pub fn spawn(cmd: Command, data: &Path) -> Server {
         let mut proc = Proc::spawn(cmd);
         proc.wait_for("listening on http://", Duration::from_secs(30));
         let url = proc

@@ -32,15 +32,7 @@ fn project(dir: &Path, name: &str) -> Server {
         .arg(&input)
         .args(["--fpops-est", FPOPS_EST, "--jobs", "40", "--port", "0"])
         .args(["--app", &format!("{name}app={}", app.display())]);
-    let mut proc = Proc::spawn(cmd);
-    proc.wait_for("listening on http://", Duration::from_secs(30));
-    let url = proc
-        .output()
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:"))
-        .expect("the server prints its URL")
-        .to_owned();
-    Server { proc, url, data }
+    Server::spawn(cmd, &data)
 }
 
 /// Tasks executing now, per project URL, as `get_results` shows them.

@@ -622,19 +622,7 @@ fn a_download_cut_by_a_daemon_restart_resumes_where_it_stopped() {
         .args(["--app", &format!("wc={}", app.display()), "--input"])
         .arg(&big)
         .args(["--jobs", "1", "--fpops-est", "1e8"]);
-    let mut proc = Proc::spawn(cmd);
-    proc.wait_for("listening on http://", Duration::from_secs(30));
-    let url = proc
-        .output()
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:"))
-        .expect("url")
-        .to_owned();
-    let server = Server {
-        proc,
-        url,
-        data: data.clone(),
-    };
+    let server = Server::spawn(cmd, &data);
     let dir = client_dir(tmp.path(), "");
     let prefs = dir.join("global_prefs_override.xml");
     let slow = fs::read_to_string(&prefs).expect("prefs").replace(
