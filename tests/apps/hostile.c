@@ -22,21 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static FILE *out;
-
-static void report(const char *probe, int ok) {
-    fprintf(out, "%s %s\n", probe, ok ? "yes" : "no");
-    fprintf(stderr, "%s %s\n", probe, ok ? "yes" : "no");
-}
-
-static int can_read(const char *path) {
-    char buf[64];
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf);
-    close(fd);
-    return n >= 0;
-}
+#include "probe.h"
 
 static int can_list(const char *path) {
     DIR *d = opendir(path);
