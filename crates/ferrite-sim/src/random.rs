@@ -98,16 +98,21 @@ impl OnOffProcess {
     /// The state at time `t` (non-decreasing across calls).
     pub fn at(&mut self, t: f64) -> bool {
         while self.next_flip <= t {
-            self.up = !self.up;
-            let mean = if self.up {
-                self.up_mean
-            } else {
-                self.down_mean
-            };
-            // Guard against a zero-length period looping forever on a degenerate mean.
-            self.next_flip += exponential(&mut self.rng, mean).max(1e-3);
+            self.flip();
         }
         self.up
+    }
+
+    /// Ends the current period: the state changes and the next period's length is drawn.
+    fn flip(&mut self) {
+        self.up = !self.up;
+        let mean = if self.up {
+            self.up_mean
+        } else {
+            self.down_mean
+        };
+        // Guard against a zero-length period looping forever on a degenerate mean.
+        self.next_flip += exponential(&mut self.rng, mean).max(1e-3);
     }
 
     /// The state as the official emulator samples a project scheduler's availability
@@ -118,13 +123,7 @@ impl OnOffProcess {
     /// up; the period that sample starts may already be over at the attempt after it.
     pub fn at_contact(&mut self, t: f64) -> bool {
         if self.next_flip < t {
-            self.up = !self.up;
-            let mean = if self.up {
-                self.up_mean
-            } else {
-                self.down_mean
-            };
-            self.next_flip += exponential(&mut self.rng, mean).max(1e-3);
+            self.flip();
         }
         self.up
     }
