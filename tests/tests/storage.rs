@@ -270,10 +270,7 @@ fn a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_ag
     let port = free_port();
     let mut p = ferrite_e2e::ferrited_with_gui_rpc(&data, port);
     p.wait_for("entering main loop", T);
-    // The start-up save (the loaded state, brought up to date) is the last good state.
     p.wait_for(STATE_SAVED, T);
-    let good = fs::read_to_string(data.join("client_state.xml")).expect("state");
-
     if !immutable(&data, true) {
         skip(
             "a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_again_by_itself",
@@ -281,6 +278,9 @@ fn a_data_directory_that_turns_unwritable_keeps_the_last_good_state_and_saves_ag
         );
         return;
     }
+    // The state file as it is once nothing can be renamed over it is the last good state
+    // (read after chattr: the running tasks' progress may have been saved again meanwhile).
+    let good = fs::read_to_string(data.join("client_state.xml")).expect("state");
     // A change to save: the volunteer suspends a project.
     let url = load(&data, "client_state.xml").projects[0]
         .project
