@@ -18,7 +18,7 @@ use crate::{config, writer, Daemon};
 /// at the end of each turn and hands the writer's outcomes to [`save_done`](Self::save_done).
 #[derive(Debug)]
 pub(crate) struct Persistence {
-    store: StateStore,
+    pub(crate) store: StateStore,
     /// Writes the state file on its own thread once the main loop runs.
     writer: Option<writer::StateWriter>,
     /// Outcomes of the writer's saves.
