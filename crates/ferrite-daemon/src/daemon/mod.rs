@@ -5,6 +5,7 @@
 
 mod acct_mgr;
 mod notices;
+mod persist;
 mod setup;
 mod trickle;
 mod web;
