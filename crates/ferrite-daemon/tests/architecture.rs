@@ -215,6 +215,7 @@ fn the_control_cli_never_links_the_scheduling_core() {
 const PARTS_WITHOUT_DAEMON: &[&str] = &[
     "acct_mgr.rs",
     "notices.rs",
+    "persist.rs",
     "setup.rs",
     "trickle.rs",
     "turn.rs",
