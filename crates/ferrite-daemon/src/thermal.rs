@@ -261,10 +261,10 @@ impl ThermalWatch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn write_temps(root: &std::path::Path, cpu_milli: i64, gpu_milli: i64) {
+    pub(crate) fn write_temps(root: &std::path::Path, cpu_milli: i64, gpu_milli: i64) {
         let cpu = root.join("class/hwmon/hwmon1");
         let gpu = root.join("class/hwmon/hwmon3");
         std::fs::create_dir_all(&cpu).expect("mkdir");
