@@ -7,5 +7,6 @@ mod acct_mgr;
 mod notices;
 mod persist;
 mod setup;
+mod thermal;
 mod trickle;
 mod web;
