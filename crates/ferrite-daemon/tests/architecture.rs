@@ -217,6 +217,7 @@ const PARTS_WITHOUT_DAEMON: &[&str] = &[
     "notices.rs",
     "persist.rs",
     "setup.rs",
+    "thermal.rs",
     "trickle.rs",
     "turn.rs",
     "web",
