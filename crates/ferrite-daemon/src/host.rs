@@ -25,22 +25,22 @@ pub(crate) struct HostWatch {
     /// When to look for GPUs again (no driver answered yet).
     pub(crate) gpu_retry_at: Option<f64>,
     /// The last GPU probe's note ("No NVIDIA GPU: …"), logged only when it changes.
-    gpu_note: Option<String>,
+    pub(crate) gpu_note: Option<String>,
     /// The used devices of each GPU type, from the last GPU probe.
     pub(crate) gpu_instances: BTreeMap<String, Vec<ferrite_hostinfo::GpuInstance>>,
     /// The CPU benchmarks are running on a blocking thread.
     pub(crate) benchmarks_running: bool,
     /// User input, battery, exclusive apps and other programs' CPU load.
-    activity: ActivityMonitor,
+    pub(crate) activity: ActivityMonitor,
     /// The CPU and GPU temperature limits.
     pub(crate) thermal: ThermalWatch,
     /// Wall time the daemon started (for `start_delay`).
     pub(crate) started_at: f64,
     /// Next refresh of the disk figures kept in the state (projects' `disk_usage`, the
     /// host's free space).
-    next_usage_refresh: f64,
+    pub(crate) next_usage_refresh: f64,
     /// Other programs' CPU load against `suspend_cpu_usage`, with hysteresis.
-    cpu_load: ferrite_sched::suspend::CpuLoadWatch,
+    pub(crate) cpu_load: ferrite_sched::suspend::CpuLoadWatch,
     /// Next look at whether the CPU benchmarks are due.
     pub(crate) next_bench_check: f64,
     /// Why computing (all of it, then GPU computing only) is suspended, as last decided.
@@ -72,7 +72,7 @@ pub(crate) const GPU_REPROBE_SECS: f64 = 120.0;
 /// `ferrite_hostinfo::gpu_child::GPU_SCAN_ARG`), so that no driver is ever loaded into the
 /// daemon; a child that crashes or hangs gives no GPU, and the probe's note
 /// (`GPU detection failed: …`) is logged.
-fn probe_gpus(det: &HostDetector) -> ferrite_hostinfo::GpuProbe {
+pub(crate) fn probe_gpus(det: &HostDetector) -> ferrite_hostinfo::GpuProbe {
     let exe = Path::new("/proc/self/exe");
     det.probe_gpus_in_child(exe, ferrite_hostinfo::gpu_child::timeout_from_env())
 }
