@@ -4,6 +4,7 @@
 //! methods take what they read as arguments and return what the glue must do.
 
 mod acct_mgr;
+mod host;
 mod notices;
 mod persist;
 mod setup;
