@@ -1,7 +1,7 @@
 //! Temperature limits: the sensors read once a second while a limit is set
 //! (`ferrite_hostinfo::thermal`), turned into a CPU share and a GPU hold by
 //! `ferrite_sched::thermal`, and carried out by the CPU throttle (`throttle.rs`) and the GPU
-//! suspend decision (`host.rs`).
+//! suspend decision (`daemon/host.rs`).
 //!
 //! The preferences are Ferrite's extensions `ferrite_cpu_temp_limit` and
 //! `ferrite_gpu_temp_limit` (°C, 0 = none). Sensors are read under `FERRITE_SYS_ROOT` (default
