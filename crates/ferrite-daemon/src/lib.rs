@@ -31,7 +31,6 @@ pub mod memory;
 pub mod messages;
 pub mod metrics;
 pub mod notices;
-mod pass;
 mod persist;
 pub mod project_files;
 pub mod projects;

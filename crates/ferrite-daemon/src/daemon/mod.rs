@@ -6,6 +6,7 @@
 mod acct_mgr;
 mod host;
 mod notices;
+mod pass;
 mod persist;
 mod setup;
 mod thermal;
