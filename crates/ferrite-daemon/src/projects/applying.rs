@@ -24,23 +24,23 @@ pub(crate) const REPLY_BATCH: usize = 1_000;
 /// the end of the scheduler operation needs.
 #[derive(Debug)]
 pub(crate) struct Applying {
-    pub(super) url: String,
-    pub(super) reason: RpcReason,
-    pub(super) sent: Option<ferrite_sched::WorkRequest>,
+    pub(crate) url: String,
+    pub(crate) reason: RpcReason,
+    pub(crate) sent: Option<ferrite_sched::WorkRequest>,
     /// The reply's `request_delay` (0 when none).
-    pub(super) request_delay: f64,
+    pub(crate) request_delay: f64,
     /// The notices of the project's scheduler may be withdrawn (the reply sent none).
-    pub(super) withdraw_notices: bool,
+    pub(crate) withdraw_notices: bool,
     /// The outcome of the reply and of the batches applied so far.
-    pub(super) outcome: ApplyOutcome,
+    pub(crate) outcome: ApplyOutcome,
     held_back: VecDeque<TaskBatch>,
     /// When the reply arrived (every batch's tasks are received then).
-    pub(super) t: f64,
+    pub(crate) t: f64,
 }
 
 impl Applying {
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
+    pub(crate) fn new(
         url: &str,
         reason: RpcReason,
         sent: Option<ferrite_sched::WorkRequest>,
