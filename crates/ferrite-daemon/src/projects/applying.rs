@@ -33,7 +33,7 @@ pub(crate) struct Applying {
     pub(crate) withdraw_notices: bool,
     /// The outcome of the reply and of the batches applied so far.
     pub(crate) outcome: ApplyOutcome,
-    held_back: VecDeque<TaskBatch>,
+    pub(crate) held_back: VecDeque<TaskBatch>,
     /// When the reply arrived (every batch's tasks are received then).
     pub(crate) t: f64,
 }
