@@ -119,7 +119,7 @@ pub struct Daemon {
     // Host watching (`host.rs`, its glue in `daemon/host.rs`).
     /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
     host: host::HostWatch,
-    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
+    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`; their glue in `daemon/`).
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
     /// The account manager in use and its sync clock.
