@@ -16,7 +16,7 @@ use crate::{config, Daemon};
 impl Daemon {
     /// `network_available` ("retry pending transfers"): every project and transfer backoff
     /// ends now.
-    pub(super) fn rpc_network_available(&mut self, t: f64) -> String {
+    pub(crate) fn rpc_network_available(&mut self, t: f64) -> String {
         for p in &mut self.state.projects {
             p.project.min_rpc_time = 0.0;
         }
@@ -27,7 +27,7 @@ impl Daemon {
     }
 
     /// `lookup_account`, `create_account`: the attach wizard's web RPC to the project.
-    pub(super) fn rpc_account(&mut self, kind: WebRpcKind, a: &AccountIn) -> String {
+    pub(crate) fn rpc_account(&mut self, kind: WebRpcKind, a: &AccountIn) -> String {
         if a.url.trim().is_empty() || a.email_addr.is_empty() || a.passwd_hash.is_empty() {
             return reply::error("missing URL, email address, or password");
         }
@@ -50,7 +50,7 @@ impl Daemon {
     }
 
     /// `get_project_config`: the project's configuration, fetched for the attach wizard.
-    pub(super) fn rpc_get_project_config(&mut self, url: &str) -> String {
+    pub(crate) fn rpc_get_project_config(&mut self, url: &str) -> String {
         if url.trim().is_empty() {
             return reply::error("no url");
         }
@@ -58,7 +58,7 @@ impl Daemon {
         self.start_web_rpc(WebRpcKind::ProjectConfig, url)
     }
 
-    pub(super) fn rpc_project_op(&mut self, op: ProjectAction, url: &str, t: f64) -> String {
+    pub(crate) fn rpc_project_op(&mut self, op: ProjectAction, url: &str, t: f64) -> String {
         let p = match named_project(&mut self.state, url) {
             Ok(ps) => &mut ps.project,
             Err(e) => return e,
@@ -124,7 +124,7 @@ impl Daemon {
         reply::SUCCESS.to_owned()
     }
 
-    pub(super) fn rpc_file_transfer_op(
+    pub(crate) fn rpc_file_transfer_op(
         &mut self,
         op: FileTransferAction,
         url: &str,
@@ -158,7 +158,7 @@ impl Daemon {
     /// `project_attach`: the name the caller gives (the Manager's, from the project's
     /// configuration) is the project's name until a scheduler reply gives one, as in the
     /// official client.
-    pub(super) fn rpc_project_attach(
+    pub(crate) fn rpc_project_attach(
         &mut self,
         url: &str,
         key: &str,
