@@ -594,12 +594,12 @@ fn pending_transfer_positions(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ferrite_gui_rpc::Request;
     use ferrite_proto::client_state::{FileInfo, FileRef, ResultState, TaskResult, Workunit};
 
-    fn daemon() -> (tempfile::TempDir, Daemon) {
+    pub(crate) fn daemon() -> (tempfile::TempDir, Daemon) {
         let dir = tempfile::tempdir().expect("tempdir");
         let opts = crate::cli::Options {
             attach_project: Some(vec!["http://p.example/".to_owned(), "key".to_owned()]),
