@@ -10,6 +10,7 @@
 //! ([`crate::run_modes`]) among them.
 
 mod body;
+mod file_transfers;
 mod projects;
 mod result_heads;
 pub(crate) mod route;
