@@ -9,7 +9,8 @@ CARGO_* variables cargo gives a test. Each binary's output goes to a file of its
 printed whole when it ends, so the log reads like cargo's. The real-server binaries
 (tests/tests/real_server*.rs) run four tests at a time each (their tests wait on a server
 instance of their own) and at most SERVER_JOBS of them at once (each test brings up MariaDB
-and Apache). The doc tests run last, through cargo. Like --no-fail-fast, every binary runs
+and Apache). The doc tests run last, through cargo, and after them the few binaries of ALONE,
+each with the machine to itself. Like --no-fail-fast, every binary runs
 whatever another's result; the exit status is 1 when any failed, 101 when the build failed.
 
     run_binaries.py [--jobs N] [--server-jobs M] [--only PKG/TARGET,...]
@@ -62,6 +63,13 @@ SLOW_FIRST = [
     "ferrite-e2e/netfaults",  # 26
     "ferrite-e2e/demo",  # 25
 ]
+
+# The binaries that run with the machine to themselves, after all the others (the ARM cross
+# builds may still run beside them, at a lower priority). finishing: its busy-finish test
+# tells an app that spins through boinc_finish's wait from an idle one by the share of CPU
+# time it gets; with three other binaries' daemons and apps beside it, the spinner may get
+# less than that share and pass for idle.
+ALONE = {"ferrite-e2e/finishing"}
 
 RESULT = re.compile(
     r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored;", re.MULTILINE
@@ -129,6 +137,10 @@ def cargo_env(pkg, target, exe, target_dir):
     env["CARGO_PKG_REPOSITORY"] = pkg.get("repository") or ""
     env["CARGO_PKG_LICENSE"] = pkg.get("license") or ""
     env["CARGO_PKG_RUST_VERSION"] = pkg.get("rust_version") or ""
+    # `cargo test --workspace --no-run` built every binary of the workspace: the e2e tests'
+    # `bin()` need not run `cargo build` (which would compile the dependencies again, with
+    # the features of a build rather than a test).
+    env["FERRITE_E2E_BINS_BUILT"] = "1"
     env["CARGO_CRATE_NAME"] = target["name"].replace("-", "_")
     if "test" in target["kind"]:
         env["CARGO_TARGET_TMPDIR"] = os.path.join(target_dir, "tmp")
@@ -172,7 +184,7 @@ def jobs_of(root, artifacts):
             Job(key, title, argv, cwd, cargo_env(pkg, target, exe, target_dir), server)
         )
     order = {k: i for i, k in enumerate(SLOW_FIRST)}
-    jobs.sort(key=lambda j: (order.get(j.key, len(order)), j.key))
+    jobs.sort(key=lambda j: (j.key in ALONE, order.get(j.key, len(order)), j.key))
     # The doc tests last: cargo compiles each one (it holds the build lock meanwhile).
     jobs.append(
         Job(
@@ -182,6 +194,8 @@ def jobs_of(root, artifacts):
             root, dict(os.environ), False,
         )
     )
+    # Those that run alone, at the very end.
+    jobs.sort(key=lambda j: j.key in ALONE)
     return jobs
 
 
@@ -256,10 +270,12 @@ def main():
         while pending or running:
             servers = sum(1 for j in running if j.server)
             while len(running) < args.jobs:
+                if any(j.key in ALONE for j in running):
+                    break
                 nxt = next(
                     (j for j in pending if not j.server or servers < args.server_jobs), None
                 )
-                if nxt is None:
+                if nxt is None or (nxt.key in ALONE and running):
                     break
                 pending.remove(nxt)
                 start(nxt, logdir)
