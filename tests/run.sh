@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Ferrite's test command: sets up what the tests need, then runs the whole test suite.
 #
-#   tests/run.sh                   every test of the workspace (as cargo test --workspace, with
-#                                  the real-server tests last, four at a time) and, beside
-#                                  those, the ARM cross builds and emulated checks (tests/cross.sh)
+#   tests/run.sh                   every test of the workspace (as cargo test --workspace, its
+#                                  test binaries several at a time: tests/run_binaries.py) and,
+#                                  beside those, the ARM cross builds and emulated checks
+#                                  (tests/cross.sh)
 #   tests/run.sh -p ferrite-ctl    arguments go to `cargo test` (then without --workspace)
 #   tests/run.sh --check-peers     only says which Debian peers are missing
 #
@@ -16,8 +17,8 @@
 # apt-get, under a policy-rc.d that keeps apt from starting their services. Run as another
 # user, it prints the apt-get line that installs what is missing and runs the suite anyway:
 # a test whose peer is missing is skipped with a SKIPPED line (under CI=true it fails
-# instead), and every skip is listed at the end. `cargo test` runs with --no-fail-fast, so
-# one failing test binary does not hide the others; the exit status is cargo's.
+# instead), and every skip is listed at the end. Every test binary runs whatever the others'
+# results (as cargo's --no-fail-fast); the exit status is non-zero when any test failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
