@@ -266,6 +266,13 @@ impl Daemon {
         if let Some(x) = thermal.explain_xml() {
             out.push_str(&x);
         }
+        // cc_config `ferrite_checkpoint_grace`: how long a running task may go on to its next
+        // checkpoint when computing is suspended for a reason that can wait (0: off).
+        let _ = writeln!(
+            out,
+            "<checkpoint_grace>{:.0}</checkpoint_grace>",
+            self.tasks.checkpoint_grace.max(0.0)
+        );
         // Whether apps are confined (Landlock): the kernel's say, then each running app's.
         let _ = writeln!(
             out,
@@ -297,9 +304,15 @@ impl Daemon {
             let (decision, reason) = if self.tasks.suspending_at_checkpoint(key) {
                 (
                     "run",
-                    "suspending at checkpoint: computing is suspended; it runs on to its next \
-                     checkpoint, then it is suspended"
-                        .to_owned(),
+                    format!(
+                        "suspending at checkpoint: {} is suspended; it runs on to its next \
+                         checkpoint, then it is suspended",
+                        if self.host.suspended.0.is_some() {
+                            "computing"
+                        } else {
+                            "GPU computing"
+                        }
+                    ),
                 )
             } else if let Some(e) = pass.run.run.iter().find(|e| e.job == job.id) {
                 ("run", e.reason.describe())
