@@ -1,8 +1,9 @@
 //! Tasks in their finishing wait. The BOINC API's `boinc_finish` prints "called
 //! boinc_finish(N)" to the slot's `stderr.txt`, then sleeps two seconds (so the timer thread
 //! can send the final status) before it writes `boinc_finish_called` and exits. During that
-//! sleep the task needs no CPU: once the line is there and the process's CPU time stops
-//! growing, the task is marked finishing and the core counts its CPU as free
+//! sleep the task needs no CPU: once the line is there and the process stops asking for CPU
+//! (its threads' time on a CPU and waiting for one, `/proc/PID/task/*/schedstat`, stops
+//! growing), the task is marked finishing and the core counts its CPU as free
 //! ([`ferrite_sched::Job::finishing`]), so the next task starts while this one exits. Its slot
 //! stays taken and its exit is handled as any other. Should its CPU time grow again, it is no
 //! longer finishing and gets its CPU back.
@@ -18,7 +19,7 @@ use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ferrite_supervise::procinfo::ProcStat;
+use ferrite_supervise::procinfo::{cpu_demand_seconds, ProcStat};
 use ferrite_supervise::slot::STDERR_FILE;
 use ferrite_supervise::TaskState;
 use tracing::info;
@@ -180,7 +181,11 @@ impl FinishWatch {
             return self.judge(now, running, endgame, false, None);
         }
         let called = self.called_finish || self.scan_stderr(&l.task.config().slot_dir);
-        let cpu = ProcStat::read(l.task.pid()).map(|s| s.cpu_seconds());
+        // The time its threads were running or waiting to run: on a loaded machine a busy
+        // app may get too little CPU in a window to look busy by its CPU time alone. Where
+        // the kernel keeps no such figures, its CPU time.
+        let pid = l.task.pid();
+        let cpu = cpu_demand_seconds(pid).or_else(|| ProcStat::read(pid).map(|s| s.cpu_seconds()));
         self.judge(now, running, endgame, called, cpu)
     }
 

@@ -99,6 +99,36 @@ pub fn scan_all() -> Vec<ProcStat> {
         .collect()
 }
 
+/// Seconds a process's threads spent on a CPU plus waiting for one on a run queue
+/// (`/proc/PID/task/*/schedstat`, whose first two fields are those times in nanoseconds).
+/// A sleeping process accrues neither; a busy one accrues one or the other however loaded the
+/// machine is, so its growth tells a process that wants no CPU from one that gets little.
+/// `None` when the process is gone or the kernel keeps no such figures.
+pub fn cpu_demand_seconds(pid: i32) -> Option<f64> {
+    let dir = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut ns: u64 = 0;
+    let mut any = false;
+    for entry in dir.flatten() {
+        let Ok(text) = fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(t) = parse_schedstat(&text) {
+            ns = ns.saturating_add(t);
+            any = true;
+        }
+    }
+    any.then(|| ns as f64 / 1e9)
+}
+
+/// The time on a CPU plus the time waiting on a run queue, in nanoseconds, of one
+/// `schedstat` line (`on-cpu wait timeslices`).
+pub fn parse_schedstat(line: &str) -> Option<u64> {
+    let mut f = line.split_whitespace().map(|s| s.parse::<u64>().ok());
+    let on_cpu = f.next()??;
+    let waiting = f.next()??;
+    Some(on_cpu.saturating_add(waiting))
+}
+
 /// Kernel clock ticks per second.
 pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.
@@ -292,6 +322,52 @@ mod tests {
         assert_eq!(me.pid, std::process::id() as i32);
         assert!(me.rss_pages > 0);
         assert!(me.vsize >= me.rss_pages * page_size());
+    }
+
+    #[test]
+    fn schedstat_counts_time_on_a_cpu_and_time_waiting_for_one() {
+        assert_eq!(parse_schedstat("1500 2500 7\n"), Some(4000));
+        assert_eq!(parse_schedstat("1500\n"), None, "no run-queue figure");
+        assert_eq!(parse_schedstat("x 1 2"), None);
+    }
+
+    #[test]
+    fn a_spinning_thread_demands_cpu_and_a_sleeping_process_does_not() {
+        let me = std::process::id() as i32;
+        let before = cpu_demand_seconds(me).expect("this kernel keeps schedstat");
+        let spin_until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        let mut x = 0u64;
+        while std::time::Instant::now() < spin_until {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = cpu_demand_seconds(me).expect("still readable");
+        // 200 ms of wall-clock time spent runnable: on a CPU or waiting for one.
+        assert!(after - before >= 0.15, "{before} -> {after}");
+
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        // Once it sleeps (its start-up done) it demands nothing more.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while ProcStat::read(pid).is_none_or(|p| p.state != 'S') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never slept"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let first = cpu_demand_seconds(pid).expect("the child's figures");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let second = cpu_demand_seconds(pid).expect("the child's figures");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            second - first < 0.05,
+            "a sleeping process: {first} -> {second}"
+        );
+        assert_eq!(cpu_demand_seconds(pid), None, "gone once reaped");
     }
 
     #[test]
