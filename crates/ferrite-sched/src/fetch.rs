@@ -61,6 +61,12 @@ pub const REPORT_WAIT_MIN_QUEUE: f64 = 1.5 * IDLE_RETRY_INTERVAL;
 pub const REPORT_WAIT_ROOM_JOBS: f64 = 3.0;
 /// Report this long before the deadline (`REPORT_DEADLINE_CUSHION`).
 pub const REPORT_DEADLINE_CUSHION: f64 = 86400.0;
+/// On a host whose client runs less than this fraction of the time (`time_stats` `on_frac`),
+/// no report due by its deadline ([`hold_reports`]) is held past BOINC's own
+/// [`MAX_REPORT_DELAY`] after its job completed: a held report goes only while the client
+/// runs, and on such a host the client often stops during the hold and stays off past the
+/// deadline (see [`report_hold_limit`]).
+pub const REPORT_HOLD_MIN_ON_FRAC: f64 = 0.5;
 
 /// Persistent fetch state of one project (kept by the [`crate::Scheduler`]).
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -1017,6 +1023,30 @@ pub fn report_wait_limit(job: &crate::model::Job) -> Time {
     }
 }
 
+/// How long after its completion a report due by its deadline may be held at most on this host:
+/// [`MAX_REPORT_HOLD`], or BOINC's [`MAX_REPORT_DELAY`] on a host whose client runs less than
+/// [`REPORT_HOLD_MIN_ON_FRAC`] of the time (a report held there is often caught by an off
+/// period that outlasts its deadline).
+pub fn report_hold_limit(world: &World) -> f64 {
+    if world.time_stats.on_frac < REPORT_HOLD_MIN_ON_FRAC {
+        MAX_REPORT_DELAY
+    } else {
+        MAX_REPORT_HOLD
+    }
+}
+
+/// [`report_wait_limit`] on this host: never later than [`report_hold_limit`] after the
+/// job completed.
+pub fn report_wait_limit_on(world: &World, job: &crate::model::Job) -> Time {
+    let limit = report_wait_limit(job);
+    match job.state {
+        JobState::Finished { completed_time, .. } => {
+            limit.min(completed_time + report_hold_limit(world))
+        }
+        _ => limit,
+    }
+}
+
 /// Until when the report `r` waits (see [`hold_reports`]); `None`: it goes now.
 fn report_waits(c: &Ctx, now: Time, r: &ReportDue) -> Option<Time> {
     let p = r.project.index();
@@ -1034,7 +1064,7 @@ fn report_waits(c: &Ctx, now: Time, r: &ReportDue) -> Option<Time> {
                 }
             )
         })
-        .map(report_wait_limit)
+        .map(|j| report_wait_limit_on(c.world, j))
         .fold(f64::INFINITY, f64::min);
     if now >= until {
         return None;
@@ -1114,7 +1144,8 @@ fn joins_next_finish(world: &World, now: Time, p: usize, ready: &[usize]) -> boo
 /// Whether the finished jobs `ready` of project `p`, due only because one completed over
 /// [`MAX_REPORT_DELAY`] ago (no report deadline within `cushion`), can wait for a running job
 /// of the same project estimated to finish within [`MAX_REPORT_HOLD`] of the oldest one's
-/// completion and before any of their deadlines comes within `cushion`.
+/// completion and before any of their deadlines comes within `cushion` (on a host that is off
+/// most of the time too: those deadlines are more than a day away).
 fn holds_for_next_finish(
     world: &World,
     now: Time,

@@ -87,8 +87,9 @@ pub mod wake;
 pub use error::SchedError;
 pub use fetch::{
     FetchBlock, FetchDecision, FetchRule, HeldReport, ReportDue, ReportRule, ResourceRequest,
-    RpcReason, WorkRequest, IDLE_RETRY_INTERVAL, MAX_REPORT_HOLD, REPORT_WAIT_MARGIN,
-    REPORT_WAIT_MIN_QUEUE, REPORT_WAIT_ROOM_JOBS, RR_WAIT_ROOM_JOBS,
+    RpcReason, WorkRequest, IDLE_RETRY_INTERVAL, MAX_REPORT_DELAY, MAX_REPORT_HOLD,
+    REPORT_HOLD_MIN_ON_FRAC, REPORT_WAIT_MARGIN, REPORT_WAIT_MIN_QUEUE, REPORT_WAIT_ROOM_JOBS,
+    RR_WAIT_ROOM_JOBS,
 };
 pub use gpu_control::GpuControl;
 pub use model::*;

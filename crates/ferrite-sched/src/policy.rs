@@ -33,6 +33,11 @@ pub struct Policy {
     /// device (1 s per resource, every instance), and never again once work was had or
     /// requested (for runs that end with `--exit_when_idle`).
     pub fetch_minimal_work: bool,
+    /// Give up doomed jobs (never started, and estimated to finish after their deadline even
+    /// if started now: [`crate::runlist::is_doomed`]) instead of running them. `false` with
+    /// `--cpu_sched_rr_only`: as in the official client, every job runs in its turn, late or
+    /// not (an estimate is only an estimate: some of them still make it).
+    pub abort_doomed: bool,
 }
 
 impl Default for Policy {
@@ -45,15 +50,18 @@ impl Default for Policy {
             max_accounting_gap: 120.0,
             finish_if_nearly_done_frac: 0.1,
             fetch_minimal_work: false,
+            abort_doomed: true,
         }
     }
 }
 
 impl Policy {
-    /// The emulator's `--cpu_sched_rr_only`: no EDF for endangered jobs.
+    /// The emulator's `--cpu_sched_rr_only`: no EDF for endangered jobs, and doomed jobs run
+    /// in their turn.
     pub fn rr_only() -> Self {
         Policy {
             edf: false,
+            abort_doomed: false,
             ..Policy::default()
         }
     }

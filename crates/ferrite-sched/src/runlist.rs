@@ -17,7 +17,8 @@
 //!    deadline first, as the simulation assumes ([`crate::rrsim::project_order`]).
 //!
 //! Doomed jobs (never started, and too long to finish by their deadline even if started now)
-//! are not run; [`doomed`] lists them for the caller to abort.
+//! are not run; [`doomed`] lists them for the caller to abort. Without
+//! [`Policy::abort_doomed`] (`--cpu_sched_rr_only`) they are ordinary jobs and run in turn.
 //!
 //! Admission rules (the "documented rules" the property tests check):
 //! - CPU: a job (CPU job or GPU job's feeder CPUs) is admitted only while the CPUs already
@@ -429,7 +430,7 @@ pub struct RunInputs<'a> {
 /// Build the run list at `now` and decide preemptions: per resource (coprocessors first, the
 /// CPU last) the admission steps of the module's order, then the preemptions.
 pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
-    let per_res = candidates(world, now);
+    let per_res = candidates(world, now, inp.policy);
     let mut b = Builder::new(world, now, inp);
     let nr = world.n_resources();
     for r in (1..nr).chain(std::iter::once(0)) {
@@ -456,15 +457,16 @@ pub fn build(world: &World, now: Time, inp: &RunInputs<'_>) -> RunDecision {
     b.finish()
 }
 
-/// The jobs that may run at `now`, per resource, in job order.
-fn candidates(world: &World, now: Time) -> Vec<Vec<usize>> {
+/// The jobs that may run at `now`, per resource, in job order (doomed jobs only when the
+/// policy does not give them up).
+fn candidates(world: &World, now: Time, policy: &Policy) -> Vec<Vec<usize>> {
     let candidate = |i: usize| {
         let j = &world.jobs[i];
         j.state.is_unfinished()
             && j.runnable
             && !j.suspended
             && !world.projects[j.project.index()].suspended
-            && !is_doomed(world, i, now)
+            && !(policy.abort_doomed && is_doomed(world, i, now))
     };
     let mut per_res: Vec<Vec<usize>> = vec![Vec::new(); world.n_resources()];
     for i in (0..world.jobs.len()).filter(|&i| candidate(i)) {

@@ -36,7 +36,8 @@ pub struct PassOutput {
     /// When the next pass is due at the latest.
     pub next_wakeup: Time,
     /// Unstarted jobs that can no longer meet their deadline: abort them (and report them);
-    /// the run list leaves them out ([`runlist::doomed`]).
+    /// the run list leaves them out ([`runlist::doomed`]). Empty without
+    /// [`Policy::abort_doomed`]: such jobs then run in their turn.
     pub abort: Vec<JobId>,
 }
 
@@ -267,6 +268,16 @@ impl Scheduler {
         fetch::hold_reports(world, now, sim, &prio, &self.fetch_state, &self.policy, due).0
     }
 
+    /// The jobs to give up at `now`: the doomed ones ([`runlist::doomed`]) when the policy
+    /// gives them up ([`Policy::abort_doomed`]), else none.
+    pub fn doomed(&self, world: &World, now: Time) -> Vec<JobId> {
+        if self.policy.abort_doomed {
+            runlist::doomed(world, now)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// One full pass: accounting, simulation, run list, fetch decision, reports, next wakeup.
     pub fn pass(&mut self, world: &World, now: Time) -> PassOutput {
         self.account(world, now);
@@ -287,7 +298,7 @@ impl Scheduler {
             reports,
         );
         let next_wakeup = self.next_wakeup(world, now);
-        let abort = runlist::doomed(world, now);
+        let abort = self.doomed(world, now);
         PassOutput {
             sim,
             run,
@@ -390,7 +401,7 @@ impl Scheduler {
             {
                 consider(completed_time + fetch::MAX_REPORT_DELAY);
                 // A report held for the project's next RPC goes at the latest then.
-                consider(fetch::report_wait_limit(j));
+                consider(fetch::report_wait_limit_on(world, j));
             }
         }
         for s in &self.fetch_state {

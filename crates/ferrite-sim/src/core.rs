@@ -256,7 +256,7 @@ impl ClientPolicy for CorePolicy {
 
     fn abort_doomed(&mut self, now: f64, jobs: &mut [Job]) -> usize {
         self.mirror_cached(now, jobs);
-        let doomed = fs::runlist::doomed(&self.world, now);
+        let doomed = self.sched.doomed(&self.world, now);
         for id in &doomed {
             if let Some(i) = self.index(*id) {
                 jobs[i].state = JobState::Aborted(now);

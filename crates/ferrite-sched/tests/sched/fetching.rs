@@ -887,3 +887,38 @@ fn a_report_that_would_bring_little_work_waits_for_the_next_rpc() {
     let out = s.pass(&w, now);
     assert_eq!(out.reports.len(), 1);
 }
+
+/// On a host whose client runs less than half the time, a report due by its deadline is not
+/// held past BOINC's hour after its completion: the client may stop during a longer hold and
+/// stay off past the deadline. On a host on more of the time it waits up to `MAX_REPORT_HOLD`.
+#[test]
+fn a_part_time_host_holds_a_report_at_most_an_hour() {
+    let completed = T0 + 100.0;
+    let now = completed + MAX_REPORT_DELAY + 60.0;
+    let (mut w, p) = short_deadline_world(14);
+    // Due in 20 hours: only the four hours after completion limit the wait.
+    w.jobs[0].report_deadline = T0 + 20.0 * H;
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert!(out.reports.is_empty(), "{:?}", out.reports);
+    assert_eq!(out.held_reports.len(), 1, "{:?}", out.held_reports);
+    assert_eq!(out.held_reports[0].until, completed + MAX_REPORT_HOLD);
+
+    w.time_stats.on_frac = 0.6;
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert_eq!(out.held_reports.len(), 1, "{:?}", out.held_reports);
+    assert_eq!(out.held_reports[0].until, completed + MAX_REPORT_HOLD);
+
+    w.time_stats.on_frac = 0.4;
+    assert_eq!(
+        fetch::report_wait_limit_on(&w, &w.jobs[0]),
+        completed + MAX_REPORT_DELAY
+    );
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert!(out.held_reports.is_empty(), "{:?}", out.held_reports);
+    assert_eq!(out.reports.len(), 1);
+    assert_eq!(out.reports[0].project, p);
+    assert_eq!(out.reports[0].rule, ReportRule::DeadlineNear);
+}

@@ -382,6 +382,34 @@ fn doomed_unstarted_job_is_aborted_not_run() {
     );
 }
 
+/// Without deadline promotion (`--cpu_sched_rr_only`) a doomed job is not given up: as in the
+/// official client it runs in its turn (its estimate may be wrong, and it still may make it).
+#[test]
+fn rr_only_runs_a_doomed_job_in_its_turn() {
+    let (mut w, va, _) = two_projects();
+    w.host.ncpus = 2;
+    let now = T0;
+    w.add_job(Job::new(
+        JobId(1),
+        ProjectId(0),
+        va,
+        2.0 * 3600.0 * 1e9,
+        now,
+        now + 3600.0,
+    ));
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, now);
+    assert_eq!(out.abort, vec![JobId(1)]);
+    assert!(out.run.run.is_empty(), "{:?}", out.run.run);
+
+    let mut s = Scheduler::new(Policy::rr_only());
+    assert!(s.doomed(&w, now).is_empty());
+    let out = s.pass(&w, now);
+    assert!(out.abort.is_empty(), "{:?}", out.abort);
+    let run: Vec<JobId> = out.run.run.iter().map(|e| e.job).collect();
+    assert_eq!(run, vec![JobId(1)]);
+}
+
 /// BOINC's cc_config `<prioritize_gpu>` puts GPU jobs ahead of deadline-endangered CPU jobs;
 /// Ferrite's core always does (GPU jobs commit their CPU first), with or without the option.
 #[test]
