@@ -104,6 +104,35 @@ static int abstract_socket(const char *name) {
     return ok;
 }
 
+/* The PID of the other copy of this app (same command name, another PID), polled for up to
+ * 20 s (under a client that runs the copies one after the other there is none); 0 if none. */
+static int other_copy(void) {
+    char me[64] = "", path[64], comm[64];
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (!f) return 0;
+    if (!fgets(me, sizeof me, f)) me[0] = 0;
+    fclose(f);
+    for (int tries = 0; tries < 200; tries++) {
+        DIR *d = opendir("/proc");
+        if (!d) return 0;
+        struct dirent *e;
+        int found = 0;
+        while (!found && (e = readdir(d))) {
+            int pid = atoi(e->d_name);
+            if (pid <= 0 || pid == (int)getpid()) continue;
+            snprintf(path, sizeof path, "/proc/%d/comm", pid);
+            FILE *c = fopen(path, "r");
+            if (!c) continue;
+            if (fgets(comm, sizeof comm, c) && strcmp(comm, me) == 0) found = pid;
+            fclose(c);
+        }
+        closedir(d);
+        if (found) return found;
+        usleep(100000);
+    }
+    return 0;
+}
+
 int main(void) {
     char path[4096], project[1024], cwd[4096];
     out = fopen("out", "w");
@@ -146,6 +175,10 @@ int main(void) {
     report("list_home", home && can_list(home));
     snprintf(path, sizeof path, "/proc/%d/environ", (int)getppid());
     report("read_client_environ", can_read(path));
+    int copy = other_copy();
+    report("other_app_running", copy > 0);
+    snprintf(path, sizeof path, "/proc/%d/environ", copy);
+    report("read_other_app_environ", copy > 0 && can_read(path));
     snprintf(path, sizeof path, "/proc/%d/mem", (int)getppid());
     int mem = open(path, O_RDONLY);
     report("open_client_memory", mem >= 0);

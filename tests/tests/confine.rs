@@ -26,10 +26,9 @@ const ALLOWED: &[&str] = &[
     "read_system_library",
 ];
 
-/// What Landlock does not prevent, printed for the record: an app of the same user still
-/// reads `/proc/<client>/environ` (Landlock's ptrace rule covers attaching and `mem`, not
-/// these reads), as it does under the official client.
-const NOT_PREVENTED: &[&str] = &["read_client_environ"];
+/// Whether another copy of the app was running when it probed `/proc`: the two copies run
+/// at once under Ferrite, so `read_other_app_environ` there means something.
+const CONTEXT: &[&str] = &["other_app_running"];
 
 /// What a confined app must not be able to do.
 const DENIED: &[&str] = &[
@@ -44,6 +43,8 @@ const DENIED: &[&str] = &[
     "read_etc_boinc_client",
     "read_etc_shadow",
     "list_home",
+    "read_client_environ",
+    "read_other_app_environ",
     "open_client_memory",
     "signal_client",
     "signal_init",
@@ -79,7 +80,7 @@ fn outputs(server: &Server) -> String {
 
 fn table(title: &str, r: &BTreeMap<String, bool>) -> String {
     let mut s = format!("{title}\n");
-    for probe in ALLOWED.iter().chain(DENIED).chain(NOT_PREVENTED) {
+    for probe in ALLOWED.iter().chain(DENIED).chain(CONTEXT) {
         let v = match r.get(*probe) {
             Some(true) => "yes",
             Some(false) => "no",
@@ -161,6 +162,7 @@ fn a_hostile_app_reaches_nothing_beyond_its_slot_and_project() {
     for probe in DENIED {
         assert_eq!(ours.get(*probe), Some(&false), "{probe}: {ours:?}");
     }
+    assert_eq!(ours.get("other_app_running"), Some(&true), "{ours:?}");
     // Through the client, too, an app learns no secret but its own project's account key:
     // its init_data.xml holds that one authenticator, as with the official client.
     let keys: Vec<String> = outputs(&server)
@@ -239,6 +241,7 @@ fn the_official_client_lets_the_hostile_app_reach_what_ferrite_prevents() {
         "read_client_state_xml",
         "list_data_directory",
         "read_other_project",
+        "read_client_environ",
         "signal_client",
     ] {
         assert_eq!(theirs.get(probe), Some(&true), "{probe}: {theirs:?}");

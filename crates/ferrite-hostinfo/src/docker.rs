@@ -101,19 +101,73 @@ fn usable_version(program: &Path, timeout: Duration) -> Option<String> {
 /// Tries each `(program, docker_type)` in order; the first that works gives
 /// `(version, docker_type)`.
 pub fn detect_with(programs: &[(PathBuf, u32)], timeout: Duration) -> Option<(String, u32)> {
-    programs
-        .iter()
-        .find_map(|(p, t)| usable_version(p, timeout).map(|v| (v, *t)))
+    detect_in(programs, timeout, None)
+}
+
+/// [`detect_with`]; `pause_pid_file`: where rootless Podman records its pause process (the
+/// process that holds its user namespace and outlives the command that started it). When
+/// no pause process ran before a Podman check and one runs after it with no container
+/// running (`podman ps -q` prints nothing), the check started it: it is stopped, so that
+/// detection leaves nothing behind. One that ran before is the volunteer's and is left.
+pub fn detect_in(
+    programs: &[(PathBuf, u32)],
+    timeout: Duration,
+    pause_pid_file: Option<&Path>,
+) -> Option<(String, u32)> {
+    programs.iter().find_map(|(p, t)| {
+        let pause = pause_pid_file.filter(|_| *t == PODMAN);
+        let before = pause.and_then(live_pid);
+        let found = usable_version(p, timeout).map(|v| (v, *t));
+        if let (None, Some(pid)) = (before, pause.and_then(live_pid)) {
+            stop_pause_process(p, pid, timeout);
+        }
+        found
+    })
+}
+
+/// The PID a pid file names, if that process is alive (not a zombie).
+fn live_pid(file: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name's closing parenthesis.
+    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+    (pid > 1 && state != 'Z' && state != 'X').then_some(pid)
+}
+
+/// Stops the pause process `pid` that Podman started during detection, unless a container
+/// runs (then the volunteer has started one meanwhile, which needs it).
+fn stop_pause_process(podman: &Path, pid: i32, timeout: Duration) {
+    match run(podman, &["ps", "-q"], timeout) {
+        Some((out, true)) if out.trim().is_empty() => {
+            // SAFETY: a plain signal to the PID the pause file names, checked alive above.
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                tracing::info!("stopped the Podman pause process {pid} that detection started");
+            }
+        }
+        _ => tracing::info!("left the Podman pause process {pid}: containers may be running"),
+    }
+}
+
+/// Rootless Podman's pause pid file: `$XDG_RUNTIME_DIR/libpod/tmp/pause.pid` (root's Podman
+/// has no pause process).
+fn rootless_pause_pid_file() -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return None;
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")?;
+    Some(PathBuf::from(runtime).join("libpod/tmp/pause.pid"))
 }
 
 /// Podman, then Docker, found through `PATH`.
 pub fn detect() -> Option<(String, u32)> {
-    detect_with(
+    detect_in(
         &[
             (PathBuf::from("podman"), PODMAN),
             (PathBuf::from("docker"), DOCKER),
         ],
         COMMAND_TIMEOUT,
+        rootless_pause_pid_file().as_deref(),
     )
 }
 
@@ -144,6 +198,101 @@ mod tests {
         std::fs::write(&p, format!("#!/bin/sh\n{body}")).expect("write");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         p
+    }
+
+    /// A fake rootless `podman`: `run` starts a stand-in pause process (a `sleep`) and
+    /// writes its PID to `pause` unless a live one is there already; `ps -q` prints `ps`.
+    fn rootless_podman(dir: &Path) -> PathBuf {
+        let pause = dir.join("pause.pid");
+        let ps = dir.join("ps");
+        script(
+            dir,
+            "podman",
+            &format!(
+                "case \"$1\" in --version) echo 'podman version 4.3.1';; \
+                 run) if ! kill -0 \"$(cat {pause} 2>/dev/null)\" 2>/dev/null; then \
+                 sleep 300 >/dev/null 2>&1 </dev/null & echo $! > {pause}; fi; \
+                 echo 'Hello from Docker!';; \
+                 ps) cat {ps} 2>/dev/null; true;; esac\n",
+                pause = pause.display(),
+                ps = ps.display()
+            ),
+        )
+    }
+
+    fn gone(pid: i32) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if live_pid_of(pid).is_none() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn live_pid_of(pid: i32) -> Option<i32> {
+        let d = tempfile::tempdir().ok()?;
+        let f = d.path().join("pid");
+        std::fs::write(&f, pid.to_string()).ok()?;
+        live_pid(&f)
+    }
+
+    #[test]
+    fn a_pause_process_podman_started_during_detection_is_stopped() {
+        let d = tempfile::tempdir().expect("tmp");
+        let podman = rootless_podman(d.path());
+        let pause = d.path().join("pause.pid");
+        let t = Duration::from_secs(10);
+        assert_eq!(
+            detect_in(&[(podman, PODMAN)], t, Some(&pause)),
+            Some(("4.3.1".into(), PODMAN))
+        );
+        let pid: i32 = std::fs::read_to_string(&pause)
+            .expect("the fake podman started a pause process")
+            .trim()
+            .parse()
+            .expect("pid");
+        assert!(
+            gone(pid),
+            "the pause process {pid} detection started still runs"
+        );
+    }
+
+    #[test]
+    fn a_pause_process_that_ran_before_or_serves_a_container_is_left() {
+        let d = tempfile::tempdir().expect("tmp");
+        let podman = rootless_podman(d.path());
+        let pause = d.path().join("pause.pid");
+        let t = Duration::from_secs(10);
+        // The volunteer's own pause process, running before detection.
+        let mut theirs = Command::new("sleep").arg("300").spawn().expect("sleep");
+        std::fs::write(&pause, theirs.id().to_string()).expect("pid file");
+        assert!(detect_in(&[(podman.clone(), PODMAN)], t, Some(&pause)).is_some());
+        assert_eq!(
+            theirs.try_wait().ok(),
+            Some(None),
+            "the volunteer's was stopped"
+        );
+        let _ = theirs.kill();
+        let _ = theirs.wait();
+        // Started by detection, but a container runs meanwhile.
+        std::fs::remove_file(&pause).expect("rm");
+        std::fs::write(d.path().join("ps"), "4f2a9c1e0b3d\n").expect("ps");
+        assert!(detect_in(&[(podman, PODMAN)], t, Some(&pause)).is_some());
+        let pid: i32 = std::fs::read_to_string(&pause)
+            .expect("pause pid")
+            .trim()
+            .parse()
+            .expect("pid");
+        assert!(
+            live_pid(&pause).is_some(),
+            "stopped under a running container"
+        );
+        // SAFETY: the stand-in this test's fake podman started.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
     }
 
     #[test]

@@ -144,8 +144,8 @@ pub fn spawn(req: &SpawnRequest) -> Result<i32, SpawnError> {
     let confine = req.confine;
     // SAFETY: the closure runs in the forked child before exec and only calls
     // async-signal-safe functions (setsid, sigprocmask, sigaction, close_range, getrlimit,
-    // fcntl, setpriority, sched_setscheduler, prctl, landlock_restrict_self); it allocates
-    // nothing.
+    // fcntl, setpriority, sched_setscheduler, getuid, prctl, landlock_restrict_self); it
+    // allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
             child_setup(priority)?;

@@ -1,6 +1,6 @@
 //! Apps confined with Landlock: the real BOINC API app still runs to completion and writes
 //! its output, while a shell app reaches nothing of the data directory beyond its slot and
-//! its project, and cannot signal the client.
+//! its project, and cannot signal the client or read its environment.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -98,6 +98,7 @@ probe read_other_project cat ../../projects/other.example_p/their_input
 probe write_other_project sh -c 'echo x > ../../projects/other.example_p/planted'
 probe read_other_slot cat ../1/theirs
 probe signal_client kill -0 "$CLIENT_PID"
+probe read_client_environ cat "/proc/$CLIENT_PID/environ"
 "#;
 
 #[test]
@@ -153,6 +154,7 @@ fn a_confined_app_reaches_only_its_slot_its_project_and_the_system() {
         "write_other_project",
         "read_other_slot",
         "signal_client",
+        "read_client_environ",
     ] {
         assert!(out.contains(&format!("{denied}:no")), "{denied}\n{out}");
     }
