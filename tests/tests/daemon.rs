@@ -82,6 +82,8 @@ fn a_stop_while_a_large_state_loads_exits_within_two_seconds() {
         let took = asked.elapsed();
         let out = p.output();
         assert!(status.success(), "exit status {status}; output:\n{out}");
+        // The bound is the behaviour under test (a stop during a long load is honoured within
+        // 2 s, not once the load is over), not a performance figure: those are in the benches.
         assert!(
             took < Duration::from_secs(2),
             "exit {took:?} after signal {signal}; output:\n{out}"
