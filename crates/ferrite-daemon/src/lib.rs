@@ -31,7 +31,6 @@ pub mod memory;
 pub mod messages;
 pub mod metrics;
 pub mod notices;
-mod pass;
 mod persist;
 pub mod project_files;
 pub mod projects;
@@ -117,7 +116,7 @@ pub struct Daemon {
     next_overdue_check: f64,
     /// When the first app started since start-up (for `--exit_after_app_start`).
     app_started_at: Option<f64>,
-    // Host watching (`host.rs`).
+    // Host watching (`host.rs`, its glue in `daemon/host.rs`).
     /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
     host: host::HostWatch,
     // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
