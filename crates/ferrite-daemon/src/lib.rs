@@ -101,7 +101,7 @@ pub struct Daemon {
     /// When an HTTP exchange (transfer, scheduler, web or account-manager RPC) last ended
     /// (`cc_status`'s network status).
     last_comm: f64,
-    // Tasks (`tasks.rs`; their turn of a pass in `pass.rs`).
+    // Tasks (`tasks.rs`; their turn of a pass in `daemon/pass.rs`).
     /// The apps: processes, slots, and the scheduling core that decides what runs.
     tasks: tasks::TaskTable,
     /// CPU throttling (`cpu_usage_limit`).
@@ -119,7 +119,7 @@ pub struct Daemon {
     // Host watching (`host.rs`, its glue in `daemon/host.rs`).
     /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
     host: host::HostWatch,
-    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
+    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`; their glue in `daemon/`).
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
     /// The account manager in use and its sync clock.
@@ -128,7 +128,7 @@ pub struct Daemon {
     feeds: notices::Feeds,
     /// The HTTP exchanges under way outside the transfers, ended at shutdown.
     http_tasks: http_tasks::HttpTasks,
-    // Transfers (`transfers.rs`; the daemon's side in `pass.rs`).
+    // Transfers (`transfers.rs`; the daemon's side in `daemon/pass.rs`).
     /// File transfers.
     transfers: transfers::Transfers,
     /// Bytes received and sent by finished transfer attempts since start-up.

@@ -217,6 +217,8 @@ const PARTS_WITHOUT_DAEMON: &[&str] = &[
     "host.rs",
     "notices.rs",
     "persist.rs",
+    "projects",
+    "projects.rs",
     "setup.rs",
     "thermal.rs",
     "trickle.rs",

@@ -8,6 +8,7 @@ mod host;
 mod notices;
 mod pass;
 mod persist;
+mod projects;
 mod setup;
 mod thermal;
 mod trickle;

@@ -7,14 +7,9 @@
 
 use std::collections::VecDeque;
 
-use ferrite_project::reply::{apply_task_batch, ApplyOutcome, TaskBatch};
-use ferrite_project::verify::BoincCrypt;
+use ferrite_project::reply::{ApplyOutcome, TaskBatch};
 use ferrite_proto::client_state::RpcReason;
 use ferrite_proto::sched_reply::SchedulerReply;
-use tracing::{info, warn};
-
-use crate::clock::now;
-use crate::Daemon;
 
 /// New tasks per batch: a batch is merged in a few milliseconds (tens in a debug build),
 /// and a reply of 100,000 tasks takes a hundred turns.
@@ -24,23 +19,23 @@ pub(crate) const REPLY_BATCH: usize = 1_000;
 /// the end of the scheduler operation needs.
 #[derive(Debug)]
 pub(crate) struct Applying {
-    pub(super) url: String,
-    pub(super) reason: RpcReason,
-    pub(super) sent: Option<ferrite_sched::WorkRequest>,
+    pub(crate) url: String,
+    pub(crate) reason: RpcReason,
+    pub(crate) sent: Option<ferrite_sched::WorkRequest>,
     /// The reply's `request_delay` (0 when none).
-    pub(super) request_delay: f64,
+    pub(crate) request_delay: f64,
     /// The notices of the project's scheduler may be withdrawn (the reply sent none).
-    pub(super) withdraw_notices: bool,
+    pub(crate) withdraw_notices: bool,
     /// The outcome of the reply and of the batches applied so far.
-    pub(super) outcome: ApplyOutcome,
-    held_back: VecDeque<TaskBatch>,
+    pub(crate) outcome: ApplyOutcome,
+    pub(crate) held_back: VecDeque<TaskBatch>,
     /// When the reply arrived (every batch's tasks are received then).
-    pub(super) t: f64,
+    pub(crate) t: f64,
 }
 
 impl Applying {
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
+    pub(crate) fn new(
         url: &str,
         reason: RpcReason,
         sent: Option<ferrite_sched::WorkRequest>,
@@ -59,67 +54,6 @@ impl Applying {
             outcome,
             held_back: held_back.into(),
             t,
-        }
-    }
-}
-
-impl Daemon {
-    /// A reply was applied: with tasks held back, they are taken in over the next turns;
-    /// without, its end is handled now.
-    pub(super) fn reply_applying(&mut self, a: Applying) {
-        if a.held_back.is_empty() {
-            return self.reply_applied(a);
-        }
-        let held: usize = a.held_back.iter().map(|b| b.results.len()).sum();
-        info!(
-            project = %a.url,
-            "taking in the reply's tasks: {held} more in {} batches",
-            a.held_back.len()
-        );
-        self.projects.busy = Some(a.url.clone());
-        self.projects.applying = Some(a);
-    }
-
-    /// Whether a reply's tasks are still being taken in (the loop does not wait).
-    pub(crate) fn taking_in_reply(&self) -> bool {
-        self.projects.applying.is_some()
-    }
-
-    /// Takes in the next batch of the reply being taken in; after the last, acts on the
-    /// reply and saves the state at once.
-    pub(crate) fn take_in_next_batch(&mut self) {
-        let Some(mut a) = self.projects.applying.take() else {
-            return;
-        };
-        if let Some(batch) = a.held_back.pop_front() {
-            let opts = self.apply_options();
-            match apply_task_batch(&mut self.state, &a.url, &batch, a.t, &opts, &BoincCrypt) {
-                Ok(o) => a.outcome.absorb(o),
-                Err(e) => {
-                    warn!("{e}: the rest of its reply is dropped");
-                    self.projects.busy = None;
-                    return;
-                }
-            }
-            self.state_epoch += 1;
-            self.save.mark_dirty(now());
-        }
-        if !a.held_back.is_empty() {
-            self.projects.applying = Some(a);
-            return;
-        }
-        self.projects.busy = None;
-        self.reply_applied(a);
-        let t = now();
-        self.save.mark_dirty(t);
-        self.save.save_if_due(&self.state, t, true);
-    }
-
-    /// Takes in every batch still held back (the daemon stops: nothing a reply brought is
-    /// lost).
-    pub(crate) fn take_in_whole_reply(&mut self) {
-        while self.taking_in_reply() {
-            self.take_in_next_batch();
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::Daemon;
 
 impl Daemon {
     /// Applies `command` at `t`; returns the reply.
-    pub(super) fn apply(&mut self, command: Command, t: f64) -> String {
+    pub(crate) fn apply(&mut self, command: Command, t: f64) -> String {
         match command {
             Command::SetMode {
                 kind,

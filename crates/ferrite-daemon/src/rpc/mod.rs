@@ -13,7 +13,7 @@ mod body;
 mod commands;
 mod projects;
 mod result_heads;
-mod route;
+pub(crate) mod route;
 mod state_reply;
 mod status;
 mod web_rpc;
@@ -155,7 +155,7 @@ impl RpcState {
 
 /// The project a control request names, or the reply the official client gives for a
 /// missing or unknown URL.
-pub(super) fn named_project<'a>(
+pub(crate) fn named_project<'a>(
     state: &'a mut ClientState,
     url: &str,
 ) -> Result<&'a mut ProjectState, String> {
