@@ -9,6 +9,7 @@ mod notices;
 mod pass;
 mod persist;
 mod projects;
+mod rpc;
 mod setup;
 mod thermal;
 mod trickle;

@@ -6,11 +6,11 @@
 //! [`route`] sorts each request: a query is answered from a shared borrow of the daemon
 //! (`Daemon::query`, in [`status`]; the event log and notices in [`messages`], transfers and
 //! the attach wizard's polls in [`projects`]); a command is applied by `Daemon::apply`
-//! ([`commands`]), which hands it to the owner of what it changes, the run modes
+//! (`daemon/rpc/commands.rs`), which hands it to the owner of what it changes, the run modes
 //! ([`crate::run_modes`]) among them.
 
 mod body;
-mod commands;
+mod file_transfers;
 mod projects;
 mod result_heads;
 pub(crate) mod route;
