@@ -181,6 +181,8 @@ impl Daemon {
         let servers = self.start_loop(early).await?;
         let mut clock = LoopClock::new(self.notifier.ping_interval());
         self.sync_log_project_names();
+        // The first pass goes in two stages, the loop serving GUI RPC between them.
+        let mut first_pass = Some(FirstPass::start());
         let reason = loop {
             let woke = self.wait(&clock).await;
             let turn = TurnTimer::start(woke.kind());
@@ -195,7 +197,19 @@ impl Daemon {
             clock.ping_watchdog(&self.notifier);
             self.watch_host(t);
             let mut passed = false;
-            if self.tick_soon || t >= clock.next_tick {
+            if let Some(first) = first_pass.as_mut() {
+                if first.due(t, self.tick_soon) {
+                    passed = true;
+                    match self.first_pass_stage(first, t) {
+                        Ok(Some(next)) => {
+                            clock.next_tick = next;
+                            first_pass = None;
+                        }
+                        Ok(None) => clock.next_tick = first.rest_at,
+                        Err(why) => break why,
+                    }
+                }
+            } else if self.tick_soon || t >= clock.next_tick {
                 passed = true;
                 match self.pass(t) {
                     Ok(next) => clock.next_tick = next,
@@ -359,15 +373,27 @@ impl Daemon {
     /// the transfers', the project loop's, the account manager's and the news feeds', and the
     /// figures reported after it. Returns when the next pass is due at the latest.
     fn pass(&mut self, t: f64) -> Result<f64, &'static str> {
+        let next_tick = self.pass_tasks(t)?;
+        self.pass_rest(t);
+        Ok(next_tick)
+    }
+
+    /// The tasks' turn of a pass; returns when the next pass is due at the latest.
+    fn pass_tasks(&mut self, t: f64) -> Result<f64, &'static str> {
         self.tick_soon = false;
         if let Some(why) = self.tick_tasks(t) {
             return Err(why);
         }
         self.state_epoch += 1;
         self.tasks.settle(self.state_epoch);
-        let next_tick = (t + 1.0)
+        Ok((t + 1.0)
             .min(self.tasks.next_wakeup.max(t + 0.1))
-            .min(self.tasks.fast_poll_at);
+            .min(self.tasks.fast_poll_at))
+    }
+
+    /// A pass after the tasks' turn: the transfers', the project loop's, the account
+    /// manager's and the news feeds' turns, and the figures reported after it.
+    fn pass_rest(&mut self, t: f64) {
         if let Some(http) = self.project_http(t) {
             self.tick_transfers(&http, t);
             self.tick_projects(&http, t);
@@ -378,7 +404,32 @@ impl Daemon {
         self.refresh_metrics(t);
         self.xfer_history.poll(&self.dir, t, false);
         let _ = self.notifier.status(&self.status_line());
-        Ok(next_tick)
+    }
+
+    /// The next stage of the first pass (see [`FirstPass`]): `Some(when the next pass is
+    /// due)` once the last is done, `None` while stages remain.
+    fn first_pass_stage(
+        &mut self,
+        first: &mut FirstPass,
+        t: f64,
+    ) -> Result<Option<f64>, &'static str> {
+        match first.next_tick {
+            None => {
+                first.next_tick = Some(self.pass_tasks(t)?);
+                first.rest_at = now() + FirstPass::REST_AFTER;
+                Ok(None)
+            }
+            Some(next) => {
+                self.pass_rest(t);
+                let tasks: usize = self.state.projects.iter().map(|p| p.results.len()).sum();
+                info!(
+                    "first pass over the tasks done ({tasks} tasks, {:.0} ms after entering \
+                     the main loop)",
+                    first.began.elapsed().as_secs_f64() * 1e3
+                );
+                Ok(Some(next))
+            }
+        }
     }
 
     /// Stops: transfers, throttling and apps end, the last save is made, the servers stop.
@@ -424,6 +475,41 @@ impl Daemon {
 struct Servers {
     gui_rpc: Option<rpc::RpcServerHandle>,
     web: Option<web::WebServer>,
+}
+
+/// The first pass after the start-up, in two stages, each in a turn of the loop of its
+/// own: the tasks' turn (the start-up's overdue and late tasks, the snapshot of every task
+/// and the scheduling core's pass) at once, then the rest (transfers of the files the
+/// start-up's check found missing, the project loop, the account manager, the news feeds)
+/// [`FirstPass::REST_AFTER`] later, or sooner when a GUI request asks for a pass. With
+/// 100,000 tasks the tasks' turn takes seconds; the GUI RPC calls that came meanwhile are
+/// answered in the loop's wait after it, before the rest, and the log says when the rest
+/// is done.
+struct FirstPass {
+    began: std::time::Instant,
+    /// Set once the tasks' turn is done: when the next pass is due at the latest.
+    next_tick: Option<f64>,
+    /// When the rest is due, once the tasks' turn is done.
+    rest_at: f64,
+}
+
+impl FirstPass {
+    /// How long after the tasks' turn the rest of the first pass comes: the loop's longest
+    /// wait, the time a pass is due at the latest anyway.
+    const REST_AFTER: f64 = 1.0;
+
+    fn start() -> Self {
+        FirstPass {
+            began: std::time::Instant::now(),
+            next_tick: None,
+            rest_at: f64::INFINITY,
+        }
+    }
+
+    /// Whether the next stage is due at `t`, with `asked` a pass asked for.
+    fn due(&self, t: f64, asked: bool) -> bool {
+        self.next_tick.is_none() || asked || t >= self.rest_at
+    }
 }
 
 /// The main loop's own clocks.

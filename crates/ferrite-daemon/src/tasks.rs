@@ -8,6 +8,7 @@
 //! slots of the state's `active_tasks` are claimed and any app still running from a previous
 //! daemon (found by its record) is ended; the task then resumes from its checkpoint.
 
+mod abort;
 mod end;
 mod exit;
 mod grace;
@@ -451,21 +452,15 @@ impl TaskTable {
             })
             .collect();
 
-        for id in &out.abort {
-            let Some(key) = self.ids.job(*id).cloned() else {
-                continue;
-            };
-            if self.live.contains_key(&key) {
-                continue;
-            }
-            if self.abort_result(state, &key.0, &key.1, EXIT_UNSTARTED_LATE, now) {
-                warn!(
-                    project = %key.0,
-                    "aborting task {}: not started and deadline has passed",
-                    key.1
-                );
-                report.changed = true;
-            }
+        let late: Vec<Key> = out
+            .abort
+            .iter()
+            .filter_map(|id| self.ids.job(*id))
+            .filter(|key| !self.live.contains_key(*key))
+            .cloned()
+            .collect();
+        if self.abort_unstarted_late(state, &late, now) {
+            report.changed = true;
         }
         // Stop what must not run, resume what may.
         let keys: Vec<Key> = self.live.keys().cloned().collect();
@@ -673,67 +668,6 @@ impl TaskTable {
             if let Some(mut l) = self.live.remove(&key) {
                 count_elapsed(state, &key.0, &mut l.counted_elapsed, x.usage.elapsed_time);
                 self.exited(state, &key, l.slot, x, now, report);
-            }
-        }
-    }
-
-    /// The daily look at started tasks past their deadline (at start-up, then once a day):
-    /// each is named in the log, and with `max_overdue_days` ≥ 0 (cc_config) a task overdue by
-    /// more than that is aborted with 209, as the official client does. Returns whether the
-    /// state changed.
-    pub fn check_overdue(&mut self, state: &mut ClientState, now: f64, max_days: f64) -> bool {
-        let mut changed = false;
-        for (url, name, days) in overdue_tasks(state, now) {
-            if max_days >= 0.0 && days > max_days {
-                warn!(project = %url, "Task {name} is {days:.2} days overdue; aborting it.");
-                self.abort_result(state, &url, &name, EXIT_OVERDUE_EXCEEDED, now);
-                changed = true;
-            } else {
-                info!(project = %url,
-                    "Task {name} is {days:.2} days overdue; you may not get credit for it. \
-                     Consider aborting it."
-                );
-            }
-        }
-        changed
-    }
-
-    /// Aborts a result with `code` (unless its computation already ended): it is marked
-    /// aborted and ready to report, its app (if any) is aborted, a held slot freed and its
-    /// active task dropped. Returns whether the result was marked.
-    pub fn abort_result(
-        &mut self,
-        state: &mut ClientState,
-        url: &str,
-        name: &str,
-        code: i32,
-        now: f64,
-    ) -> bool {
-        let mut marked = false;
-        if let Some(r) = state.project_mut(url).and_then(|p| p.result_mut(name)) {
-            if r.state < ResultState::ComputeError {
-                r.state = ResultState::Aborted;
-                r.exit_status = code;
-                r.ready_to_report = true;
-                r.completed_time = now;
-                marked = true;
-            }
-        }
-        self.abort(url, name, code);
-        state
-            .active_tasks
-            .retain(|a| !(a.project_master_url == url && a.result_name == name));
-        marked
-    }
-
-    /// A user abort: the process (if any) is aborted with `code`; a held slot is freed.
-    pub fn abort(&mut self, url: &str, result: &str, code: i32) {
-        let key = (url.to_owned(), result.to_owned());
-        if let Some(l) = self.live.get_mut(&key) {
-            l.task.abort(code, Instant::now());
-        } else if let Some(slot) = self.held.remove(&key) {
-            if let Err(e) = self.slots.release(slot) {
-                warn!("task {result}: cannot clean its slot: {e}");
             }
         }
     }
