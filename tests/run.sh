@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Ferrite's test command: sets up what the tests need, then runs the whole test suite.
 #
-#   tests/run.sh                   every test of the workspace (as cargo test --workspace, with
-#                                  the real-server tests last, four at a time) and, beside
-#                                  those, the ARM cross builds and emulated checks (tests/cross.sh)
+#   tests/run.sh                   every test of the workspace (as cargo test --workspace, its
+#                                  test binaries several at a time: tests/run_binaries.py) and,
+#                                  beside those, the ARM cross builds and emulated checks
+#                                  (tests/cross.sh)
 #   tests/run.sh -p ferrite-ctl    arguments go to `cargo test` (then without --workspace)
 #   tests/run.sh --check-peers     only says which Debian peers are missing
 #
@@ -16,8 +17,8 @@
 # apt-get, under a policy-rc.d that keeps apt from starting their services. Run as another
 # user, it prints the apt-get line that installs what is missing and runs the suite anyway:
 # a test whose peer is missing is skipped with a SKIPPED line (under CI=true it fails
-# instead), and every skip is listed at the end. `cargo test` runs with --no-fail-fast, so
-# one failing test binary does not hide the others; the exit status is cargo's.
+# instead), and every skip is listed at the end. Every test binary runs whatever the others'
+# results (as cargo's --no-fail-fast); the exit status is non-zero when any test failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -162,31 +163,24 @@ elif ! command -v python3 >/dev/null 2>&1; then
     # No python3 to list the test targets with: the whole workspace in one run.
     cargo test --workspace --locked --no-fail-fast || status=$?
 else
-    # The whole workspace, in two parts. The real-server tests (tests/tests/real_server*.rs)
-    # spend their time waiting on the server (its daemons' periods, request delays, backoffs),
-    # not computing: they run last, four tests at a time instead of one a core. Everything
-    # else runs as `cargo test --workspace` runs it.
-    mapfile -t server_tests < <(cd tests/tests && ls real_server*.rs | sed 's/\.rs$//')
-    mapfile -t other_tests < <(cargo metadata --no-deps --format-version 1 --locked |
-        python3 -c '
-import json, sys
-names = {t["name"] for p in json.load(sys.stdin)["packages"] for t in p["targets"]
-         if "test" in t["kind"] and not t["name"].startswith("real_server")}
-print("\n".join(sorted(names)))')
-    targets=(--lib --bins --examples)
-    for t in "${other_tests[@]}"; do targets+=(--test "$t"); done
-    cargo test --workspace --locked --no-fail-fast "${targets[@]}" || status=$?
-    cargo test --workspace --locked --no-fail-fast --doc || status=$?
-    # The ARM cross builds and their checks under qemu-user (tests/cross.sh) compute while
-    # the real-server tests wait: both at once, the cross builds in a target folder of their
-    # own (cargo locks the one the tests use), their output shown when both are done.
+    # The whole workspace, its test binaries several at a time (tests/run_binaries.py): most
+    # of them wait (daemons' periods, the real server's daemons, backoffs) rather than
+    # compute. Built first with cargo's usual output, then run FERRITE_TEST_JOBS binaries at
+    # a time (default 4), the slow ones first, at most FERRITE_SERVER_JOBS (default 2) of the
+    # real-server binaries among them (each of their tests brings up its own MariaDB and
+    # Apache; four tests at a time in each), then the doc tests; each binary's output printed
+    # whole when it ends, and a table of every binary's time and counts at the end.
+    cargo test --workspace --locked --no-run || status=$?
+    # The ARM cross builds and their checks under qemu-user (tests/cross.sh) run beside the
+    # tests, in a target folder of their own (cargo locks the one the tests use), at a lower
+    # CPU priority so that the tests' daemons keep their pace; their output is shown at the end.
     cross_log="$(mktemp "${TMPDIR:-/tmp}/ferrite-cross.XXXXXX")"
-    CARGO_TARGET_DIR=target/cross tests/cross.sh >"$cross_log" 2>&1 &
+    CARGO_TARGET_DIR=target/cross nice -n 10 tests/cross.sh >"$cross_log" 2>&1 &
     cross_pid=$!
-    targets=()
-    for t in "${server_tests[@]}"; do targets+=(--test "$t"); done
-    cargo test -p ferrite-e2e --locked --no-fail-fast "${targets[@]}" -- --test-threads=4 ||
-        status=$?
+    if [ "$status" = 0 ]; then
+        python3 tests/run_binaries.py --jobs "${FERRITE_TEST_JOBS:-4}" \
+            --server-jobs "${FERRITE_SERVER_JOBS:-2}" || status=$?
+    fi
     cross_status=0
     wait "$cross_pid" || cross_status=$?
     echo "== ARM cross builds and emulated checks (tests/cross.sh)"

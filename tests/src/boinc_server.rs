@@ -441,6 +441,65 @@ impl BoincServer {
         ));
     }
 
+    /// Adds version `version` (e.g. `"1.10"`) of `upper_case` for x86_64 Linux with plan class
+    /// `plan_class` (the scheduler's own `mt`, `cuda_fermi`, …): `program`, named `file_name`
+    /// in the project, is its one file and main program; its API version `api_version` is
+    /// given in `version.xml` (a program linked to a shared `libboinc_api` carries no
+    /// `API_VERSION_` string for `update_versions` to find). Signed with the project's key by
+    /// `bin/update_versions`. Returns the new `app_version.id`; the feeder reads the versions
+    /// again only on [`BoincServer::only_app_version`] (or the next `reread_db`).
+    pub fn add_plan_class_version(
+        &self,
+        version: &str,
+        plan_class: &str,
+        program: &Path,
+        file_name: &str,
+        api_version: &str,
+    ) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        // Staged where the kit's user can read it (the test's own folders may be private).
+        let staged = self.root().join("appfiles").join(file_name);
+        fs::create_dir_all(staged.parent().expect("parent")).expect("mkdir");
+        fs::copy(program, &staged).expect("stage the program");
+        fs::set_permissions(&staged, fs::Permissions::from_mode(0o755)).expect("chmod");
+        self.project_script(&format!(
+            "set -e; d=apps/upper_case/{version}/x86_64-pc-linux-gnu__{plan_class}; mkdir -p $d; \
+             cp {staged} $d/{file_name}; \
+             printf '<version>\\n<file>\\n<physical_name>{file_name}</physical_name>\\n\
+             <main_program/>\\n</file>\\n<api_version>{api_version}</api_version>\\n\
+             </version>\\n' > $d/version.xml; \
+             bin/update_versions --noconfirm",
+            staged = staged.display()
+        ));
+        let num: String = version.chars().filter(char::is_ascii_digit).collect();
+        let rows = self.query(&format!(
+            "select id from app_version where plan_class = '{plan_class}' \
+             and version_num = {}",
+            num.trim_start_matches('0')
+        ));
+        rows.first()
+            .and_then(|r| r.first())
+            .cloned()
+            .unwrap_or_else(|| panic!("no app version {version} {plan_class} in the database"))
+    }
+
+    /// Deprecates every app version but `id`, so the scheduler sends each job for that one,
+    /// and returns once the feeder has read the versions again (it deletes `reread_db` when
+    /// done).
+    pub fn only_app_version(&self, id: &str) {
+        self.query(&format!(
+            "update app_version set deprecated = 1 where id <> {id}"
+        ));
+        self.project_script("touch reread_db");
+        let trigger = self.project_dir().join("reread_db");
+        self.wait_until(
+            "the feeder to read the app versions again",
+            Duration::from_secs(60),
+            |_| !trigger.exists(),
+            || self.log("feeder.log"),
+        );
+    }
+
     /// Makes one job like `mkjobs.sh` does (the same input text for the same `name`), whose
     /// workunit carries `command_line` instead of the stock `-cpu_time N` (the stock app
     /// `upper_case` also knows `-early_exit`, `-early_crash`, `-early_sleep`); returns the

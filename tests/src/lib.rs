@@ -46,9 +46,13 @@ pub fn bin(name: &str) -> PathBuf {
     let path = profile_dir.join(name);
     let built = BUILT.get_or_init(Default::default);
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.contains(name) {
-        // `cargo test --workspace` builds every binary first; a test run of this package alone
-        // may not have, so build it (quick when up to date).
+    // `cargo test --workspace` builds every binary first, and tests/run_binaries.py says so
+    // (FERRITE_E2E_BINS_BUILT=1): `cargo build` would resolve the dependencies' features
+    // otherwise than `cargo test` and compile them all a second time.
+    let prebuilt = std::env::var_os("FERRITE_E2E_BINS_BUILT").is_some_and(|v| v == "1");
+    if !prebuilt && !built.contains(name) {
+        // A test run of this package alone may not have built it, so build it (quick when
+        // up to date).
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args(["build", "--bin", name])
             .current_dir(workspace_root())

@@ -46,7 +46,11 @@ impl Xvfb {
                 if proc.has_exited() {
                     break;
                 }
-                if Path::new(&socket).exists() {
+                // The display is ours once its lock file names our server: another test
+                // binary's Xvfb may have taken the same number a moment before (ours then
+                // exits), and its socket is already there.
+                let lock = fs::read_to_string(format!("/tmp/.X{n}-lock")).unwrap_or_default();
+                if Path::new(&socket).exists() && lock.trim() == proc.pid().to_string() {
                     return Xvfb {
                         _proc: proc,
                         display: format!(":{n}"),

@@ -2,7 +2,8 @@
 //! every step of a few seconds of spinning): a suspension that can wait (the time-of-day
 //! window) lets the running task go on until it checkpoints again, then suspends it and logs
 //! the CPU time kept; an urgent one (the user's run mode "never") suspends it at once, unless
-//! the GUI asked it to wait (Ferrite's `<ferrite_at_checkpoint/>`).
+//! the GUI asked it to wait (Ferrite's `<ferrite_at_checkpoint/>`). A GPU task (the same app
+//! on the fake NVML library's GPU) held for the GPU temperature limit waits the same way.
 
 use std::time::Duration;
 
@@ -27,6 +28,13 @@ fn checkpoint_cpu(port: u16, name: &str) -> f64 {
 fn running_after_a_checkpoint(job: &Job, d: &tempfile::TempDir) -> (ferrite_e2e::Proc, u16, f64) {
     let port = free_port();
     let mut p = start(d.path(), port);
+    let cp = after_a_checkpoint(job, &mut p, port);
+    (p, port, cp)
+}
+
+/// Waits until the daemon `p` runs `job` and the task has just reported a checkpoint; returns
+/// that checkpoint.
+fn after_a_checkpoint(job: &Job, p: &mut ferrite_e2e::Proc, port: u16) -> f64 {
     let name = job.result();
     p.wait_for(&format!("starting task {name}"), Duration::from_secs(30));
     let mut first = 0.0;
@@ -39,7 +47,7 @@ fn running_after_a_checkpoint(job: &Job, d: &tempfile::TempDir) -> (ferrite_e2e:
         cp = checkpoint_cpu(port, &name);
         cp > first
     });
-    (p, port, cp)
+    cp
 }
 
 #[test]
@@ -188,4 +196,92 @@ fn the_users_suspension_at_checkpoint_waits_for_the_tasks_next_checkpoint() {
         "{cc}"
     );
     stop(&mut p, d.path());
+}
+
+#[test]
+fn a_hot_gpu_lets_its_task_run_on_to_its_next_checkpoint() {
+    if !ferrite_e2e::boinc_api_or_skip("a_hot_gpu_lets_its_task_run_on_to_its_next_checkpoint") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let nvml = ferrite_e2e::fake_nvml(tmp.path());
+    // The fake NVML reads every GPU's temperature from this file; no sysfs sensor is seen.
+    let temp = tmp.path().join("gpu_temp");
+    std::fs::write(&temp, "60\n").expect("temperature");
+    let sys = tmp.path().join("sys");
+    std::fs::create_dir_all(&sys).expect("sys");
+    let job = Job::new("wu_gpu", 100, &format!("--spin --step-ms {STEP_MS}"));
+    let d = data_dir_with_version(
+        std::slice::from_ref(&job),
+        &prefs(
+            true,
+            "<run_gpu_if_user_active>1</run_gpu_if_user_active>\n\
+             <ferrite_gpu_temp_limit>80</ferrite_gpu_temp_limit>\n",
+        ),
+        "<coproc>\n<type>NVIDIA</type>\n<count>1</count>\n</coproc>\n",
+    );
+    let port = free_port();
+    let mut p = start_gpus(
+        d.path(),
+        port,
+        true,
+        &[
+            ("FERRITE_NVML_LIBRARY", &nvml),
+            ("FAKE_NVML_TEMP_FILE", &temp),
+            ("FERRITE_SYS_ROOT", &sys),
+        ],
+    );
+    let cp = after_a_checkpoint(&job, &mut p, port);
+    assert!(
+        p.output()
+            .contains("GPU temperature limit 80 °C: reading sensor NVIDIA GPU"),
+        "{}",
+        p.output()
+    );
+
+    std::fs::write(&temp, "95\n").expect("temperature");
+    p.wait_for(
+        "Suspending GPU computation - CPU throttled",
+        Duration::from_secs(20),
+    );
+    p.wait_for(
+        "task wu_gpu_0 runs on to its next checkpoint (at most 300 s)",
+        Duration::from_secs(10),
+    );
+    let cc = gui(port, "<get_cc_status/>\n");
+    assert!(
+        cc.contains("<gpu_suspend_reason>64</gpu_suspend_reason>"),
+        "{cc}"
+    );
+    let explain = gui(port, "<ferrite_explain/>\n");
+    assert!(
+        explain.contains("suspending at checkpoint: GPU computing is suspended")
+            || p.output().contains("suspended at checkpoint"),
+        "{explain}"
+    );
+    // It checkpoints again (past the checkpoint it had when the GPU got hot), then it leaves
+    // the GPU.
+    p.wait_for(
+        "task wu_gpu_0: suspended at checkpoint; ",
+        Duration::from_secs(60),
+    );
+    p.wait_for(
+        "removing task wu_gpu_0 from memory",
+        Duration::from_secs(10),
+    );
+    let out = p.output();
+    assert!(
+        !out.contains("preempting task wu_gpu_0"),
+        "quit at once:\n{out}"
+    );
+    wait_until("the app exits", Duration::from_secs(20), || {
+        app_pid(port, "wu_gpu_0").is_none()
+    });
+    // Cooled under the limit's band: GPU computing resumes.
+    std::fs::write(&temp, "60\n").expect("temperature");
+    p.wait_for("Resuming GPU computation", Duration::from_secs(20));
+    stop(&mut p, d.path());
+    // The checkpoint it left with is later than the one it had when the GPU got hot.
+    let st = state(d.path());
+    assert!(num(&st, "checkpoint_cpu_time") > cp, "{st}");
 }

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ferrite_e2e::testproject::{client_dir, Server, ShellApp, KEY};
+use ferrite_e2e::testproject::{client_dir, client_dir_in, Server, ShellApp, KEY};
 use ferrite_e2e::webdriver::Browser;
 use ferrite_e2e::{free_port, gui_rpc, peer_or_skip, workspace_root, Proc};
 
@@ -285,6 +285,82 @@ fn the_dashboard_shows_the_work_and_its_actions_go_through_gui_rpc() {
         rss_before as f64 / 1048576.0,
         rss_open as f64 / 1048576.0
     );
+    drop(browser);
+    client.signal(libc::SIGTERM);
+    assert!(client.wait(T).success(), "{}", client.output());
+}
+
+/// The preferences of Ferrite's own that the dashboard shows: the checkpoint grace time of
+/// `cc_config.xml` under the suspend buttons, and the temperature limits with their sensors'
+/// readings among the reasons.
+#[test]
+fn the_dashboard_shows_the_checkpoint_grace_and_the_temperature_limits() {
+    if !peer_or_skip(
+        "the_dashboard_shows_the_checkpoint_grace_and_the_temperature_limits",
+        &["chromium", "chromedriver"],
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = client_dir_in(
+        &tmp.path().join("client"),
+        "<ferrite_checkpoint_grace>150</ferrite_checkpoint_grace>",
+        "<ferrite_cpu_temp_limit>80</ferrite_cpu_temp_limit>",
+    );
+    let sys = tmp.path().join("sys");
+    let hw = sys.join("class/hwmon/hwmon0");
+    fs::create_dir_all(&hw).expect("hwmon");
+    fs::write(hw.join("name"), "coretemp\n").expect("name");
+    fs::write(hw.join("temp1_label"), "Package id 0\n").expect("label");
+    fs::write(hw.join("temp1_input"), "61000\n").expect("input");
+    let (gui, web) = (free_port(), free_port());
+    let mut cmd = Proc::ferrited_command(&dir, gui, None);
+    cmd.args(["--metrics_port", &web.to_string()])
+        .arg("--no_gpus")
+        .env("FERRITE_SYS_ROOT", &sys);
+    let mut client = Proc::spawn(cmd);
+    client.wait_for("GUI RPC listening on TCP", T);
+
+    let browser = Browser::start(1280, 900);
+    browser.goto(&format!("http://127.0.0.1:{web}/"));
+    browser.wait_for(
+        "the grace time and the limits shown",
+        "return document.body.dataset.loaded === 'now' && \
+         document.getElementById('checkpoint-grace').dataset.secs === '150' && \
+         !!document.querySelector('#idle li[data-thermal]') && \
+         document.querySelector('#idle li[data-thermal]').innerText.includes('now 61')",
+        T,
+    );
+    let grace = browser.execute("return document.getElementById('checkpoint-grace').innerText");
+    let grace = grace.as_str().unwrap_or_default();
+    assert!(grace.contains("ferrite_checkpoint_grace"), "{grace}");
+    assert!(grace.contains("00:02:30"), "{grace}");
+    let limits =
+        browser.execute("return document.querySelector('#idle li[data-thermal]').innerText");
+    let limits = limits.as_str().unwrap_or_default();
+    assert!(limits.contains("CPU 80 °C (now 61 °C)"), "{limits}");
+    assert!(limits.contains("not acting"), "{limits}");
+
+    // Turned off in cc_config.xml and read again: the page says so.
+    fs::write(
+        dir.join("cc_config.xml"),
+        "<cc_config>\n<options>\n<ncpus>4</ncpus>\n\
+         <ferrite_checkpoint_grace>0</ferrite_checkpoint_grace>\n</options>\n</cc_config>\n",
+    )
+    .expect("cc_config");
+    let r = gui_rpc(gui, Some("pw"), "<read_cc_config/>\n");
+    assert!(r.contains("<success/>"), "{r}");
+    browser.wait_for(
+        "the grace time shown off",
+        "return document.getElementById('checkpoint-grace').dataset.secs === '0'",
+        T,
+    );
+    let grace = browser.execute("return document.getElementById('checkpoint-grace').innerText");
+    assert!(
+        grace.as_str().unwrap_or_default().contains("off"),
+        "{grace}"
+    );
+    browser.screenshot(&screenshot_dir().join("dashboard-prefs.png"));
     drop(browser);
     client.signal(libc::SIGTERM);
     assert!(client.wait(T).success(), "{}", client.output());

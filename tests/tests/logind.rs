@@ -1,19 +1,25 @@
 //! Idle detection through systemd-logind: a private `dbus-daemon` stands in for the system
 //! bus, this test serves a fake `org.freedesktop.login1` on it (a desktop session and a text
-//! session whose `IdleHint`/`IdleSinceHint` it changes), and `ferrited`, pointed at that bus
-//! with `DBUS_SYSTEM_BUS_ADDRESS` and with `run_if_user_active` 0, suspends computing while
-//! a session is in use and resumes once every session is idle; when logind goes away it says
-//! so and falls back to the other sources.
+//! session whose `IdleHint`/`IdleSinceHint` it changes, with `PropertiesChanged`, and a
+//! session that opens and closes, with `SessionNew` and `SessionRemoved`), and `ferrited`,
+//! pointed at that bus with `DBUS_SYSTEM_BUS_ADDRESS` and with `run_if_user_active` 0,
+//! suspends computing while a session is in use and resumes once every session is idle,
+//! reading logind on its signals only; when logind goes away it says so and falls back to the
+//! other sources.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrite_e2e::inspect::wait_until;
 use ferrite_e2e::{first_element, free_port, gui_rpc, Proc};
-use zbus::zvariant::OwnedObjectPath;
+use zbus::names::InterfaceName;
+use zbus::object_server::SignalEmitter;
+use zbus::zvariant::{ObjectPath, OwnedObjectPath, Value};
 
 /// A private bus: `dbus-daemon` on a socket in a temporary directory, ended on drop.
 struct Bus {
@@ -55,15 +61,34 @@ impl Drop for Bus {
     }
 }
 
+type Row = (String, u32, String, String, OwnedObjectPath);
+
 struct Manager {
-    sessions: Vec<(String, u32, String, String, OwnedObjectPath)>,
+    sessions: Arc<Mutex<Vec<Row>>>,
+    /// How many times the sessions were listed.
+    lists: Arc<AtomicU64>,
 }
 
 #[zbus::interface(name = "org.freedesktop.login1.Manager")]
 impl Manager {
-    fn list_sessions(&self) -> Vec<(String, u32, String, String, OwnedObjectPath)> {
-        self.sessions.clone()
+    fn list_sessions(&self) -> Vec<Row> {
+        self.lists.fetch_add(1, Ordering::SeqCst);
+        self.sessions.lock().expect("sessions").clone()
     }
+
+    #[zbus(signal)]
+    async fn session_new(
+        emitter: &SignalEmitter<'_>,
+        id: &str,
+        path: ObjectPath<'_>,
+    ) -> zbus::Result<()>;
+
+    #[zbus(signal)]
+    async fn session_removed(
+        emitter: &SignalEmitter<'_>,
+        id: &str,
+        path: ObjectPath<'_>,
+    ) -> zbus::Result<()>;
 }
 
 /// One session's idle state, shared with the test.
@@ -133,45 +158,116 @@ impl Session {
     }
 }
 
-/// Serves the fake logind on `address`: sessions "2" (Wayland) and "c3" (a tty login).
-async fn serve(address: &str, desk: Idle, tty: Idle) -> zbus::Result<zbus::Connection> {
-    let path = |id: &str| {
-        OwnedObjectPath::try_from(format!("/org/freedesktop/login1/session/_3{id}"))
-            .expect("object path")
-    };
-    let row = |id: &str, seat: &str| {
-        (
-            id.to_owned(),
-            1000u32,
-            "volunteer".to_owned(),
-            seat.to_owned(),
-            path(id),
+fn session_path(id: &str) -> OwnedObjectPath {
+    OwnedObjectPath::try_from(format!("/org/freedesktop/login1/session/_3{id}"))
+        .expect("object path")
+}
+
+fn row(id: &str, seat: &str) -> Row {
+    (
+        id.to_owned(),
+        1000u32,
+        "volunteer".to_owned(),
+        seat.to_owned(),
+        session_path(id),
+    )
+}
+
+/// The fake logind: its connection, its sessions and how often they were listed.
+struct Logind {
+    conn: zbus::Connection,
+    sessions: Arc<Mutex<Vec<Row>>>,
+    lists: Arc<AtomicU64>,
+}
+
+impl Logind {
+    /// Serves the fake logind on `address`: sessions "2" (Wayland) and "c3" (a tty login).
+    async fn serve(address: &str, desk: Idle, tty: Idle) -> zbus::Result<Logind> {
+        let sessions = Arc::new(Mutex::new(vec![row("2", "seat0"), row("c3", "")]));
+        let lists = Arc::new(AtomicU64::new(0));
+        let conn = zbus::connection::Builder::address(address)?
+            .name("org.freedesktop.login1")?
+            .serve_at(
+                "/org/freedesktop/login1",
+                Manager {
+                    sessions: sessions.clone(),
+                    lists: lists.clone(),
+                },
+            )?
+            .serve_at(
+                session_path("2").as_str(),
+                Session {
+                    kind: "wayland",
+                    state: desk,
+                },
+            )?
+            .serve_at(
+                session_path("c3").as_str(),
+                Session {
+                    kind: "tty",
+                    state: tty,
+                },
+            )?
+            .build()
+            .await?;
+        Ok(Logind {
+            conn,
+            sessions,
+            lists,
+        })
+    }
+
+    /// Emits one `PropertiesChanged` with session `id`'s idle hints, as logind does when they
+    /// move.
+    async fn idle_changed(&self, id: &str) -> zbus::Result<()> {
+        let iface = self
+            .conn
+            .object_server()
+            .interface::<_, Session>(session_path(id).as_str())
+            .await?;
+        let (idle, since) = {
+            let s = iface.get().await;
+            (s.idle_hint(), s.idle_since_hint())
+        };
+        let changed = HashMap::from([
+            ("IdleHint", Value::from(idle)),
+            ("IdleSinceHint", Value::from(since)),
+        ]);
+        zbus::fdo::Properties::properties_changed(
+            iface.signal_emitter(),
+            InterfaceName::from_static_str("org.freedesktop.login1.Session")?,
+            changed,
+            Cow::Borrowed(&[]),
         )
-    };
-    zbus::connection::Builder::address(address)?
-        .name("org.freedesktop.login1")?
-        .serve_at(
-            "/org/freedesktop/login1",
-            Manager {
-                sessions: vec![row("2", "seat0"), row("c3", "")],
-            },
-        )?
-        .serve_at(
-            path("2").as_str(),
-            Session {
-                kind: "wayland",
-                state: desk,
-            },
-        )?
-        .serve_at(
-            path("c3").as_str(),
-            Session {
-                kind: "tty",
-                state: tty,
-            },
-        )?
-        .build()
         .await
+    }
+
+    /// A new session `id` of `kind` opens, with `SessionNew`.
+    async fn open(&self, id: &str, kind: &'static str, state: Idle) -> zbus::Result<()> {
+        let path = session_path(id);
+        self.conn
+            .object_server()
+            .at(path.as_str(), Session { kind, state })
+            .await?;
+        self.sessions.lock().expect("sessions").push(row(id, ""));
+        let emitter = SignalEmitter::new(&self.conn, "/org/freedesktop/login1")?;
+        Manager::session_new(&emitter, id, path.as_ref()).await
+    }
+
+    /// Session `id` ends, with `SessionRemoved`.
+    async fn close(&self, id: &str) -> zbus::Result<()> {
+        let path = session_path(id);
+        self.sessions
+            .lock()
+            .expect("sessions")
+            .retain(|r| r.0 != id);
+        self.conn
+            .object_server()
+            .remove::<Session, _>(path.as_str())
+            .await?;
+        let emitter = SignalEmitter::new(&self.conn, "/org/freedesktop/login1")?;
+        Manager::session_removed(&emitter, id, path.as_ref()).await
+    }
 }
 
 /// `get_cc_status`'s `task_suspend_reason`.
@@ -200,8 +296,12 @@ fn logind_sessions_going_idle_and_active_suspend_and_resume_computing() {
     desk.set_idle(3600);
     tty.set_idle(4000);
     let logind = rt
-        .block_on(serve(&bus.address, desk.clone(), tty.clone()))
+        .block_on(Logind::serve(&bus.address, desk.clone(), tty.clone()))
         .expect("serve the fake logind");
+    let changed = |id: &str| {
+        rt.block_on(logind.idle_changed(id))
+            .expect("PropertiesChanged");
+    };
 
     let data = tempfile::tempdir().expect("data");
     // No input device to fall back on: without logind the user counts as absent.
@@ -234,9 +334,15 @@ fn logind_sessions_going_idle_and_active_suspend_and_resume_computing() {
         );
     };
     reason("0");
+    let t0 = Instant::now();
+    // Nothing changes: logind is not asked again (it is read on its signals, not polled).
+    let lists = logind.lists.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(logind.lists.load(Ordering::SeqCst), lists, "logind polled");
 
     // Someone uses the desktop: computing is suspended, "computer is in use" (2).
     desk.set_active();
+    changed("2");
     reason("2");
     d.wait_for(
         "Suspending computation - computer is in use",
@@ -244,16 +350,35 @@ fn logind_sessions_going_idle_and_active_suspend_and_resume_computing() {
     );
     // The desktop idle again, the text session still idle: computing resumes.
     desk.set_idle(600);
+    changed("2");
     reason("0");
     // A remote login typing (the tty session): in use again.
     tty.set_active();
+    changed("c3");
     reason("2");
     tty.set_idle(900);
+    changed("c3");
     reason("0");
+    // Someone logs in at a new seat (SessionNew) and uses it; then logs out (SessionRemoved).
+    let seat = Idle::new();
+    seat.set_active();
+    rt.block_on(logind.open("7", "x11", seat))
+        .expect("SessionNew");
+    reason("2");
+    rt.block_on(logind.close("7")).expect("SessionRemoved");
+    reason("0");
+    // One read per signal (six of them) at most, and the slow safety re-read.
+    let reads = logind.lists.load(Ordering::SeqCst) - lists;
+    let safety = t0.elapsed().as_secs() / 60 + 1;
+    assert!(
+        (1..=6 + safety).contains(&reads),
+        "{reads} reads of the sessions for 6 signals in {:?}",
+        t0.elapsed()
+    );
 
     // logind gone from the bus: the daemon says so and falls back (here to nothing: the user
     // counts as absent, so computing goes on).
-    rt.block_on(logind.release_name("org.freedesktop.login1"))
+    rt.block_on(logind.conn.release_name("org.freedesktop.login1"))
         .expect("release the name");
     d.wait_for("logind not in use", Duration::from_secs(20));
     assert!(

@@ -1,5 +1,5 @@
 //! The HTTP exchanges the main loop starts outside the transfers: master fetches and
-//! scheduler RPCs (`projects/poll.rs`), news feeds and the project list (`notices.rs`),
+//! scheduler RPCs (`daemon/projects/poll.rs`), news feeds and the project list (`notices.rs`),
 //! account-manager syncs (`acct_mgr.rs`) and the attach wizard's web RPCs
 //! (`rpc/projects.rs`). Each runs in a tokio task that ends by sending its event to the
 //! loop; they are kept here so that shutdown ends those still running instead of leaving

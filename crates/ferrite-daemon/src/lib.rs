@@ -31,7 +31,6 @@ pub mod memory;
 pub mod messages;
 pub mod metrics;
 pub mod notices;
-mod pass;
 mod persist;
 pub mod project_files;
 pub mod projects;
@@ -102,7 +101,7 @@ pub struct Daemon {
     /// When an HTTP exchange (transfer, scheduler, web or account-manager RPC) last ended
     /// (`cc_status`'s network status).
     last_comm: f64,
-    // Tasks (`tasks.rs`; their turn of a pass in `pass.rs`).
+    // Tasks (`tasks.rs`; their turn of a pass in `daemon/pass.rs`).
     /// The apps: processes, slots, and the scheduling core that decides what runs.
     tasks: tasks::TaskTable,
     /// CPU throttling (`cpu_usage_limit`).
@@ -117,10 +116,10 @@ pub struct Daemon {
     next_overdue_check: f64,
     /// When the first app started since start-up (for `--exit_after_app_start`).
     app_started_at: Option<f64>,
-    // Host watching (`host.rs`).
+    // Host watching (`host.rs`, its glue in `daemon/host.rs`).
     /// Host watching: GPUs, benchmarks, user activity, battery, disk figures.
     host: host::HostWatch,
-    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`).
+    // Projects (`projects.rs`, `acct_mgr.rs`, `notices.rs`; their glue in `daemon/`).
     /// The project loop: master fetches and scheduler RPCs.
     projects: projects::ProjectLoop,
     /// The account manager in use and its sync clock.
@@ -129,7 +128,7 @@ pub struct Daemon {
     feeds: notices::Feeds,
     /// The HTTP exchanges under way outside the transfers, ended at shutdown.
     http_tasks: http_tasks::HttpTasks,
-    // Transfers (`transfers.rs`; the daemon's side in `pass.rs`).
+    // Transfers (`transfers.rs`; the daemon's side in `daemon/pass.rs`).
     /// File transfers.
     transfers: transfers::Transfers,
     /// Bytes received and sent by finished transfer attempts since start-up.

@@ -1,25 +1,31 @@
 //! Asks systemd-logind over D-Bus (the system bus, `DBUS_SYSTEM_BUS_ADDRESS` or the standard
 //! socket) whether the user is idle: a task off the main loop lists the sessions
-//! (`org.freedesktop.login1.Manager.ListSessions`) and reads each one's properties every
-//! [`POLL`], and publishes the result (`ferrite_hostinfo::logind` aggregates it). Without a
-//! reachable logind it says so, and tries again every [`RETRY`].
+//! (`org.freedesktop.login1.Manager.ListSessions`), reads each one's properties and publishes
+//! the result (`ferrite_hostinfo::logind` aggregates it); it reads them again when logind
+//! says something changed (a session's `PropertiesChanged`, `SessionNew`, `SessionRemoved`, or
+//! logind's name changing owner on the bus), and every [`REREAD`] in case a signal was missed.
+//! Without a reachable logind it says so, and tries again every [`RETRY`].
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use ferrite_hostinfo::logind::{aggregate, SessionIdle, UserIdle};
+use futures_util::StreamExt as _;
 use tokio::sync::watch;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
-use zbus::Connection;
+use zbus::{Connection, MatchRule, MessageStream};
 
-/// How often the sessions are read.
-pub const POLL: Duration = Duration::from_secs(2);
+/// How often the sessions are read again without a signal saying they changed.
+pub const REREAD: Duration = Duration::from_secs(60);
 
 /// How long after a failure logind is asked again.
 pub const RETRY: Duration = Duration::from_secs(30);
 
 /// The longest one exchange with the bus may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many signals wait unread at most (a burst of more is read once anyway).
+const SIGNAL_QUEUE: usize = 64;
 
 const DEST: &str = "org.freedesktop.login1";
 
@@ -57,43 +63,103 @@ impl LogindWatch {
 
 async fn run(tx: watch::Sender<Logind>) {
     loop {
-        let conn = match tokio::time::timeout(CALL_TIMEOUT, Connection::system()).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                tx.send_replace(Logind::Unreachable(format!("no system bus: {e}")));
-                if sleep_or_closed(&tx, RETRY).await {
-                    return;
-                }
-                continue;
-            }
-            Err(_) => {
-                tx.send_replace(Logind::Unreachable("the system bus does not answer".into()));
-                if sleep_or_closed(&tx, RETRY).await {
-                    return;
-                }
-                continue;
-            }
+        let failure = match tokio::time::timeout(CALL_TIMEOUT, Connection::system()).await {
+            Ok(Ok(conn)) => match follow(&conn, &tx).await {
+                Some(why) => why,
+                None => return,
+            },
+            Ok(Err(e)) => format!("no system bus: {e}"),
+            Err(_) => "the system bus does not answer".into(),
         };
-        loop {
-            match tokio::time::timeout(CALL_TIMEOUT, sessions(&conn)).await {
-                Ok(Ok(s)) => {
-                    tx.send_replace(Logind::Sessions(aggregate(&s)));
-                    if sleep_or_closed(&tx, POLL).await {
-                        return;
-                    }
-                }
-                Ok(Err(e)) => {
-                    tx.send_replace(Logind::Unreachable(format!("logind: {e}")));
-                    break;
-                }
-                Err(_) => {
-                    tx.send_replace(Logind::Unreachable("logind does not answer".into()));
-                    break;
-                }
-            }
-        }
+        tx.send_replace(Logind::Unreachable(failure));
         if sleep_or_closed(&tx, RETRY).await {
             return;
+        }
+    }
+}
+
+/// The signals that say the sessions may have changed.
+struct Changes {
+    properties: MessageStream,
+    manager: MessageStream,
+    owner: MessageStream,
+}
+
+impl Changes {
+    async fn subscribe(conn: &Connection) -> zbus::Result<Changes> {
+        use zbus::message::Type;
+        // Only logind serves objects under /org/freedesktop/login1 on the system bus.
+        let properties = MatchRule::builder()
+            .msg_type(Type::Signal)
+            .interface("org.freedesktop.DBus.Properties")?
+            .member("PropertiesChanged")?
+            .path_namespace("/org/freedesktop/login1/session")?
+            .build();
+        let manager = MatchRule::builder()
+            .msg_type(Type::Signal)
+            .interface("org.freedesktop.login1.Manager")?
+            .path("/org/freedesktop/login1")?
+            .build();
+        let owner = MatchRule::builder()
+            .msg_type(Type::Signal)
+            .sender("org.freedesktop.DBus")?
+            .interface("org.freedesktop.DBus")?
+            .member("NameOwnerChanged")?
+            .arg(0, DEST)?
+            .build();
+        let queue = Some(SIGNAL_QUEUE);
+        Ok(Changes {
+            properties: MessageStream::for_match_rule(properties, conn, queue).await?,
+            manager: MessageStream::for_match_rule(manager, conn, queue).await?,
+            owner: MessageStream::for_match_rule(owner, conn, queue).await?,
+        })
+    }
+
+    /// The next signal that matters; `None` when the connection is gone.
+    async fn next(&mut self) -> Option<()> {
+        loop {
+            let msg = tokio::select! {
+                m = self.properties.next() => m?,
+                m = self.manager.next() => m?,
+                m = self.owner.next() => m?,
+            };
+            let Ok(msg) = msg else { continue };
+            let header = msg.header();
+            let member = header.member().map(|m| m.as_str()).unwrap_or_default();
+            if matches!(
+                member,
+                "PropertiesChanged" | "SessionNew" | "SessionRemoved" | "NameOwnerChanged"
+            ) {
+                return Some(());
+            }
+        }
+    }
+}
+
+/// Reads the sessions now and again on every change until something fails (why) or the
+/// daemon is gone (`None`).
+async fn follow(conn: &Connection, tx: &watch::Sender<Logind>) -> Option<String> {
+    let mut changes = match tokio::time::timeout(CALL_TIMEOUT, Changes::subscribe(conn)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Some(format!("logind's signals: {e}")),
+        Err(_) => return Some("the system bus does not answer".into()),
+    };
+    loop {
+        match tokio::time::timeout(CALL_TIMEOUT, sessions(conn)).await {
+            Ok(Ok(s)) => {
+                tx.send_replace(Logind::Sessions(aggregate(&s)));
+            }
+            Ok(Err(e)) => return Some(format!("logind: {e}")),
+            Err(_) => return Some("logind does not answer".into()),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(REREAD) => {}
+            () = tx.closed() => return None,
+            c = changes.next() => {
+                if c.is_none() {
+                    return Some("the system bus closed the connection".into());
+                }
+            }
         }
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! The buffer is process-wide because logging starts before the daemon exists. Its writers:
 //! the tracing layer (every line any code logs, notices on [`NOTICE_TARGET`]), the news feeds
-//! (`notices.rs`: [`MessageLog::add_notice`]), scheduler replies (`projects/reply.rs`: a
+//! (`notices.rs`: [`MessageLog::add_notice`]), scheduler replies (`daemon/projects/reply.rs`: a
 //! project's scheduler notices withdrawn), a reload (`setup.rs`: the configuration's notices
 //! withdrawn) and GUI RPC's project names (`rpc/`, which also reads it for its replies).
 

@@ -28,13 +28,10 @@ use tracing::{error, warn};
 use crate::config;
 use crate::transfers::ERR_BAD_FILENAME;
 use crate::tuning::Tuning;
-use crate::Daemon;
 
-mod applying;
-mod disk;
-mod old_results;
-mod poll;
-mod reply;
+pub(crate) mod applying;
+pub(crate) mod disk;
+pub(crate) mod old_results;
 
 pub(crate) use disk::{disk_figures, disk_shares, volume_space};
 pub use old_results::{old_results_xml, OldResult};
@@ -51,10 +48,10 @@ pub const ERR_ATTACH_FAIL_INIT: i32 = -209;
 
 /// How long a project that is uploading is not asked for work, so the report can ride on
 /// the same RPC (`WF_UPLOAD_DEFER_INTERVAL`), seconds.
-const REPORT_CHECK_PERIOD: f64 = 60.0;
+pub(crate) const REPORT_CHECK_PERIOD: f64 = 60.0;
 /// How often the loop looks for something to do without being woken, seconds
 /// (`SCHEDULER_RPC_POLL_PERIOD`).
-const POLL_PERIOD: f64 = 5.0;
+pub(crate) const POLL_PERIOD: f64 = 5.0;
 
 /// What the spawned HTTP exchange brings back.
 #[derive(Debug)]
@@ -129,40 +126,40 @@ pub enum WebRpcState {
 #[derive(Debug)]
 pub struct ProjectLoop {
     /// The HTTP client, built from cc_config at first use and after a reload.
-    http: Option<HttpClient>,
+    pub(crate) http: Option<HttpClient>,
     /// Chosen once, to spread hosts over a project's scheduler URLs.
-    url_random: f64,
+    pub(crate) url_random: f64,
     /// Backoff jitter.
-    jitter: SplitMix64,
+    pub(crate) jitter: SplitMix64,
     /// The scheduler operation in flight (one at a time), by project URL; a reply still
     /// being taken in keeps its project's operation in flight.
-    busy: Option<String>,
+    pub(crate) busy: Option<String>,
     /// A reply whose tasks are being taken in, a batch per turn of the loop.
-    applying: Option<applying::Applying>,
+    pub(crate) applying: Option<applying::Applying>,
     /// Next time to look for something to do.
-    next_poll: f64,
+    pub(crate) next_poll: f64,
     /// Last time results were checked for reporting.
-    last_report_check: f64,
+    pub(crate) last_report_check: f64,
     /// Tasks ready to report at the last look.
-    last_ready: usize,
+    pub(crate) last_ready: usize,
     /// The state's persisted backoffs were given to the scheduling core.
-    backoffs_loaded: bool,
+    pub(crate) backoffs_loaded: bool,
     /// The core's work request of the current pass predates the saved backoffs: skip it.
-    fetch_after_next_pass: bool,
+    pub(crate) fetch_after_next_pass: bool,
     /// The project last attached through GUI RPC while its first contact (master page,
     /// first scheduler RPC) has not ended: a failure of that contact is logged as the
     /// attach's once. `project_attach_poll` does not wait for it (as in the official client,
     /// it answers the attach request's own result: 0).
     pub attach_pending: Option<String>,
     /// Scheduler RPCs and failures per project since start-up, for the metrics.
-    rpc_counts: BTreeMap<String, (u64, u64)>,
+    pub(crate) rpc_counts: BTreeMap<String, (u64, u64)>,
     /// Tasks acknowledged in the last hour, oldest first (`get_old_results`).
     pub old_results: std::collections::VecDeque<OldResult>,
     /// The attach wizard's web RPCs, by [`WebRpcKind`].
     pub web: [WebRpcState; 3],
     /// The data directory could take nothing more at the last look (see
     /// [`Daemon::storage_blocks_work`]).
-    storage_full: bool,
+    pub(crate) storage_full: bool,
     /// Retry figures (the official defaults unless the command line changed them).
     pub tuning: Tuning,
     /// Projects with trickle-up messages sent and not yet acknowledged.
@@ -247,62 +244,8 @@ impl ProjectLoop {
     }
 }
 
-impl Daemon {
-    /// Resets a project: its apps are ended (no process of theirs is left, their slots are
-    /// freed), its tasks forgotten, its files deleted, its apps dropped; the account stays
-    /// and the server is asked for new work.
-    pub(crate) fn reset_project(&mut self, url: &str, t: f64) {
-        self.tasks.end_project(url);
-        self.state
-            .active_tasks
-            .retain(|a| a.project_master_url != url);
-        let mut anonymous = false;
-        if let Some(ps) = self.state.project_mut(url) {
-            ps.results.clear();
-            ps.workunits.clear();
-            ps.project_files.clear();
-            // As the official client: an anonymous project keeps the volunteer's apps, app
-            // versions and files (app_info.xml), and its directory is not cleaned out.
-            anonymous = ps.project.anonymous_platform;
-            if anonymous {
-                ps.files.retain(ferrite_project::anonymous::is_local_file);
-            } else {
-                ps.app_versions.clear();
-                ps.apps.clear();
-                ps.files.clear();
-            }
-            ps.project.code_sign_key = None;
-            ps.project.sched_rpc_pending = Some(RpcReason::UserReq);
-            ps.project.min_rpc_time = 0.0;
-            ps.project.nrpc_failures = 0;
-            for b in &mut ps.project.rsc_backoff {
-                b.backoff_time = 0.0;
-                b.backoff_interval = 0.0;
-            }
-        }
-        let pdir = config::project_dir(&self.dir, url);
-        let entries = fs::read_dir(&pdir).ok().filter(|_| !anonymous);
-        if let Some(entries) = entries {
-            for e in entries.flatten() {
-                // The project's app_config.xml is the volunteer's, not the project's.
-                if e.file_name() == std::ffi::OsStr::new(config::APP_CONFIG) {
-                    continue;
-                }
-                let path = e.path();
-                let _ = if path.is_dir() {
-                    fs::remove_dir_all(&path)
-                } else {
-                    fs::remove_file(&path)
-                };
-            }
-        }
-        self.projects.poll_soon();
-        self.save.mark_dirty(t);
-    }
-}
-
 /// `backoff(n, MIN, MAX) = min(MIN * 2^n, MAX) * (0.5 + 0.5 U)`.
-fn backoff(n: i32, min: f64, max: f64, u: f64) -> f64 {
+pub(crate) fn backoff(n: i32, min: f64, max: f64, u: f64) -> f64 {
     let exp = min * 2f64.powi(n.clamp(0, 30));
     exp.min(max) * (0.5 + 0.5 * u)
 }
@@ -324,7 +267,7 @@ pub(crate) fn resource_name(world: &World, r: ResourceId) -> String {
 }
 
 /// The project-crate form of the core's work request.
-fn to_request_work(
+pub(crate) fn to_request_work(
     world: &World,
     w: &ferrite_sched::WorkRequest,
 ) -> ferrite_project::request::WorkRequest {
@@ -349,7 +292,7 @@ fn to_request_work(
 
 /// The official client's RPC backoff after a failure (reference §7.1), with the figures of
 /// `--sched_retry_delay_min/max`, `--retry_cap` and `--master_fetch_*`.
-fn rpc_backoff(p: &mut Project, now: f64, u: f64, k: &Tuning) {
+pub(crate) fn rpc_backoff(p: &mut Project, now: f64, u: f64, k: &Tuning) {
     if p.master_fetch_failures >= k.master_fetch_retry_cap {
         p.master_url_fetch_pending = true;
         p.min_rpc_time = p.min_rpc_time.max(now + k.master_fetch_interval);
@@ -375,13 +318,13 @@ fn rpc_backoff(p: &mut Project, now: f64, u: f64, k: &Tuning) {
 /// backoff itself (its copy follows the state's) and ends one that failures caused early
 /// while an instance idles, so only a server's `request_delay` and a pending master-page
 /// fetch (which goes first) hold the request back here; and a project suspended by the user.
-fn may_fetch_from(p: &Project, t: f64) -> bool {
+pub(crate) fn may_fetch_from(p: &Project, t: f64) -> bool {
     let backed_off = p.min_rpc_time > t && (p.nrpc_failures == 0 || p.master_url_fetch_pending);
     !backed_off && !p.suspended_via_gui
 }
 
 /// Why a result was refused, as a BOINC error code.
-fn refusal_code(r: &RefusalReason) -> i32 {
+pub(crate) fn refusal_code(r: &RefusalReason) -> i32 {
     match r {
         RefusalReason::BadName(_) | RefusalReason::BadReference { .. } => ERR_BAD_FILENAME,
         RefusalReason::KeyBadSignature | RefusalReason::KeyWithoutSignature => ERR_RSA_FAILED,
@@ -391,13 +334,13 @@ fn refusal_code(r: &RefusalReason) -> i32 {
 
 /// A reply's refusals of workunits and files by name (the first of each name), so that each
 /// refused result finds its cause without a scan of every refusal.
-struct RefusalCauses<'a> {
+pub(crate) struct RefusalCauses<'a> {
     workunits: HashMap<&'a str, &'a Refusal>,
     files: HashMap<&'a str, &'a Refusal>,
 }
 
 impl<'a> RefusalCauses<'a> {
-    fn new(all: &'a [Refusal]) -> Self {
+    pub(crate) fn new(all: &'a [Refusal]) -> Self {
         let mut causes = RefusalCauses {
             workunits: HashMap::new(),
             files: HashMap::new(),
@@ -414,7 +357,7 @@ impl<'a> RefusalCauses<'a> {
     }
 
     /// The refusal that `reason` comes from, if the reply refused it.
-    fn cause(&self, reason: &RefusalReason) -> Option<&'a Refusal> {
+    pub(crate) fn cause(&self, reason: &RefusalReason) -> Option<&'a Refusal> {
         match reason {
             RefusalReason::UnknownWorkunit(n) => self.workunits.get(n.as_str()).copied(),
             RefusalReason::UnknownFile(n) => self.files.get(n.as_str()).copied(),
@@ -425,7 +368,11 @@ impl<'a> RefusalCauses<'a> {
 
 /// The code and text of what a refusal comes from: a result refused because its workunit
 /// was refused because an input file had a hostile name is reported as a bad file name.
-fn root_refusal(causes: &RefusalCauses<'_>, reason: &RefusalReason, depth: usize) -> (i32, String) {
+pub(crate) fn root_refusal(
+    causes: &RefusalCauses<'_>,
+    reason: &RefusalReason,
+    depth: usize,
+) -> (i32, String) {
     if depth < 4 {
         if let Some(r) = causes.cause(reason) {
             let (code, why) = root_refusal(causes, &r.reason, depth + 1);
@@ -447,7 +394,7 @@ pub(crate) fn client_brand(dir: &Path) -> String {
 }
 
 /// Builds the HTTP client for the daemon's configuration.
-fn http_client(
+pub(crate) fn http_client(
     state: &ClientState,
     cc: &ferrite_proto::cc_config::CcOptions,
     brand: &str,
@@ -509,7 +456,7 @@ fn http_client(
 }
 
 /// The account key of `url`, from its account file.
-fn authenticator(dir: &Path, url: &str) -> Option<String> {
+pub(crate) fn authenticator(dir: &Path, url: &str) -> Option<String> {
     config::read_account(dir, url)
         .map(|a| a.authenticator)
         .filter(|a| !a.trim().is_empty())

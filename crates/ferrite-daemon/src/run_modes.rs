@@ -1,6 +1,6 @@
 //! The run modes (computing, GPU computing, network use): the permanent ones kept in the
 //! state, the temporary ones GUI RPC sets (`set_run_mode` with a duration) and the network
-//! mode `restore` goes back to. GUI RPC changes them (`rpc/commands.rs`); the project loop,
+//! mode `restore` goes back to. GUI RPC changes them (`daemon/rpc/commands.rs`); the project loop,
 //! host watching and GUI RPC's status replies read them.
 
 use ferrite_gui_rpc::RunMode as RpcRunMode;

@@ -949,4 +949,25 @@ mod tests {
         let w = build_world(&s, &mut ids, &inp, &|_, _| None);
         assert_eq!(w.host.ncpus, 4);
     }
+
+    #[test]
+    fn the_not_in_use_cpu_share_acts_while_the_user_is_away() {
+        let s = state();
+        let prefs = GlobalPrefs {
+            max_ncpus_pct: 25.0,
+            niu_max_ncpus_pct: 75.0,
+            ..GlobalPrefs::default()
+        };
+        let nb = HashMap::new();
+        let mut ids = IdMap::default();
+        let mut inp = inputs(&prefs, &nb);
+        inp.cc_ncpus = 8;
+        inp.user_active = true;
+        let w = build_world(&s, &mut ids, &inp, &|_, _| None);
+        assert_eq!(w.host.ncpus, 2, "max_ncpus_pct while in use");
+        inp.user_active = false;
+        let w = build_world(&s, &mut ids, &inp, &|_, _| None);
+        assert_eq!(w.host.ncpus, 6, "niu_max_ncpus_pct while not in use");
+        assert!(!w.user_active);
+    }
 }

@@ -99,6 +99,8 @@ pub struct Live {
     pub finish: crate::finishing::FinishWatch,
     /// Whether its app runs confined, and why not (`ferrite explain`).
     pub confinement: confine::Decision,
+    /// Its app version uses a GPU (a GPU-only suspension stops it).
+    pub uses_gpu: bool,
 }
 
 /// What the main loop decided for a supervision tick, besides the state.
@@ -110,8 +112,8 @@ pub struct TickInputs<'a> {
     pub cc_ncpus: i32,
     /// Why computing is suspended, if it is.
     pub suspend: Option<SuspendReason>,
-    /// GPU computing is suspended (CPU computing may go on).
-    pub gpu_suspended: bool,
+    /// Why GPU computing is suspended (CPU computing may go on), if it is.
+    pub gpu_suspend: Option<SuspendReason>,
     /// Someone uses the computer (selects the in-use CPU and memory limits).
     pub user_active: bool,
     /// Each project's `app_config.xml`.
@@ -355,8 +357,10 @@ impl TaskTable {
     /// (`inputs.suspend`) nothing starts and every process stops: suspended in memory, or told
     /// to quit when the reason allows it, `leave_apps_in_memory` is off and the task has a
     /// checkpoint to restart from; for a reason that can wait, a task that checkpoints first
-    /// runs on to its next checkpoint (`tasks/grace.rs`). The tick reads no clock: all its
-    /// time is `now`'s.
+    /// runs on to its next checkpoint (`tasks/grace.rs`). While only GPU computing is
+    /// suspended (`inputs.gpu_suspend`) the GPU tasks stop the same way (quit, as the run list
+    /// does with GPU tasks), after their next checkpoint when the reason can wait. The tick
+    /// reads no clock: all its time is `now`'s.
     pub fn tick(
         &mut self,
         state: &mut ClientState,
@@ -384,7 +388,7 @@ impl TaskTable {
         }
         let live_before = self.live.len();
         self.poll_all(state, inst, now, &mut report);
-        self.stop_at_checkpoints(state, inputs.suspend, quit_when_suspended, inst, now);
+        self.stop_at_checkpoints(state, inputs, quit_when_suspended, inst, now);
         let exited = self.live.len() != live_before;
         let (finish_changed, fast_poll) = crate::finishing::watch(&mut self.live, inst);
         if finish_changed {
@@ -405,7 +409,7 @@ impl TaskTable {
         let gate_inputs = PassInputs {
             epoch: inputs.epoch,
             suspend: inputs.suspend,
-            gpu_suspended: inputs.gpu_suspended,
+            gpu_suspend: inputs.gpu_suspend,
             user_active: inputs.user_active,
             over_ram_limit: running_wss > max_wss,
         };
@@ -467,10 +471,7 @@ impl TaskTable {
         let keys: Vec<Key> = self.live.keys().cloned().collect();
         for key in keys {
             let id = self.ids.job_id(&key.0, &key.1);
-            let runs_on = match inputs.suspend {
-                Some(reason) => self.runs_on_to_checkpoint(&key, reason, now),
-                None => false,
-            };
+            let runs_on = self.runs_on_to_checkpoint(&key, inputs, now);
             let Some(l) = self.live.get_mut(&key) else {
                 continue;
             };
@@ -485,7 +486,7 @@ impl TaskTable {
                     l.task.resume(inst);
                     l.run_started_at = now;
                 }
-            } else if quit.contains(&id) && run_allowed {
+            } else if quit.contains(&id) && run_allowed && !runs_on {
                 if let Some(limit) = over_ram.get(&id).filter(|_| !checkpointed) {
                     // Quitting would lose all its work: suspended in memory instead, as the
                     // official client does with every task over the RAM limit.
@@ -604,7 +605,7 @@ impl TaskTable {
             prefs: inputs.prefs,
             cc_ncpus: inputs.cc_ncpus,
             user_active: inputs.user_active,
-            gpu_suspended: inputs.gpu_suspended,
+            gpu_suspended: inputs.gpu_suspend.is_some(),
             app_configs: inputs.app_configs,
             exclude_gpus: inputs.exclude_gpus,
             no_rsc_prefs: inputs.no_rsc_prefs,

@@ -1,7 +1,7 @@
 //! Temperature limits: the sensors read once a second while a limit is set
 //! (`ferrite_hostinfo::thermal`), turned into a CPU share and a GPU hold by
 //! `ferrite_sched::thermal`, and carried out by the CPU throttle (`throttle.rs`) and the GPU
-//! suspend decision (`host.rs`).
+//! suspend decision (`daemon/host.rs`).
 //!
 //! The preferences are Ferrite's extensions `ferrite_cpu_temp_limit` and
 //! `ferrite_gpu_temp_limit` (°C, 0 = none). Sensors are read under `FERRITE_SYS_ROOT` (default
@@ -12,9 +12,6 @@ use std::path::PathBuf;
 use ferrite_hostinfo::thermal::{hottest, Reading, ThermalProbe};
 use ferrite_sched::thermal::{CpuThermal, GpuThermal};
 use tracing::{info, warn};
-
-#[cfg(test)]
-use ferrite_sched::suspend::SuspendReason;
 
 /// How often the sensors are read while a limit is set, seconds.
 pub const SAMPLE_SECS: f64 = 1.0;
@@ -261,10 +258,10 @@ impl ThermalWatch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn write_temps(root: &std::path::Path, cpu_milli: i64, gpu_milli: i64) {
+    pub(crate) fn write_temps(root: &std::path::Path, cpu_milli: i64, gpu_milli: i64) {
         let cpu = root.join("class/hwmon/hwmon1");
         let gpu = root.join("class/hwmon/hwmon3");
         std::fs::create_dir_all(&cpu).expect("mkdir");
@@ -323,60 +320,5 @@ mod tests {
         write_temps(root, 120_000, 120_000);
         let s = w.observe(t + 1.0, 0.0, 0.0, false);
         assert!(!s.cpu_holding() && !s.gpu_hot && s.cpu.is_none());
-    }
-
-    #[test]
-    fn the_daemon_shows_a_thermal_hold_in_cc_status_and_suspends_gpu_tasks() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let opts = crate::test_options(dir.path());
-        let mut d = crate::Daemon::start(opts, crate::logging::init()).expect("daemon");
-        let sys = tempfile::tempdir().expect("sys");
-        write_temps(sys.path(), 70_000, 70_000);
-        d.host.thermal = ThermalWatch::new(sys.path().to_path_buf());
-        d.state
-            .host_info
-            .coprocs
-            .other
-            .push(ferrite_proto::host::OtherCoproc {
-                rsc_type: "ATI".into(),
-                count: 1,
-                ..Default::default()
-            });
-        // Nothing but the temperatures may suspend anything (this host's load and its users
-        // are not the test's).
-        d.config.prefs.prefs.suspend_cpu_usage = 0.0;
-        d.config.prefs.prefs.niu_suspend_cpu_usage = 0.0;
-        d.config.prefs.prefs.run_gpu_if_user_active = true;
-        d.config.prefs.prefs.ferrite_cpu_temp_limit = 80.0;
-        d.config.prefs.prefs.ferrite_gpu_temp_limit = 85.0;
-        let t0 = crate::now();
-        let (cpu, gpu, _) = d.decide_suspension(t0);
-        assert_eq!((cpu, gpu), (None, None));
-        let status = |d: &mut crate::Daemon| d.gui_rpc_reply(ferrite_gui_rpc::Request::GetCcStatus);
-        let x = status(&mut d);
-        assert!(
-            x.contains("<task_suspend_reason>0</task_suspend_reason>"),
-            "{x}"
-        );
-        assert!(
-            x.contains("<gpu_suspend_reason>0</gpu_suspend_reason>"),
-            "{x}"
-        );
-        write_temps(sys.path(), 92_000, 91_000);
-        let mut gpu = None;
-        for i in 1..=20 {
-            (_, gpu, _) = d.decide_suspension(t0 + f64::from(i));
-        }
-        assert_eq!(gpu, Some(SuspendReason::CpuThrottle));
-        assert!(d.host.thermal.status().cpu_holding());
-        let x = status(&mut d);
-        assert!(
-            x.contains("<task_suspend_reason>64</task_suspend_reason>"),
-            "{x}"
-        );
-        assert!(
-            x.contains("<gpu_suspend_reason>64</gpu_suspend_reason>"),
-            "{x}"
-        );
     }
 }

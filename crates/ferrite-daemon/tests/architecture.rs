@@ -214,8 +214,13 @@ fn the_control_cli_never_links_the_scheduling_core() {
 /// use no item of `lib.rs` either (only its sibling modules).
 const PARTS_WITHOUT_DAEMON: &[&str] = &[
     "acct_mgr.rs",
+    "host.rs",
     "notices.rs",
+    "persist.rs",
+    "projects",
+    "projects.rs",
     "setup.rs",
+    "thermal.rs",
     "trickle.rs",
     "turn.rs",
     "web",

@@ -195,7 +195,7 @@ impl Default for GlobalPrefs {
             disk_max_used_gb: 0.0,
             disk_max_used_pct: 90.0,
             disk_min_free_gb: 0.1,
-            vm_max_used_pct: 75.0,
+            vm_max_used_pct: 100.0,
             ram_max_used_busy_pct: 50.0,
             ram_max_used_idle_pct: 90.0,
             max_bytes_sec_up: 0.0,
@@ -1336,5 +1336,16 @@ mod tests {
         };
         assert_eq!(p3.effective_cpu_usage_limit(true), 40.0);
         assert_eq!(p3.effective_cpu_usage_limit(false), 100.0);
+        let p4 = GlobalPrefs {
+            cpu_usage_limit: 80.0,
+            niu_cpu_usage_limit: 30.0,
+            suspend_cpu_usage: 25.0,
+            niu_suspend_cpu_usage: 60.0,
+            ..GlobalPrefs::default()
+        };
+        assert_eq!(p4.effective_cpu_usage_limit(true), 80.0);
+        assert_eq!(p4.effective_cpu_usage_limit(false), 30.0);
+        assert_eq!(p4.effective_suspend_cpu_usage(true), 25.0);
+        assert_eq!(p4.effective_suspend_cpu_usage(false), 60.0);
     }
 }

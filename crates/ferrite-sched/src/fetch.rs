@@ -652,7 +652,12 @@ impl<'a> Ctx<'a> {
     /// Projects able to ask for `r`, best first.
     fn candidates(&self, r: usize) -> Vec<usize> {
         let mut v: Vec<usize> = (0..self.np).filter(|&p| self.ok(p, r)).collect();
-        v.sort_by(|&a, &b| self.prio[b][r].total_cmp(&self.prio[a][r]).then(a.cmp(&b)));
+        v.sort_by(|&a, &b| {
+            self.prio[b][r]
+                .total_cmp(&self.prio[a][r])
+                .then(self.multi_rsc[a].cmp(&self.multi_rsc[b]))
+                .then(a.cmp(&b))
+        });
         v
     }
 

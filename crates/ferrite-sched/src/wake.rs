@@ -15,8 +15,8 @@ pub struct PassInputs {
     pub epoch: u64,
     /// Why computing is suspended, if it is.
     pub suspend: Option<SuspendReason>,
-    /// GPU computing is suspended.
-    pub gpu_suspended: bool,
+    /// Why GPU computing is suspended (while CPU computing is not), if it is.
+    pub gpu_suspend: Option<SuspendReason>,
     /// The user counts as active (the RAM limits and preferences follow it).
     pub user_active: bool,
     /// The running apps' working sets add up to more than the RAM the preferences allow
@@ -71,7 +71,7 @@ mod tests {
         PassInputs {
             epoch,
             suspend: Some(SuspendReason::UserRequest),
-            gpu_suspended: false,
+            gpu_suspend: None,
             user_active: false,
             over_ram_limit: false,
         }
@@ -112,6 +112,11 @@ mod tests {
             ..inputs(7)
         };
         assert!(g.is_due(&over, 101.0));
+        let gpu_hot = PassInputs {
+            gpu_suspend: Some(SuspendReason::CpuThrottle),
+            ..inputs(7)
+        };
+        assert!(g.is_due(&gpu_hot, 101.0));
     }
 
     #[test]

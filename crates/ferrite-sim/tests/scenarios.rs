@@ -531,18 +531,19 @@ fn gpu_deadlines_no_worse_than_official() {
 }
 
 /// Three projects on two GPU types (N: NVIDIA only; R: AMD and CPU; C: CPU only), against the
-/// official figures of each variant: nothing wasted, idle, share violation and RPCs per job no
-/// worse; nothing missed in the default and `--server_uses_workload` variants. Not held:
-/// monotony (official 0.000050) and the misses of `--cpu_sched_rr_only` (official 0), only
-/// bounded: at the first fetch R (whose deadlines are not known yet) is asked for its share
-/// of the CPUs' buffer, not the whole of it (monotony was 0.066 and 8 of R's CPU jobs were
-/// aborted as doomed with `--cpu_sched_rr_only` while it was asked for the whole buffer).
+/// official figures of each variant: nothing wasted, idle, share violation, monotony and RPCs
+/// per job no worse; nothing missed in the default and `--server_uses_workload` variants. Not
+/// held: the misses of `--cpu_sched_rr_only` (official 0), only bounded. At the first fetch
+/// the CPU-only C is asked for the CPUs before R (which can also supply the AMD GPU), and R
+/// for its share of what they still lack: R asked first left C idle an hour (monotony 0.008),
+/// and asked for the whole CPU buffer 8 of its CPU jobs were aborted as doomed with
+/// `--cpu_sched_rr_only` (monotony 0.066).
 #[test]
 fn two_gpu_types_no_worse_than_official() {
-    for (rr_only, server_uses_workload, idle, share, rpcs) in [
-        (false, false, 0.000577, 0.396579, 0.229483),
-        (true, false, 0.000577, 0.396579, 0.180386),
-        (false, true, 0.000577, 0.396579, 0.229483),
+    for (rr_only, server_uses_workload, idle, share, monotony, rpcs) in [
+        (false, false, 0.000577, 0.396579, 0.000050, 0.229483),
+        (true, false, 0.000577, 0.396579, 0.000050, 0.180386),
+        (false, true, 0.000577, 0.396579, 0.000050, 0.229483),
     ] {
         let opts = SimOptions {
             duration: 10.0 * DAY,
@@ -561,7 +562,7 @@ fn two_gpu_types_no_worse_than_official() {
             r.share_violation
         );
         assert!(r.rpcs_per_job <= rpcs, "{variant}: {}", r.rpcs_per_job);
-        assert!(r.monotony < 0.01, "{variant}: {}", r.monotony);
+        assert!(r.monotony <= monotony, "{variant}: {}", r.monotony);
         if rr_only {
             assert!(r.deadlines_missed <= 2, "{variant}: {}", r.deadlines_missed);
         } else {

@@ -74,6 +74,11 @@ pub fn now_secs() -> f64 {
 /// A data directory whose one project has the test app as app version and `jobs` downloaded
 /// and ready to run.
 pub fn data_dir(jobs: &[Job], prefs: &str) -> tempfile::TempDir {
+    data_dir_with_version(jobs, prefs, "")
+}
+
+/// As [`data_dir`], with `version_extra` (say a `<coproc>`) added to the app version.
+pub fn data_dir_with_version(jobs: &[Job], prefs: &str, version_extra: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tempdir");
     let dir = d.path();
     let pdir = project_dir(dir);
@@ -147,7 +152,7 @@ pub fn data_dir(jobs: &[Job], prefs: &str) -> tempfile::TempDir {
          {files}\
          <app_version>\n<app_name>test_app</app_name>\n<version_num>100</version_num>\n\
          <platform>x86_64-pc-linux-gnu</platform>\n<avg_ncpus>1</avg_ncpus>\n<flops>{FLOPS}</flops>\n\
-         <api_version>7.20.0</api_version>\n\
+         <api_version>7.20.0</api_version>\n{version_extra}\
          <file_ref>\n<file_name>{APP_FILE}</file_name>\n<main_program/>\n</file_ref>\n</app_version>\n\
          {wus}{results}<active_task_set>\n{active}</active_task_set>\n\
          <platform_name>x86_64-pc-linux-gnu</platform_name>\n\
@@ -171,11 +176,19 @@ pub fn data_dir(jobs: &[Job], prefs: &str) -> tempfile::TempDir {
 
 /// `ferrited` on `dir` with GUI RPC on `port` and the extra environment `env`.
 pub fn start_with(dir: &Path, port: u16, env: &[(&str, &Path)]) -> Proc {
+    start_gpus(dir, port, false, env)
+}
+
+/// As [`start_with`]; `gpus`: the daemon looks for GPUs (else `--no_gpus`).
+pub fn start_gpus(dir: &Path, port: u16, gpus: bool, env: &[(&str, &Path)]) -> Proc {
     let mut cmd = Command::new(bin("ferrited"));
     cmd.args(["--dir", dir.to_str().expect("utf-8")])
         .args(["--gui_rpc_port", &port.to_string()])
-        .args(["--skip_cpu_benchmarks", "--no_gpus"])
-        .env("RUST_LOG", "info")
+        .arg("--skip_cpu_benchmarks");
+    if !gpus {
+        cmd.arg("--no_gpus");
+    }
+    cmd.env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         // The host's logind (if any) would tell the user's activity instead of
         // FERRITE_DEV_ROOT.

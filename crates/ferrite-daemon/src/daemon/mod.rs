@@ -4,7 +4,13 @@
 //! methods take what they read as arguments and return what the glue must do.
 
 mod acct_mgr;
+mod host;
 mod notices;
+mod pass;
+mod persist;
+mod projects;
+mod rpc;
 mod setup;
+mod thermal;
 mod trickle;
 mod web;

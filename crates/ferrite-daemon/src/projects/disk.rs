@@ -18,7 +18,7 @@ pub(crate) struct DiskFigures {
 
 /// Free bytes under which the data directory's file system counts as full: no work is asked
 /// for, since neither its files nor the state could be written.
-pub(super) const DISK_FULL_FREE_BYTES: f64 = 1024.0 * 1024.0;
+pub(crate) const DISK_FULL_FREE_BYTES: f64 = 1024.0 * 1024.0;
 
 /// Total and free bytes of the file system holding `path`.
 pub(crate) fn volume_space(path: &Path) -> Option<(f64, f64)> {

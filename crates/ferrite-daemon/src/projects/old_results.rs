@@ -24,7 +24,7 @@ pub struct OldResult {
 }
 
 /// How long acknowledged tasks stay in `get_old_results`, seconds.
-pub(super) const OLD_RESULT_KEEP: f64 = 3600.0;
+pub(crate) const OLD_RESULT_KEEP: f64 = 3600.0;
 
 /// `get_old_results` in the official layout.
 pub fn old_results_xml(old: &std::collections::VecDeque<OldResult>) -> String {

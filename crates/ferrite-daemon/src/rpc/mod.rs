@@ -6,14 +6,14 @@
 //! [`route`] sorts each request: a query is answered from a shared borrow of the daemon
 //! (`Daemon::query`, in [`status`]; the event log and notices in [`messages`], transfers and
 //! the attach wizard's polls in [`projects`]); a command is applied by `Daemon::apply`
-//! ([`commands`]), which hands it to the owner of what it changes, the run modes
+//! (`daemon/rpc/commands.rs`), which hands it to the owner of what it changes, the run modes
 //! ([`crate::run_modes`]) among them.
 
 mod body;
-mod commands;
+mod file_transfers;
 mod projects;
 mod result_heads;
-mod route;
+pub(crate) mod route;
 mod state_reply;
 mod status;
 mod web_rpc;
@@ -155,7 +155,7 @@ impl RpcState {
 
 /// The project a control request names, or the reply the official client gives for a
 /// missing or unknown URL.
-pub(super) fn named_project<'a>(
+pub(crate) fn named_project<'a>(
     state: &'a mut ClientState,
     url: &str,
 ) -> Result<&'a mut ProjectState, String> {

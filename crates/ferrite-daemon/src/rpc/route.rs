@@ -1,7 +1,7 @@
 //! Sorting GUI RPC requests: a [`Query`] only reads, and is answered from a shared borrow of
 //! the daemon (`Daemon::query` in `status.rs`); a [`Command`] changes something, and is
 //! applied by the part of the daemon that owns what it changes (`Daemon::apply` in
-//! `commands.rs`), after which the main loop decides again. [`route`] is the one place that
+//! `daemon/rpc/commands.rs`), after which the main loop decides again. [`route`] is the one place that
 //! says which is which: its match names every request, so a new one cannot be left out.
 
 use ferrite_gui_rpc::{

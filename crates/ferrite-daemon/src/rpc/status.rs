@@ -304,7 +304,7 @@ impl Daemon {
         }
     }
 
-    pub(super) fn disk_usage_xml(&self) -> String {
+    pub(crate) fn disk_usage_xml(&self) -> String {
         let mut w = XmlWriter::new();
         w.open_flat("disk_usage_summary");
         let mut projects_total = 0.0;

@@ -1,25 +1,28 @@
 //! Suspending at the next checkpoint: while computing is suspended for a reason that can
-//! wait (the user's suspension too when a GUI asked it to wait for checkpoints), a running task that checkpoints runs on until it checkpoints again or until
-//! `cc_config.xml` `ferrite_checkpoint_grace` seconds have passed, then it is stopped as any
-//! other (the decision is `ferrite_sched::checkpoint_grace`).
+//! wait (the user's suspension too when a GUI asked it to wait for checkpoints), a running
+//! task that checkpoints runs on until it checkpoints again or until `cc_config.xml`
+//! `ferrite_checkpoint_grace` seconds have passed, then it is stopped as any other; while only
+//! GPU computing is suspended for a reason that can wait there (the computer in use, the GPU
+//! temperature limit), a GPU task does the same (the decision is
+//! `ferrite_sched::checkpoint_grace`).
 
 use std::time::Instant;
 
 use ferrite_proto::client_state::ClientState;
-use ferrite_sched::checkpoint_grace::{verdict, Verdict, Waiting};
-use ferrite_sched::suspend::SuspendReason;
+use ferrite_sched::checkpoint_grace::{verdict, Suspension, Verdict, Waiting};
 use ferrite_supervise::TaskState;
 use tracing::info;
 
-use super::{Key, Live, TaskTable};
+use super::{Key, Live, TaskTable, TickInputs};
 
 impl TaskTable {
-    /// While computing is suspended for `reason`: whether the running task `key` may run on
-    /// to its next checkpoint. It is noted the first time it is asked about.
+    /// While the running task `key` is under a suspension (all computing's, or the GPU's for
+    /// a GPU task, as `inputs` say): whether it may run on to its next checkpoint. It is noted
+    /// the first time it is asked about.
     pub(super) fn runs_on_to_checkpoint(
         &mut self,
         key: &Key,
-        reason: SuspendReason,
+        inputs: &TickInputs<'_>,
         now: f64,
     ) -> bool {
         let Some(l) = self.live.get(key) else {
@@ -28,6 +31,10 @@ impl TaskTable {
         if l.task.state() != TaskState::Running {
             return false;
         }
+        let Some(under) = Suspension::of_task(inputs.suspend, inputs.gpu_suspend, l.uses_gpu)
+        else {
+            return false;
+        };
         let usage = l.task.usage();
         let noted = self.waits.get(key).copied();
         let w = noted.unwrap_or(Waiting {
@@ -36,7 +43,7 @@ impl TaskTable {
             cpu_at_ask: usage.cpu_time,
         });
         match verdict(
-            reason,
+            under,
             self.user_suspend_at_checkpoint,
             self.checkpoint_grace,
             &w,
@@ -69,12 +76,13 @@ impl TaskTable {
     }
 
     /// Each tick: a task let run on that has checkpointed since, or whose grace time ended,
-    /// is stopped (suspended, or quit when `quit` and it has a checkpoint); all are forgotten
-    /// once computing may go on.
+    /// is stopped (under all computing's suspension: suspended, or quit when `quit` and it has
+    /// a checkpoint; under the GPU's: quit); each is forgotten once the suspension it is under
+    /// ends.
     pub(super) fn stop_at_checkpoints(
         &mut self,
         state: &ClientState,
-        suspend: Option<SuspendReason>,
+        inputs: &TickInputs<'_>,
         quit: bool,
         inst: Instant,
         now: f64,
@@ -82,10 +90,10 @@ impl TaskTable {
         if self.waits.is_empty() {
             return;
         }
-        let Some(reason) = suspend else {
+        if inputs.suspend.is_none() && inputs.gpu_suspend.is_none() {
             self.waits.clear();
             return;
-        };
+        }
         let grace = self.checkpoint_grace;
         let user_at_checkpoint = self.user_suspend_at_checkpoint;
         let keys: Vec<Key> = self.waits.keys().cloned().collect();
@@ -97,12 +105,13 @@ impl TaskTable {
                 self.waits.remove(&key);
                 continue;
             };
-            if l.task.state() != TaskState::Running {
+            let under = Suspension::of_task(inputs.suspend, inputs.gpu_suspend, l.uses_gpu);
+            let Some(under) = under.filter(|_| l.task.state() == TaskState::Running) else {
                 self.waits.remove(&key);
                 continue;
-            }
+            };
             let cp = l.task.usage().checkpoint.cpu_time;
-            match verdict(reason, user_at_checkpoint, grace, &w, cp, now) {
+            match verdict(under, user_at_checkpoint, grace, &w, cp, now) {
                 Verdict::RunOn { .. } => continue,
                 Verdict::Checkpointed { kept } => info!(
                     project = %key.0,
@@ -121,7 +130,12 @@ impl TaskTable {
                 || state
                     .active_task(&key.0, &key.1)
                     .is_some_and(|a| a.checkpoint_cpu_time > 0.0);
-            stop_for_suspension(l, &key, quit && checkpointed, inst);
+            let quit = match under {
+                Suspension::Computing(_) => quit && checkpointed,
+                // GPU tasks leave the GPU's memory, as the run list has them do.
+                Suspension::Gpu(_) => true,
+            };
+            stop_for_suspension(l, &key, quit, inst);
         }
     }
 }

@@ -296,6 +296,7 @@ impl TaskTable {
                 run_started_at: now,
                 counted_elapsed: resume.elapsed_time,
                 confinement,
+                uses_gpu: gpu_usage > 0.0,
             },
         );
         Ok(())

@@ -8,7 +8,12 @@
  * Driver "535.54.03", CUDA driver 12020.
  *
  * Built with -DFAKE_INIT_FAILS, nvmlInit_v2 returns NVML_ERROR_DRIVER_NOT_LOADED (9).
+ *
+ * nvmlDeviceGetTemperature reads the file named by FAKE_NVML_TEMP_FILE (°C, for every GPU)
+ * on each call, so a test can heat and cool the GPUs; without it the call is not supported.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 
@@ -178,5 +183,21 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
     pci->pciSubSystemId = 0;
     strncpy(pci->busId, d->bus_id, sizeof(pci->busId) - 1);
     strncpy(pci->busIdLegacy, d->bus_id + 4, sizeof(pci->busIdLegacy) - 1);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int *temp) {
+    (void)sensor;
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    if (!check(device) || !temp) return NVML_ERROR_INVALID_ARGUMENT;
+    const char *path = getenv("FAKE_NVML_TEMP_FILE");
+    if (!path) return NVML_ERROR_NOT_SUPPORTED;
+    FILE *f = fopen(path, "r");
+    if (!f) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned int t = 0;
+    int ok = fscanf(f, "%u", &t) == 1;
+    fclose(f);
+    if (!ok) return NVML_ERROR_NOT_SUPPORTED;
+    *temp = t;
     return NVML_SUCCESS;
 }

@@ -458,7 +458,7 @@ fn unknown_project_is_asked_for_its_share_of_idle_instances() {
 /// A project with CPU and GPU versions whose delay bound is not known yet is asked for its
 /// share of the CPU buffer's idle seconds, not all of them: asked first for the GPUs and the
 /// CPUs at once, its CPU jobs would otherwise crowd out an equally deserving CPU-only project
-/// and later take every CPU as deadline-endangered.
+/// and later take every CPU as deadline-endangered. (C holds a job, so M comes first.)
 #[test]
 fn unknown_mixed_project_is_asked_for_its_share_of_the_cpu_buffer() {
     let mut w = World::new(host_with_gpu());
@@ -466,7 +466,7 @@ fn unknown_mixed_project_is_asked_for_its_share_of_the_cpu_buffer() {
     let a = w.add_app(App::new(m, "m"));
     w.add_app_version(AppVersion::cpu(a, m, 1.0, 1e9));
     w.add_app_version(AppVersion::coproc(a, m, ResourceId(1), 1.0, 0.1, 1e11));
-    busy_project(&mut w, "C", 0, 0);
+    busy_project(&mut w, "C", 1, 0);
     let whole = 4.0 * w.prefs.work_buf_total();
     let mut s = Scheduler::new(Policy::default());
     let out = s.pass(&w, T0);
@@ -478,6 +478,26 @@ fn unknown_mixed_project_is_asked_for_its_share_of_the_cpu_buffer() {
         "{} of {whole} CPU seconds",
         cpu.req_secs
     );
+}
+
+/// Equally deserving projects on an empty host: the CPU is asked first of the project that can
+/// supply only the CPU, not of one that can also supply a GPU (listed first here), which is
+/// left the GPU and its share of what the CPU still lacks.
+#[test]
+fn a_cpu_only_project_is_asked_for_the_cpu_before_a_mixed_one() {
+    let mut w = World::new(host_with_gpu());
+    let m = w.add_project(Project::new("M", 100.0));
+    let a = w.add_app(App::new(m, "m"));
+    w.add_app_version(AppVersion::cpu(a, m, 1.0, 1e9));
+    w.add_app_version(AppVersion::coproc(a, m, ResourceId(1), 1.0, 0.1, 1e11));
+    let (c, _) = busy_project(&mut w, "C", 0, 0);
+    let mut s = Scheduler::new(Policy::default());
+    let out = s.pass(&w, T0);
+    let req = out.fetch.request.expect("idle: fetch");
+    assert_eq!(req.project, c);
+    assert!(req
+        .for_resource(ResourceId::CPU)
+        .is_some_and(|r| r.req_secs > 0.0));
 }
 
 #[test]

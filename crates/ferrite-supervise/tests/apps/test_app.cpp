@@ -17,6 +17,8 @@
 //   --no-checkpoint    never checkpoint (a restart begins again at step 0)
 //   --busy-finish      start a thread that spins until the process exits, then call
 //                      boinc_finish (the process keeps using CPU through the API's final wait)
+//   --show-init        write to stderr, after boinc_init, the CPUs and GPU that init_data.xml
+//                      gives it and its whole command line
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +67,7 @@ static int read_int_file(const char* logical, int dflt) {
 int main(int argc, char** argv) {
     bool crash = false, temp_exit = false, forever = false, spin = false, do_fork = false;
     bool trickle = false, temp_exit_once = false, no_checkpoint = false, busy_finish = false;
+    bool show_init = false;
     int alloc_mb = 0, fill_mb = 0, step_ms = 100, temp_exit_secs = 77;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
         else if (a == "--trickle") trickle = true;
         else if (a == "--no-checkpoint") no_checkpoint = true;
         else if (a == "--busy-finish") busy_finish = true;
+        else if (a == "--show-init") show_init = true;
         else if (a == "--alloc" && i + 1 < argc) alloc_mb = atoi(argv[++i]);
         else if (a == "--fill" && i + 1 < argc) fill_mb = atoi(argv[++i]);
         else if (a == "--step-ms" && i + 1 < argc) step_ms = atoi(argv[++i]);
@@ -87,6 +91,15 @@ int main(int argc, char** argv) {
     if (rc) {
         fprintf(stderr, "boinc_init failed: %d\n", rc);
         exit(rc);
+    }
+    if (show_init) {
+        APP_INIT_DATA aid;
+        boinc_get_init_data(aid);
+        fprintf(stderr, "init data: ncpus %g, gpu_type '%s', gpu_device_num %d\n", aid.ncpus,
+            aid.gpu_type, aid.gpu_device_num);
+        fprintf(stderr, "command line:");
+        for (int i = 1; i < argc; i++) fprintf(stderr, " %s", argv[i]);
+        fprintf(stderr, "\n");
     }
     int steps = read_int_file("in", 10);
     int start = 0;

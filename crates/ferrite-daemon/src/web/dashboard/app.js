@@ -159,6 +159,17 @@ function renderModes(cc) {
   );
 }
 
+// cc_config ferrite_checkpoint_grace, as ferrite_explain tells it.
+function renderCheckpointGrace(explain) {
+  const el = document.getElementById("checkpoint-grace");
+  const secs = num(explain, "checkpoint_grace");
+  el.dataset.secs = String(secs);
+  el.textContent = "Suspending at checkpoint (ferrite_checkpoint_grace): " + (secs > 0
+    ? "when computing is suspended for a reason that can wait, a running task that checkpoints runs on for at most "
+      + duration(secs) + " to its next checkpoint"
+    : "off; every suspension stops the tasks at once");
+}
+
 function projectName(url) {
   const p = app.projects.find((x) => x.url === url);
   return p && p.name ? p.name : url;
@@ -299,6 +310,7 @@ async function refreshNow() {
     renderTasks(kids(res, "results")[0] || res);
     renderTransfers(kids(ft, "file_transfers")[0] || ft);
     renderIdle(kids(ex, "ferrite_explain")[0] || ex);
+    renderCheckpointGrace(kids(ex, "ferrite_explain")[0] || ex);
     document.body.dataset.loaded = "now";
     setStatus("updated " + new Date().toLocaleTimeString());
   } catch (e) {

@@ -15,13 +15,13 @@ use ferrite_proto::sched_reply::ReplyMessage;
 use ferrite_sched::{Jitter, ResourceId};
 use tracing::{error, info, warn};
 
-use super::applying::Applying;
-use super::old_results::OLD_RESULT_KEEP;
-use super::{
+use crate::config::{self, write_atomic, GLOBAL_PREFS};
+use crate::projects::applying::Applying;
+use crate::projects::old_results::OLD_RESULT_KEEP;
+use crate::projects::{
     disk_figures, resource_name, root_refusal, rpc_backoff, OldResult, OpDone, ReadReply,
     RefusalCauses, ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
 };
-use crate::config::{self, write_atomic, GLOBAL_PREFS};
 use crate::Daemon;
 
 impl Daemon {

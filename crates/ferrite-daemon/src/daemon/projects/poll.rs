@@ -12,14 +12,14 @@ use ferrite_proto::sched_reply::SchedulerReply;
 use ferrite_sched::{Jitter, ResourceId, World};
 use tracing::{error, info, warn};
 
-use super::applying::REPLY_BATCH;
-use super::disk::DISK_FULL_FREE_BYTES;
-use super::ReadReply;
-use super::{
+use crate::event::Event;
+use crate::projects::applying::REPLY_BATCH;
+use crate::projects::disk::DISK_FULL_FREE_BYTES;
+use crate::projects::ReadReply;
+use crate::projects::{
     authenticator, client_brand, disk_figures, http_client, may_fetch_from, resource_name,
     rpc_backoff, to_request_work, volume_space, OpDone, POLL_PERIOD, REPORT_CHECK_PERIOD,
 };
-use crate::event::Event;
 use crate::Daemon;
 
 /// What the poll decided to do.

@@ -121,7 +121,7 @@ impl Daemon {
             prefs: &self.config.prefs.prefs,
             cc_ncpus: self.config.cc.options.ncpus,
             suspend: reason,
-            gpu_suspended: gpu_reason.is_some(),
+            gpu_suspend: gpu_reason,
             user_active,
             app_configs: &self.config.app_configs,
             exclude_gpus: &self.config.cc.options.exclude_gpus,

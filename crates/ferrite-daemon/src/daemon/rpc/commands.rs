@@ -11,17 +11,17 @@ use ferrite_proto::app_config::AppConfig;
 use ferrite_proto::cc_config::CcConfig;
 use tracing::{error, info, warn};
 
-use super::named_project;
-use super::route::Command;
 use crate::config::{self, APP_CONFIG, CC_CONFIG};
 use crate::projects::WebRpcKind;
+use crate::rpc::named_project;
+use crate::rpc::route::Command;
 use crate::run_modes::{set_mode, ModeKind};
 use crate::tasks::EXIT_ABORTED_VIA_GUI;
 use crate::Daemon;
 
 impl Daemon {
     /// Applies `command` at `t`; returns the reply.
-    pub(super) fn apply(&mut self, command: Command, t: f64) -> String {
+    pub(crate) fn apply(&mut self, command: Command, t: f64) -> String {
         match command {
             Command::SetMode {
                 kind,
