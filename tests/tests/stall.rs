@@ -123,11 +123,11 @@ fn results_in(reply: &str) -> usize {
 }
 
 #[test]
-#[ignore = "the main loop still stalls on a reply of 10,000 tasks in a debug build: the reply is \
-            taken in 1,000 tasks per turn and the state serialised on the writer thread, but a \
-            pass (the transfers' look-up of every task's files, the scheduler's snapshot) and a \
-            batch still take hundreds of ms at that size on a loaded machine; run with \
-            --ignored to see the slow turns"]
+#[ignore = "the main loop still stalls on a reply of 10,000 tasks in a debug build on a loaded \
+            machine: the reply is taken in 250 tasks per turn with its index kept between \
+            batches, and a pass reuses what the last one looked up, but on a 2-core machine \
+            running many builds a batch still takes 50-300 ms and a pass near 10,000 tasks \
+            hundreds of ms; run with --ignored to see the slow turns"]
 fn gui_rpc_answers_within_250_ms_while_a_reply_of_ten_thousand_tasks_is_taken_in() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind the scheduler");
     let url = format!("http://{}/", listener.local_addr().expect("address"));

@@ -21,7 +21,7 @@ use ferrite_sched::{
 pub type VersionKey = (String, String, String, i32, String);
 
 /// Stable ids for everything the core sees. Append-only.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct IdMap {
     /// Master URL per project id.
     pub projects: Vec<String>,
@@ -33,6 +33,46 @@ pub struct IdMap {
     pub jobs: Vec<(String, String)>,
     /// Reverse index of `jobs`, so a job keeps its id.
     job_index: HashMap<(String, String), u32>,
+    /// What the last snapshot found for each result, by master URL and the result's
+    /// position: checked against the state (names compared, no hashing) before it is used
+    /// again, so a snapshot looks up by name only the results that are new or moved.
+    found: HashMap<String, Vec<Option<Found>>>,
+}
+
+/// A result's job id, workunit and app version as a snapshot found them.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    job: JobId,
+    /// Positions in the project's workunits and app versions.
+    workunit: usize,
+    version: usize,
+    vid: AppVersionId,
+}
+
+impl Found {
+    /// Whether result `r` of `ps` is still the job `ids` knows, with the same workunit and
+    /// app version at the same positions.
+    fn still_fits(
+        &self,
+        ids: &IdMap,
+        ps: &ferrite_proto::client_state::ProjectState,
+        r: &ferrite_proto::client_state::TaskResult,
+    ) -> bool {
+        let (Some(wu), Some(v)) = (
+            ps.workunits.get(self.workunit),
+            ps.app_versions.get(self.version),
+        ) else {
+            return false;
+        };
+        ids.jobs
+            .get(self.job.0 as usize)
+            .is_some_and(|(_, n)| *n == r.name)
+            && wu.name == r.wu_name
+            && v.app_name == wu.app_name
+            && v.platform == r.platform
+            && v.version_num == r.version_num
+            && v.plan_class == r.plan_class
+    }
 }
 
 fn intern<K: PartialEq + Clone>(v: &mut Vec<K>, k: &K) -> u32 {
@@ -282,26 +322,63 @@ pub fn build_world(
             .entry((a.project_master_url.as_str(), a.result_name.as_str()))
             .or_insert(a);
     }
+    // The results that may not start yet, looked up without copying names.
+    let not_before: HashMap<(&str, &str), f64> = inputs
+        .not_before
+        .iter()
+        .map(|((u, n), t)| ((u.as_str(), n.as_str()), *t))
+        .collect();
     for ps in &state.projects {
         let url = &ps.project.master_url;
         let p = pid(url);
-        // Looked up once per result: indexes keep a pass linear in the number of tasks.
+        // Looked up by name only when the last snapshot's finding no longer holds (new or
+        // moved results): indexes keep that linear in the number of tasks.
         let look = ProjectLookup::new(ps);
         let mut vids: HashMap<usize, AppVersionId> = HashMap::new();
-        for r in &ps.results {
-            let Some(wu) = look.workunit(&r.wu_name) else {
-                continue;
+        let last = ids.found.remove(url.as_str()).unwrap_or_default();
+        let mut found = Vec::with_capacity(ps.results.len());
+        for (i, r) in ps.results.iter().enumerate() {
+            let kept = last
+                .get(i)
+                .copied()
+                .flatten()
+                .filter(|f| f.still_fits(ids, ps, r));
+            let f = match kept {
+                Some(f) => f,
+                None => {
+                    let Some(wi) = look.workunit_index(&r.wu_name) else {
+                        found.push(None);
+                        continue;
+                    };
+                    let wu = &ps.workunits[wi];
+                    let Some(vi) = look.app_version_index(
+                        &wu.app_name,
+                        &r.platform,
+                        r.version_num,
+                        &r.plan_class,
+                    ) else {
+                        found.push(None);
+                        continue;
+                    };
+                    let v = &ps.app_versions[vi];
+                    let vid = *vids.entry(vi).or_insert_with(|| {
+                        AppVersionId(index_of(&ids.versions, &version_key(url, v)))
+                    });
+                    Found {
+                        job: ids.job_id(url, &r.name),
+                        workunit: wi,
+                        version: vi,
+                        vid,
+                    }
+                }
             };
-            let Some(vi) =
-                look.app_version_index(&wu.app_name, &r.platform, r.version_num, &r.plan_class)
-            else {
-                continue;
-            };
-            let v = &ps.app_versions[vi];
-            let vid = *vids
-                .entry(vi)
-                .or_insert_with(|| AppVersionId(index_of(&ids.versions, &version_key(url, v))));
-            let id = ids.job_id(url, &r.name);
+            found.push(Some(f));
+            let (wu, v, vid, id) = (
+                &ps.workunits[f.workunit],
+                &ps.app_versions[f.version],
+                f.vid,
+                f.job,
+            );
             let mut job = Job::new(
                 id,
                 p,
@@ -324,11 +401,14 @@ pub fn build_world(
             job.runnable = r.state == ResultState::FilesDownloaded
                 && (!gpu_version(v)
                     || !inputs.gpu_suspended && gpu_resource_present(v, &gpu_names))
-                && inputs
-                    .not_before
-                    .get(&(url.clone(), r.name.clone()))
-                    .is_none_or(|t| *t <= inputs.now);
-            if let Some(a) = active.get(&(url.as_str(), r.name.as_str())) {
+                && (not_before.is_empty()
+                    || not_before
+                        .get(&(url.as_str(), r.name.as_str()))
+                        .is_none_or(|t| *t <= inputs.now));
+            let a = (!active.is_empty())
+                .then(|| active.get(&(url.as_str(), r.name.as_str())))
+                .flatten();
+            if let Some(a) = a {
                 job.elapsed = a.checkpoint_elapsed_time;
                 job.checkpoint_elapsed = a.checkpoint_elapsed_time;
                 job.fraction_done = a.checkpoint_fraction_done;
@@ -357,6 +437,7 @@ pub fn build_world(
             }
             world.add_job(job);
         }
+        ids.found.insert(url.clone(), found);
     }
     world
 }
@@ -754,6 +835,45 @@ mod tests {
         // It owns a slot in the state but has no process: preempted out of memory.
         assert_eq!(long.state, JobState::Preempted { in_memory: false });
         assert!(by("wu_abort_0").runnable);
+    }
+
+    /// What a snapshot keeps of the last one's findings gives the world a snapshot made
+    /// without them does, whatever changed between them.
+    #[test]
+    fn a_snapshot_from_the_last_ones_findings_is_the_snapshot_made_afresh() {
+        let mut s = ferrite_proto::client_state::synthetic(2, 30);
+        let prefs = GlobalPrefs::default();
+        let nb = HashMap::new();
+        let mut ids = IdMap::default();
+        let first = build_world(&s, &mut ids, &inputs(&prefs, &nb), &|_, _| None);
+        let again = |s: &ClientState, ids: &mut IdMap| {
+            let mut afresh = ids.clone();
+            afresh.found.clear();
+            let kept = build_world(s, ids, &inputs(&prefs, &nb), &|_, _| None);
+            let made = build_world(s, &mut afresh, &inputs(&prefs, &nb), &|_, _| None);
+            assert_eq!(format!("{:?}", kept.jobs), format!("{:?}", made.jobs));
+            assert_eq!(ids.jobs, afresh.jobs);
+            kept
+        };
+        assert_eq!(
+            format!("{:?}", again(&s, &mut ids).jobs),
+            format!("{:?}", first.jobs)
+        );
+        // Results moved, added and removed, a workunit gone, a result on another version.
+        let ps = &mut s.projects[0];
+        ps.results.swap(0, 9);
+        let mut extra = ps.results[4].clone();
+        extra.name = "an_extra_task".to_owned();
+        ps.results.insert(2, extra);
+        ps.results.remove(12);
+        let gone = ps.results[6].wu_name.clone();
+        ps.workunits.retain(|w| w.name != gone);
+        let other = ps.app_versions.last().map(|v| v.version_num);
+        ps.results[11].version_num = other.unwrap_or(0);
+        ps.app_versions.swap(0, 1);
+        s.projects.swap(0, 1);
+        let w = again(&s, &mut ids);
+        assert!(w.jobs.len() >= 25, "{}", w.jobs.len());
     }
 
     #[test]

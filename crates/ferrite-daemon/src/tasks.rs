@@ -572,9 +572,17 @@ impl TaskTable {
 
     fn snapshot(&mut self, state: &ClientState, inputs: &TickInputs<'_>, now: f64) -> World {
         let gpu_control = inputs.gpu_control;
-        let live = &self.live;
+        // The live tasks by borrowed names: no copy of every result's name per snapshot.
+        let live: HashMap<(&str, &str), &Live> = self
+            .live
+            .iter()
+            .map(|((u, n), l)| ((u.as_str(), n.as_str()), l))
+            .collect();
         let view = |url: &str, r: &str| {
-            live.get(&(url.to_owned(), r.to_owned())).map(|l| {
+            if live.is_empty() {
+                return None;
+            }
+            live.get(&(url, r)).map(|l| {
                 let u = l.task.usage();
                 LiveTask {
                     running: l.task.state() == TaskState::Running,

@@ -24,7 +24,7 @@ use ferrite_project::files::{record_verification, verify_download};
 use ferrite_project::stats::{record_transfer, Direction};
 use ferrite_project::verify::BoincCrypt;
 use ferrite_proto::cc_config::CcOptions;
-use ferrite_proto::client_state::{ClientState, FileInfo, ProjectLookup, ResultState};
+use ferrite_proto::client_state::{ClientState, FileInfo, ProjectState, ResultState};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_sched::{Jitter, SplitMix64};
 use tokio::sync::mpsc;
@@ -154,9 +154,27 @@ pub struct Transfers {
     /// Size and modification time of each verified app file, by (project URL, file name):
     /// a file that changes on disk is fetched and verified again before it may run.
     verified: HashMap<(String, String), (u64, std::time::SystemTime)>,
+    /// Each project's last plan, by master URL: the next one keeps what still holds.
+    plans: HashMap<String, Plan>,
+    /// Where each project's app files were last found in its files, by master URL and name.
+    app_files_at: HashMap<String, HashMap<String, usize>>,
     /// Retry figures and `--exit_before_upload` (the official defaults unless the command
     /// line changed them).
     pub tuning: crate::tuning::Tuning,
+}
+
+/// The position of app file `name` in `ps.files`: where it was found last time when it is
+/// still there, else found by a sweep (a project has few app files and many files, so no
+/// index of every file is built for them).
+fn app_file_at(hints: &mut HashMap<String, usize>, ps: &ProjectState, name: &str) -> Option<usize> {
+    if let Some(&i) = hints.get(name) {
+        if ps.files.get(i).is_some_and(|f| f.name == name) {
+            return Some(i);
+        }
+    }
+    let i = ps.files.iter().position(|f| f.name == name)?;
+    hints.insert(name.to_owned(), i);
+    Some(i)
 }
 
 /// The partial file of a download.
@@ -180,6 +198,8 @@ impl Transfers {
             jitter: SplitMix64::new(seed),
             unsigned_apps_ok: false,
             verified: HashMap::new(),
+            plans: HashMap::new(),
+            app_files_at: HashMap::new(),
             tuning: crate::tuning::Tuning::default(),
         }
     }
@@ -256,9 +276,11 @@ impl Transfers {
         // Outputs the apps wrote become present; results move on as their files allow.
         // Each project's tasks' files are looked up once for the whole turn.
         let mut plans = Vec::with_capacity(state.projects.len());
+        let mut old_plans = std::mem::take(&mut self.plans);
         for ps in &mut state.projects {
             let pdir = config::project_dir(&self.dir, &ps.project.master_url);
-            let plan = Plan::new(ps);
+            let old = old_plans.remove(&ps.project.master_url);
+            let plan = Plan::renew(ps, old.unwrap_or_default());
             for i in plan.outputs() {
                 if let Some(f) = ps.files.get_mut(i) {
                     if f.status == 0 && !f.uploaded && pdir.join(&f.name).is_file() {
@@ -340,7 +362,19 @@ impl Transfers {
                 self.active.insert(key, active);
             }
         }
+        for (ps, plan) in state.projects.iter().zip(plans) {
+            self.plans.insert(ps.project.master_url.clone(), plan);
+        }
         changed
+    }
+
+    /// Moves `ps`'s results along after a file changed (see [`update_results`]), with the
+    /// project's plan renewed from the last one.
+    fn move_results_along(&mut self, ps: &mut ProjectState, now: f64) {
+        let url = ps.project.master_url.clone();
+        let plan = Plan::renew(ps, self.plans.remove(&url).unwrap_or_default());
+        plan.update(ps, now);
+        self.plans.insert(url, plan);
     }
 
     fn start_download(
@@ -671,7 +705,7 @@ impl Transfers {
             // A project file that arrived gets its link file.
             crate::project_files::write_links(&self.dir, ps, Some(&done.file));
         }
-        update_results(ps, now);
+        self.move_results_along(ps, now);
         true
     }
 
@@ -688,9 +722,13 @@ impl Transfers {
         if !self.verified.is_empty() {
             let mut live: HashSet<(&str, &str)> = HashSet::new();
             for ps in &state.projects {
-                let look = ProjectLookup::new(ps);
+                let hints = self
+                    .app_files_at
+                    .entry(ps.project.master_url.clone())
+                    .or_default();
                 for fr in ps.app_versions.iter().flat_map(|v| v.file_refs.iter()) {
-                    if look.file(&fr.file_name).is_some_and(|f| f.status == 1) {
+                    let f = app_file_at(hints, ps, &fr.file_name).and_then(|i| ps.files.get(i));
+                    if f.is_some_and(|f| f.status == 1) {
                         live.insert((ps.project.master_url.as_str(), fr.file_name.as_str()));
                     }
                 }
@@ -712,9 +750,11 @@ impl Transfers {
                 .flat_map(|v| v.file_refs.iter().map(|f| f.file_name.clone()))
                 .collect();
             let mut tampered = Vec::new();
-            let look = ProjectLookup::new(ps);
+            let hints = self.app_files_at.entry(url.clone()).or_default();
             for name in app_files {
-                let Some(f) = look.file(&name) else { continue };
+                let Some(f) = app_file_at(hints, ps, &name).and_then(|i| ps.files.get(i)) else {
+                    continue;
+                };
                 // An anonymous project's files are the volunteer's builds: they may change.
                 if f.status != 1
                     || (ps.project.anonymous_platform
@@ -734,7 +774,6 @@ impl Transfers {
                     Some(_) => {}
                 }
             }
-            drop(look);
             for name in tampered {
                 warn!(project = %url, "app file {name} changed on disk; it is fetched and verified again before anything runs it");
                 self.verified.remove(&(url.clone(), name.clone()));
@@ -820,7 +859,7 @@ impl Transfers {
         f.status = ERR_ABORTED_VIA_GUI;
         f.error_msg = Some("aborted by user".to_owned());
         f.persistent_file_xfer = None;
-        update_results(ps, now);
+        self.move_results_along(ps, now);
         true
     }
 

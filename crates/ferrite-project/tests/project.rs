@@ -545,7 +545,8 @@ mod reply {
 mod reply_props {
     use super::reply::{after_attach, URL};
     use ferrite_project::reply::{
-        apply_reply, apply_task_batch, check_invariants, split_tasks, ApplyOptions,
+        apply_reply, apply_task_batch, apply_task_batch_indexed, check_invariants, split_tasks,
+        ApplyOptions, BatchIndex,
     };
     use ferrite_proto::client_state::{
         App, AppVersion, CoprocUsage, FileInfo, FileRef, TaskResult, Workunit,
@@ -696,13 +697,23 @@ mod reply_props {
             let mut head = r.clone();
             let batches = split_tasks(&mut head, size);
             prop_assert!(head.results.len() <= r.results.len());
+            let mut indexed = split.clone();
             let mut parts = apply_reply(&mut split, URL, &head, now, &opts, &verify).unwrap();
+            let _ = apply_reply(&mut indexed, URL, &head, now, &opts, &verify).unwrap();
             if !parts.project_down {
+                // The index kept from batch to batch gives what one made afresh does.
+                let mut index = BatchIndex::default();
                 for b in &batches {
                     prop_assert!(b.results.len() <= size);
                     let o = apply_task_batch(&mut split, URL, b, now, &opts, &verify).unwrap();
+                    let p = apply_task_batch_indexed(
+                        &mut indexed, URL, b, now, &opts, &verify, &mut index,
+                    )
+                    .unwrap();
+                    prop_assert_eq!(format!("{o:?}"), format!("{p:?}"));
                     parts.absorb(o);
                 }
+                prop_assert_eq!(format!("{split:?}"), format!("{indexed:?}"));
             }
             let (a, b) = (&whole.projects[0], &split.projects[0]);
             // (compared as text: a NaN time is equal to itself there)

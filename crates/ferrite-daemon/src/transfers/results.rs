@@ -3,75 +3,151 @@
 
 use std::collections::HashSet;
 
-use ferrite_proto::client_state::{ProjectLookup, ProjectState, ResultState};
+use ferrite_proto::client_state::{FileRef, ProjectLookup, ProjectState, ResultState, TaskResult};
 use tracing::{info, warn};
 
 use super::{ERR_RESULT_DOWNLOAD, ERR_RESULT_UPLOAD};
 
-/// What the transfers' turn needs of a project's tasks, looked up once per turn through one
-/// index: for each task waiting for its input (and app) files or uploading its outputs, the
-/// positions of those files in `ps.files`; and the project's own files to fetch. Files are
-/// neither added nor removed while a plan is used, so the positions hold; the files' and
-/// tasks' states are read afresh at each use.
-pub(super) struct Plan {
+/// What the transfers' turn needs of a project's tasks: for each task waiting for its input
+/// (and app) files or uploading its outputs, the positions of those files in `ps.files`; and
+/// the project's own files to fetch. Files are neither added nor removed while a plan is
+/// used, so the positions hold; the files' and tasks' states are read afresh at each use.
+///
+/// A plan is renewed from the one before it ([`Plan::renew`]): a task still at the same
+/// position, whose workunit, app version and files are still where the old plan found them
+/// (checked by comparing their names, no hashing), keeps what was looked up; only the tasks
+/// that are new or moved are looked up by name. So a pass after a batch of new tasks looks up
+/// those tasks, not every task of the project.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Plan {
     tasks: Vec<Needs>,
     project_files: Vec<usize>,
 }
 
 /// One task's files.
+#[derive(Debug, Clone, PartialEq)]
 struct Needs {
     /// Position in `ps.results`.
     result: usize,
+    /// The result's name (what a later plan checks the position against).
+    name: String,
     /// Inputs and app files (a task not yet runnable), or outputs (`upload`).
     files: Vec<usize>,
+    /// Positions of the workunit and the app version the files came from (downloads).
+    workunit: Option<usize>,
+    version: Option<usize>,
     /// The task has an app version to run with.
     app_version: bool,
     upload: bool,
 }
 
+impl Needs {
+    /// Whether what was looked up for result `r` (at this position) still holds: the same
+    /// result, workunit, app version and files, each found by name where it was.
+    fn still_fits(&self, ps: &ProjectState, r: &TaskResult, upload: bool) -> bool {
+        if self.name != r.name || self.upload != upload {
+            return false;
+        }
+        if upload {
+            return self.files_named(ps, r.output_files.iter());
+        }
+        let Some(wu) = self.workunit.and_then(|i| ps.workunits.get(i)) else {
+            return false;
+        };
+        let Some(v) = self.version.and_then(|i| ps.app_versions.get(i)) else {
+            return false;
+        };
+        wu.name == r.wu_name
+            && v.app_name == wu.app_name
+            && v.platform == r.platform
+            && v.version_num == r.version_num
+            && v.plan_class == r.plan_class
+            && self.files_named(ps, wu.input_files.iter().chain(&v.file_refs))
+    }
+
+    /// Whether the files found are, in order, those `refs` name.
+    fn files_named<'a>(&self, ps: &ProjectState, refs: impl Iterator<Item = &'a FileRef>) -> bool {
+        let mut at = self.files.iter();
+        refs.into_iter().all(|fr| {
+            at.next()
+                .and_then(|&i| ps.files.get(i))
+                .is_some_and(|f| f.name == fr.file_name)
+        }) && at.next().is_none()
+    }
+
+    /// Looks up the files of result `r` (at position `i`) by name.
+    fn look_up(look: &ProjectLookup<'_>, i: usize, r: &TaskResult, upload: bool) -> Needs {
+        if upload {
+            let files = r
+                .output_files
+                .iter()
+                .filter_map(|fr| look.file_index(&fr.file_name))
+                .collect();
+            return Needs {
+                result: i,
+                name: r.name.clone(),
+                files,
+                workunit: None,
+                version: None,
+                app_version: true,
+                upload: true,
+            };
+        }
+        let ps = look.project();
+        let workunit = look.workunit_index(&r.wu_name);
+        let wu = workunit.and_then(|i| ps.workunits.get(i));
+        let version = wu.and_then(|w| {
+            look.app_version_index(&w.app_name, &r.platform, r.version_num, &r.plan_class)
+        });
+        let av = version.and_then(|i| ps.app_versions.get(i));
+        let files = wu
+            .map(|w| w.input_files.iter())
+            .into_iter()
+            .flatten()
+            .chain(av.into_iter().flat_map(|v| v.file_refs.iter()))
+            .filter_map(|fr| look.file_index(&fr.file_name))
+            .collect();
+        Needs {
+            result: i,
+            name: r.name.clone(),
+            files,
+            workunit,
+            version,
+            app_version: av.is_some(),
+            upload: false,
+        }
+    }
+}
+
 impl Plan {
     /// Looks up the files of `ps`'s tasks that wait for transfers.
-    pub(super) fn new(ps: &ProjectState) -> Plan {
+    pub(crate) fn new(ps: &ProjectState) -> Plan {
+        Plan::renew(ps, Plan::default())
+    }
+
+    /// The plan of `ps` now, keeping from `old` (a plan of the same project, made before the
+    /// state changed) what still holds; the same as [`Plan::new`].
+    pub(crate) fn renew(ps: &ProjectState, old: Plan) -> Plan {
         let look = ProjectLookup::new(ps);
+        let mut old = old.tasks.into_iter().peekable();
         let mut tasks = Vec::new();
         for (i, r) in ps.results.iter().enumerate() {
-            match r.state {
-                ResultState::New | ResultState::FilesDownloading => {
-                    let av = look.app_version_of(r);
-                    let wu = look.workunit(&r.wu_name).map(|w| w.input_files.iter());
-                    let files = wu
-                        .into_iter()
-                        .flatten()
-                        .chain(av.into_iter().flat_map(|v| v.file_refs.iter()))
-                        .filter_map(|fr| look.file_index(&fr.file_name))
-                        .collect();
-                    tasks.push(Needs {
-                        result: i,
-                        files,
-                        app_version: av.is_some(),
-                        upload: false,
-                    });
-                }
-                ResultState::FilesUploading => {
-                    let files = r
-                        .output_files
-                        .iter()
-                        .filter_map(|fr| look.file_index(&fr.file_name))
-                        .collect();
-                    tasks.push(Needs {
-                        result: i,
-                        files,
-                        app_version: true,
-                        upload: true,
-                    });
-                }
-                _ => {}
-            }
+            let upload = match r.state {
+                ResultState::New | ResultState::FilesDownloading => false,
+                ResultState::FilesUploading => true,
+                _ => continue,
+            };
+            while old.next_if(|n| n.result < i).is_some() {}
+            let kept = old
+                .next_if(|n| n.result == i)
+                .filter(|n| n.still_fits(ps, r, upload));
+            tasks.push(kept.unwrap_or_else(|| Needs::look_up(&look, i, r, upload)));
         }
-        // The project's own files (a logo, ...), fetched whatever the tasks need.
+        // The project's own files (a logo, ...), fetched whatever the tasks need; few, so
+        // found by a sweep rather than an index of every file.
         let project_files = ferrite_project::project_files::to_download(ps)
             .into_iter()
-            .filter_map(|name| look.file_index(name))
+            .filter_map(|name| ps.files.iter().position(|f| f.name == name))
             .collect();
         Plan {
             tasks,
@@ -247,6 +323,52 @@ mod tests {
         assert!(r.ready_to_report);
         // The official client's `completed_time`: when the uploads ended, not when the app did.
         assert_eq!(r.completed_time, 500.0);
+    }
+
+    /// A plan renewed from the last one is the plan made afresh, whatever changed between
+    /// them: tasks moved, a workunit gone, an app version's files changed, tasks added,
+    /// a task uploading.
+    #[test]
+    fn a_renewed_plan_is_the_plan_made_afresh() {
+        use ferrite_proto::client_state::synthetic;
+        let mut state = synthetic(1, 40);
+        let ps = &mut state.projects[0];
+        for r in &mut ps.results {
+            r.state = ResultState::New;
+        }
+        let first = Plan::new(ps);
+        assert!(first.tasks.len() >= 40, "{}", first.tasks.len());
+        let fresh = |ps: &ProjectState| Plan::new(ps);
+        // Nothing changed: everything is kept.
+        let again = Plan::renew(ps, first);
+        assert_eq!(again, fresh(ps));
+        // Tasks moved and added, a workunit removed, an app version's files changed, a
+        // task uploading.
+        ps.results.swap(0, 7);
+        ps.results.swap(3, 30);
+        let mut extra = ps.results[5].clone();
+        extra.name = "an_extra_task".to_owned();
+        ps.results.insert(10, extra);
+        let gone = ps.results[12].wu_name.clone();
+        ps.workunits.retain(|w| w.name != gone);
+        ps.files.swap(1, 20);
+        if let Some(v) = ps.app_versions.first_mut() {
+            v.file_refs.reverse();
+            v.file_refs.push(FileRef {
+                file_name: ps.files[2].name.clone(),
+                ..FileRef::default()
+            });
+        }
+        ps.results[20].state = ResultState::FilesUploading;
+        ps.results[21].state = ResultState::FilesDownloaded;
+        let renewed = Plan::renew(ps, again);
+        assert_eq!(renewed, fresh(ps));
+        // And the results are moved along alike.
+        let mut other = ps.clone();
+        let a = renewed.update(ps, 9.0);
+        let b = fresh(&other).update(&mut other, 9.0);
+        assert_eq!(a, b);
+        assert_eq!(format!("{:?}", ps.results), format!("{:?}", other.results));
     }
 
     /// One plan serves the whole turn: the files it looked up are read afresh, so a task

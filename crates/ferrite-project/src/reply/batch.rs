@@ -10,11 +10,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ferrite_proto::client_state::{ClientState, FileInfo, TaskResult, Workunit};
+use ferrite_proto::client_state::{ClientState, FileInfo, ProjectState, TaskResult, Workunit};
 use ferrite_proto::sched_reply::SchedulerReply;
 
 use super::merge::{
-    check_signatures, merge_files, merge_results, merge_workunits, positions, sort_results,
+    check_signatures, merge_files, merge_results, merge_workunits, positions, sort_results, Names,
 };
 use super::{project_index, ApplyError, ApplyOptions, ApplyOutcome, Setting};
 use crate::verify::SignatureVerifier;
@@ -152,22 +152,101 @@ pub fn apply_task_batch(
     opts: &ApplyOptions,
     verifier: &dyn SignatureVerifier,
 ) -> Result<ApplyOutcome, ApplyError> {
-    let index = project_index(state, master_url)?;
+    let mut index = BatchIndex::default();
+    apply_task_batch_indexed(state, master_url, batch, now, opts, verifier, &mut index)
+}
+
+/// The project's files, workunits and results by name, kept from one batch of a reply to
+/// the next so that a batch costs what it adds, not a sweep of the whole project. Between
+/// two batches only the batches add objects to the project (its scheduler operation is in
+/// flight until the last), so an index whose lists have the lengths it left them with, and
+/// whose first and last objects are where it says, still holds; any other index is rebuilt.
+#[derive(Debug, Default)]
+pub struct BatchIndex {
+    /// The project (its position in the state) and the lists' lengths it was left with.
+    at: Option<(usize, [usize; 3])>,
+    files: Names,
+    workunits: Names,
+    results: Names,
+}
+
+/// Whether `names` holds the first and the last of `items` at their positions.
+fn ends_fit<T>(names: &Names, items: &[T], name: impl Fn(&T) -> &str) -> bool {
+    let fits = |i: usize| names.get(name(&items[i])) == Some(&i);
+    items.is_empty() || fits(0) && fits(items.len() - 1)
+}
+
+impl BatchIndex {
+    fn lens(ps: &ProjectState) -> [usize; 3] {
+        [ps.files.len(), ps.workunits.len(), ps.results.len()]
+    }
+
+    /// Whether the index still describes project `index`, `ps`.
+    fn fits(&self, index: usize, ps: &ProjectState) -> bool {
+        self.at == Some((index, Self::lens(ps)))
+            && ends_fit(&self.files, &ps.files, |f| &f.name)
+            && ends_fit(&self.workunits, &ps.workunits, |w| &w.name)
+            && ends_fit(&self.results, &ps.results, |r| &r.name)
+    }
+
+    /// The index made afresh.
+    fn build(index: usize, ps: &ProjectState) -> BatchIndex {
+        BatchIndex {
+            at: Some((index, Self::lens(ps))),
+            files: positions(&ps.files, |f| &f.name),
+            workunits: positions(&ps.workunits, |w| &w.name),
+            results: positions(&ps.results, |r| &r.name),
+        }
+    }
+}
+
+/// [`apply_task_batch`] with the index the batch before it left (see [`BatchIndex`]); the
+/// same outcome and state as without.
+pub fn apply_task_batch_indexed(
+    state: &mut ClientState,
+    master_url: &str,
+    batch: &TaskBatch,
+    now: f64,
+    opts: &ApplyOptions,
+    verifier: &dyn SignatureVerifier,
+    index: &mut BatchIndex,
+) -> Result<ApplyOutcome, ApplyError> {
+    let at = project_index(state, master_url)?;
     let setting = Setting::of(state, master_url);
     let ctx = setting.ctx(now, opts);
     let mut out = ApplyOutcome::default();
-    let ps = &mut state.projects[index];
-    let mut files = positions(&ps.files, |f| &f.name);
-    let touched = merge_files(ps, &batch.file_infos, &ctx, &mut files, &mut out);
-    check_signatures(ps, &touched, opts, verifier, &files, &mut out);
-    let mut wus = positions(&ps.workunits, |w| &w.name);
-    merge_workunits(ps, &batch.workunits, &files, &mut wus, &mut out);
+    let ps = &mut state.projects[at];
+    if !index.fits(at, ps) {
+        *index = BatchIndex::build(at, ps);
+    }
+    let names = index;
+    let touched = merge_files(ps, &batch.file_infos, &ctx, &mut names.files, &mut out);
+    check_signatures(ps, &touched, opts, verifier, &names.files, &mut out);
+    merge_workunits(
+        ps,
+        &batch.workunits,
+        &names.files,
+        &mut names.workunits,
+        &mut out,
+    );
     let from = ps.results.len();
-    merge_results(ps, &batch.results, &ctx, &files, &wus, &mut out);
+    merge_results(
+        ps,
+        &batch.results,
+        &ctx,
+        &names.files,
+        &names.workunits,
+        &mut names.results,
+        &mut out,
+    );
     // The batch came in run order after the ones before it: only when something else
-    // broke the order (a clock set back) is the whole list sorted again.
-    if !in_run_order(&ps.results[from.saturating_sub(1)..]) {
+    // broke the order (a clock set back) is the whole list sorted again, and the index of
+    // the results made afresh.
+    if in_run_order(&ps.results[from.saturating_sub(1)..]) {
+        names.at = Some((at, BatchIndex::lens(ps)));
+    } else {
         sort_results(&mut ps.results);
+        *names = BatchIndex::build(at, ps);
     }
     Ok(out)
 }

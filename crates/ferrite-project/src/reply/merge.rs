@@ -377,9 +377,9 @@ pub(super) fn merge_results(
     ctx: &Ctx<'_>,
     files: &Names,
     wus: &Names,
+    at: &mut Names,
     out: &mut ApplyOutcome,
 ) {
-    let mut at = positions(&ps.results, |r| &r.name);
     for r in results {
         let refuse = |reason| Refusal {
             kind: ObjectKind::Result,

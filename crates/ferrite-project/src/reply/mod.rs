@@ -26,7 +26,7 @@ use crate::verify::SignatureVerifier;
 mod batch;
 mod merge;
 
-pub use batch::{apply_task_batch, split_tasks, TaskBatch};
+pub use batch::{apply_task_batch, apply_task_batch_indexed, split_tasks, BatchIndex, TaskBatch};
 use merge::*;
 
 /// BOINC's `ERR_NO_SIGNATURE`: a file that must be signed has no signature.
@@ -464,7 +464,8 @@ fn merge_objects(
     check_signatures(ps, &resent, ctx.opts, verifier, &files, out);
     let mut wus = positions(&ps.workunits, |w| &w.name);
     merge_workunits(ps, &reply.workunits, &files, &mut wus, out);
-    merge_results(ps, &reply.results, ctx, &files, &wus, out);
+    let mut results = positions(&ps.results, |r| &r.name);
+    merge_results(ps, &reply.results, ctx, &files, &wus, &mut results, out);
     sort_results(&mut ps.results);
 }
 

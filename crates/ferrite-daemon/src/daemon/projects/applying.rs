@@ -1,7 +1,7 @@
 //! A large reply taken in over several turns of the main loop: the glue of
 //! `projects/applying.rs` (see it for the batches).
 
-use ferrite_project::reply::apply_task_batch;
+use ferrite_project::reply::apply_task_batch_indexed;
 use ferrite_project::verify::BoincCrypt;
 use tracing::{info, warn};
 
@@ -39,7 +39,16 @@ impl Daemon {
         };
         if let Some(batch) = a.held_back.pop_front() {
             let opts = self.apply_options();
-            match apply_task_batch(&mut self.state, &a.url, &batch, a.t, &opts, &BoincCrypt) {
+            let applied = apply_task_batch_indexed(
+                &mut self.state,
+                &a.url,
+                &batch,
+                a.t,
+                &opts,
+                &BoincCrypt,
+                &mut a.index,
+            );
+            match applied {
                 Ok(o) => a.outcome.absorb(o),
                 Err(e) => {
                     warn!("{e}: the rest of its reply is dropped");
