@@ -30,6 +30,8 @@ import time
 # The binaries that take longest (seconds on a 2-core machine, one binary at a time), started
 # first so that the last to end are short ones. package/target; the rest follow in any order.
 SLOW_FIRST = [
+    "ferrite-sim/scenarios",  # 57 alone, CPU-bound: 513 beside three others
+    "ferrite-e2e/scale_startup",  # 150-280 (20,000 tasks, debug)
     "ferrite-e2e/real_server_trickle",  # 215
     "ferrite-e2e/real_server_events",  # 193
     "ferrite-e2e/real_server",  # 123
@@ -38,9 +40,9 @@ SLOW_FIRST = [
     "ferrite-e2e/real_server_attach",  # 87
     "ferrite-e2e/real_server_result_rows",  # 81
     "ferrite-e2e/real_server_conformance",  # 80
+    "ferrite-e2e/real_server_mt_gpu",  # 65-80
     "ferrite-e2e/acct_mgr",  # 67
     "ferrite-e2e/acct_mgr_fleet",  # 64
-    "ferrite-sim/scenarios",  # 57
     "ferrite-e2e/manager",  # 53
     "ferrite-e2e/real_server_acct_mgr",  # 50
     "ferrite-e2e/checkpoint_grace",  # 47
