@@ -118,7 +118,7 @@ impl Daemon {
 }
 
 /// The bytes a transfer of `f` moves: the compressed size of a download sent gzipped.
-fn transfer_nbytes(f: &FileInfo, upload: bool) -> f64 {
+pub(crate) fn transfer_nbytes(f: &FileInfo, upload: bool) -> f64 {
     if f.download_gzipped && !upload {
         f.gzipped_nbytes
     } else {
@@ -127,7 +127,7 @@ fn transfer_nbytes(f: &FileInfo, upload: bool) -> f64 {
 }
 
 /// A writer one level inside `<file_transfer>`, for its parts written apart.
-fn transfer_part() -> ferrite_proto::xml::XmlWriter {
+pub(crate) fn transfer_part() -> ferrite_proto::xml::XmlWriter {
     let mut w = ferrite_proto::xml::XmlWriter::new();
     w.open("file_transfer");
     w.clear();
@@ -136,7 +136,7 @@ fn transfer_part() -> ferrite_proto::xml::XmlWriter {
 
 /// A pending transfer of file `f` (at `file` in project `project`'s files) with its
 /// `<file_transfer>` element up to the parts written per reply.
-fn transfer_head(
+pub(crate) fn transfer_head(
     project: usize,
     ps: &ProjectState,
     file: usize,
@@ -169,7 +169,7 @@ fn transfer_head(
 /// The files of a project waiting for or in a transfer: inputs and app files not yet present
 /// that an unfinished task needs, and outputs of tasks in the uploading state not yet sent.
 #[cfg(test)]
-fn pending_transfers(
+pub(crate) fn pending_transfers(
     ps: &ferrite_proto::client_state::ProjectState,
 ) -> Vec<(&ferrite_proto::client_state::FileInfo, bool)> {
     pending_transfer_positions(ps)
@@ -180,7 +180,7 @@ fn pending_transfers(
 
 /// The files of `ps` waiting for or in a transfer, each once, as (position in `ps.files`,
 /// upload); every lookup goes through an index, so the list is linear in the number of tasks.
-fn pending_transfer_positions(
+pub(crate) fn pending_transfer_positions(
     ps: &ferrite_proto::client_state::ProjectState,
 ) -> Vec<(usize, bool)> {
     use ferrite_proto::client_state::{ProjectLookup, ResultState};

@@ -9,14 +9,14 @@
 //! (`daemon/rpc/commands.rs`), which hands it to the owner of what it changes, the run modes
 //! ([`crate::run_modes`]) among them.
 
-mod body;
-mod file_transfers;
-mod projects;
-mod result_heads;
+pub(crate) mod body;
+pub(crate) mod file_transfers;
+pub(crate) mod projects;
+pub(crate) mod result_heads;
 pub(crate) mod route;
-mod state_reply;
-mod status;
-mod web_rpc;
+pub(crate) mod state_reply;
+pub(crate) mod status;
+pub(crate) mod web_rpc;
 
 use std::time::Duration;
 
@@ -39,38 +39,39 @@ pub const REMOTE_HOSTS_FILE: &str = "remote_hosts.cfg";
 
 /// How long the TCP bind is retried at start-up (the port may still be held by a previous
 /// instance at boot), as the official client does.
-const BIND_RETRY: Duration = Duration::from_secs(30);
+pub(crate) const BIND_RETRY: Duration = Duration::from_secs(30);
 
 /// GUI RPC state the daemon keeps between calls (not saved: temporary modes end with the
 /// process, as officially).
 #[derive(Debug, Default)]
 pub struct RpcState {
     /// The results' heads written for the last reply that listed them all.
-    result_heads: std::cell::RefCell<result_heads::ResultHeads>,
+    pub(crate) result_heads: std::cell::RefCell<result_heads::ResultHeads>,
     /// The parts of `get_state` written for a state epoch.
-    state_parts: std::cell::RefCell<Option<StateParts>>,
+    pub(crate) state_parts: std::cell::RefCell<Option<StateParts>>,
     /// The files waiting for a transfer, found for a state epoch.
-    pending_transfers: std::cell::RefCell<Option<(u64, std::sync::Arc<[PendingTransfer]>)>>,
+    pub(crate) pending_transfers:
+        std::cell::RefCell<Option<(u64, std::sync::Arc<[PendingTransfer]>)>>,
     /// The (master URL, name) of each project as the event log was last told them.
-    log_names: Vec<(String, String)>,
+    pub(crate) log_names: Vec<(String, String)>,
 }
 
 /// The parts of a `get_state` reply that stay the same within a state epoch, as written.
 #[derive(Debug)]
 pub struct StateParts {
     /// The state epoch they were written in.
-    epoch: u64,
+    pub(crate) epoch: u64,
     /// `<client_state>` to the network statistics.
-    head: bytes::Bytes,
+    pub(crate) head: bytes::Bytes,
     /// Each project with its apps, app versions and workunits (its results follow).
-    projects: Vec<bytes::Bytes>,
+    pub(crate) projects: Vec<bytes::Bytes>,
     /// The platforms, the preferences and `</client_state>`.
-    tail: bytes::Bytes,
+    pub(crate) tail: bytes::Bytes,
 }
 
 impl StateParts {
     /// The bytes the parts hold.
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.head.len() + self.tail.len() + self.projects.iter().map(|p| p.len()).sum::<usize>()
     }
 }
@@ -171,11 +172,11 @@ pub(crate) fn named_project<'a>(
 #[derive(Debug)]
 pub struct RpcServerHandle {
     /// Cancels the listeners, the connections and the forwarder.
-    token: CancellationToken,
+    pub(crate) token: CancellationToken,
     /// The task that owns the server.
-    task: JoinHandle<()>,
+    pub(crate) task: JoinHandle<()>,
     /// Fires (or closes) once the first attempt to start the listeners has ended.
-    started: Option<tokio::sync::oneshot::Receiver<()>>,
+    pub(crate) started: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl RpcServerHandle {

@@ -21,7 +21,7 @@ use crate::run_modes::ModeKind;
 use crate::Daemon;
 
 /// `%.3g`: three significant digits, trailing zeros dropped.
-fn g3(v: f64) -> String {
+pub(crate) fn g3(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return "0".to_owned();
     }
@@ -37,7 +37,7 @@ fn g3(v: f64) -> String {
 
 /// The `<resources>` text of a task (`0.5 CPUs`, `1 CPU + 1 NVIDIA GPU`); `None` for a plain
 /// one-CPU job, which the official client leaves out.
-pub(super) fn resources_string(u: &ResourceUsage) -> Option<String> {
+pub(crate) fn resources_string(u: &ResourceUsage) -> Option<String> {
     let n = if u.avg_ncpus > 0.0 { u.avg_ncpus } else { 1.0 };
     let cpus = if n == 1.0 { "CPU" } else { "CPUs" };
     match u.coprocs.iter().find(|c| c.count > 0.0) {
@@ -62,14 +62,14 @@ pub(super) fn resources_string(u: &ResourceUsage) -> Option<String> {
 /// Finds a project's workunits while a reply lists its results (a reply may list 10,000
 /// tasks): results mostly come in their workunits' order, so the workunits after the last
 /// one found are tried first; an index by name is built on the first miss.
-struct WorkunitFinder<'a> {
+pub(crate) struct WorkunitFinder<'a> {
     workunits: &'a [Workunit],
     next: usize,
     index: Option<HashMap<&'a str, &'a Workunit>>,
 }
 
 impl<'a> WorkunitFinder<'a> {
-    fn new(p: &'a ProjectState) -> Self {
+    pub(crate) fn new(p: &'a ProjectState) -> Self {
         WorkunitFinder {
             workunits: &p.workunits,
             next: 0,
@@ -77,7 +77,7 @@ impl<'a> WorkunitFinder<'a> {
         }
     }
 
-    fn find(&mut self, name: &str) -> Option<&'a Workunit> {
+    pub(crate) fn find(&mut self, name: &str) -> Option<&'a Workunit> {
         let ahead = self
             .workunits
             .iter()
@@ -106,14 +106,14 @@ impl<'a> WorkunitFinder<'a> {
 }
 
 /// How many jobs after the last one found are tried before a lookup.
-const AHEAD: usize = 16;
+pub(crate) const AHEAD: usize = 16;
 
 /// Finds the scheduling core's job of each result while a reply lists them. The core's
 /// world lists the jobs in the state's order, so the job after the last one found is tried
 /// first, then the few after it (no allocation, no search); any other result is looked up
 /// by its id.
 #[derive(Default)]
-struct JobFinder {
+pub(crate) struct JobFinder {
     /// Where the next result's job is likely to be in `World::jobs`.
     next: usize,
     /// Position in `World::jobs` by job id, made on the first lookup by id.
@@ -124,7 +124,7 @@ struct JobFinder {
 }
 
 impl JobFinder {
-    fn find<'w>(
+    pub(crate) fn find<'w>(
         &mut self,
         world: &'w ferrite_sched::World,
         ids: &crate::snapshot::IdMap,
@@ -161,7 +161,7 @@ impl JobFinder {
 impl JobFinder {
     /// The active task of result `result` of project `url`, through an index rather than a
     /// scan of the active tasks per result.
-    fn active_task<'s>(
+    pub(crate) fn active_task<'s>(
         &mut self,
         state: &'s ClientState,
         url: &str,

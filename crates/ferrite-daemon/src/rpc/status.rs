@@ -17,18 +17,18 @@ use crate::run_modes::{current_mode, mode_delay, ModeKind};
 use crate::Daemon;
 
 /// `SUSPEND_REASON_USER_REQ`.
-const SUSPEND_USER_REQ: i32 = 4;
+pub(crate) const SUSPEND_USER_REQ: i32 = 4;
 /// `CPU_SCHED_SCHEDULED`: the task's app runs.
-pub(super) const SCHEDULED: i32 = 2;
+pub(crate) const SCHEDULED: i32 = 2;
 /// `NETWORK_STATUS_ONLINE`.
-const NETWORK_ONLINE: i32 = 0;
+pub(crate) const NETWORK_ONLINE: i32 = 0;
 /// `NETWORK_STATUS_WANT_DISCONNECT`: "don't need connection" (no transfer or RPC pending).
-const NETWORK_WANT_DISCONNECT: i32 = 2;
+pub(crate) const NETWORK_WANT_DISCONNECT: i32 = 2;
 
 /// `cc_status`'s network status, as the official client's `NET_STATUS::network_status`
 /// (without its dial-up states): online while an HTTP exchange is under way or one ended
 /// within the last 10 s, otherwise "don't need a connection".
-fn network_status(http_in_flight: bool, last_comm: f64, now: f64) -> i32 {
+pub(crate) fn network_status(http_in_flight: bool, last_comm: f64, now: f64) -> i32 {
     if http_in_flight || (last_comm > 0.0 && now - last_comm < 10.0) {
         NETWORK_ONLINE
     } else {
@@ -37,7 +37,7 @@ fn network_status(http_in_flight: bool, last_comm: f64, now: f64) -> i32 {
 }
 
 /// The default `<proxy_info>` (no proxy), as the official client writes it.
-const NO_PROXY: &str = "<proxy_info>
+pub(crate) const NO_PROXY: &str = "<proxy_info>
     <socks_server_name></socks_server_name>
     <socks_server_port>80</socks_server_port>
     <http_server_name></http_server_name>
@@ -53,7 +53,7 @@ const NO_PROXY: &str = "<proxy_info>
 ";
 
 /// Bytes used by the files under `path` (0 if it does not exist).
-fn dir_size(path: &Path) -> f64 {
+pub(crate) fn dir_size(path: &Path) -> f64 {
     let Ok(entries) = fs::read_dir(path) else {
         return 0.0;
     };
@@ -69,7 +69,7 @@ fn dir_size(path: &Path) -> f64 {
     total
 }
 
-fn read_text(path: &Path) -> Option<String> {
+pub(crate) fn read_text(path: &Path) -> Option<String> {
     fs::read(path)
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned())

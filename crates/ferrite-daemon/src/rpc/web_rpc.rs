@@ -10,7 +10,7 @@
 use crate::projects::{WebRpcKind, WebRpcState, ERR_IN_PROGRESS};
 
 /// The poll's reply for the web RPC of `kind` in state `state`.
-pub(super) fn poll_reply(kind: WebRpcKind, state: &WebRpcState) -> String {
+pub(crate) fn poll_reply(kind: WebRpcKind, state: &WebRpcState) -> String {
     let error = |n: i32| {
         let tag = match kind {
             WebRpcKind::ProjectConfig => "project_config",
