@@ -1,7 +1,7 @@
 //! The HTTP exchanges the main loop starts outside the transfers: master fetches and
 //! scheduler RPCs (`daemon/projects/poll.rs`), news feeds and the project list (`notices.rs`),
 //! account-manager syncs (`acct_mgr.rs`) and the attach wizard's web RPCs
-//! (`rpc/projects.rs`). Each runs in a tokio task that ends by sending its event to the
+//! (`daemon/rpc/projects.rs`). Each runs in a tokio task that ends by sending its event to the
 //! loop; they are kept here so that shutdown ends those still running instead of leaving
 //! them to the runtime's teardown. (Transfers keep their own tasks, `Transfers::shutdown`.)
 

@@ -219,6 +219,7 @@ const PARTS_WITHOUT_DAEMON: &[&str] = &[
     "persist.rs",
     "projects",
     "projects.rs",
+    "rpc",
     "setup.rs",
     "thermal.rs",
     "trickle.rs",

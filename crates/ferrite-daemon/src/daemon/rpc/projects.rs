@@ -8,9 +8,9 @@ use ferrite_proto::account::canonicalize_master_url;
 use ferrite_proto::client_state::RpcReason;
 use tracing::{error, info, warn};
 
-use super::named_project;
 use crate::event::Event;
 use crate::projects::{WebRpcKind, WebRpcState};
+use crate::rpc::named_project;
 use crate::{config, Daemon};
 
 impl Daemon {
@@ -231,7 +231,7 @@ impl Daemon {
     }
 
     pub(super) fn web_rpc_poll(&self, kind: WebRpcKind) -> String {
-        super::web_rpc::poll_reply(kind, &self.projects.web[kind as usize])
+        crate::rpc::web_rpc::poll_reply(kind, &self.projects.web[kind as usize])
     }
 
     /// `ferrite_explain`: the scheduling core's last decisions with their reasons: for each
