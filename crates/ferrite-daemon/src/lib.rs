@@ -112,8 +112,6 @@ pub struct Daemon {
     gpu_control: gpu_control::GpuControlState,
     /// This run's part of the time statistics that scheduler requests report.
     time_session: ferrite_project::stats::TimeSession,
-    /// When to look at overdue tasks again (at start-up, then daily).
-    next_overdue_check: f64,
     /// When the first app started since start-up (for `--exit_after_app_start`).
     app_started_at: Option<f64>,
     // Host watching (`host.rs`, its glue in `daemon/host.rs`).
@@ -131,13 +129,9 @@ pub struct Daemon {
     // Transfers (`transfers.rs`; the daemon's side in `daemon/pass.rs`).
     /// File transfers.
     transfers: transfers::Transfers,
-    /// Bytes received and sent by finished transfer attempts since start-up.
-    xfer_bytes: (u64, u64),
     /// App files whose MD5 is known (`ferrite_verified_files.txt`), so the file check need
     /// not hash them again while they are unchanged.
     verified: filecheck::Verified,
-    /// Bytes transferred per day (`daily_xfer_history.xml`).
-    xfer_history: history::XferHistory,
     // GUI calls (`rpc/`, `web/`).
     /// GUI RPC state kept between calls (what replies keep, the names the event log knows).
     rpc: rpc::RpcState,
@@ -402,7 +396,7 @@ impl Daemon {
         self.tick_acct_mgr(t);
         self.tick_info(t);
         self.refresh_metrics(t);
-        self.xfer_history.poll(&self.dir, t, false);
+        self.transfers.poll_history(&self.dir, t, false);
         let _ = self.notifier.status(&self.status_line());
     }
 
@@ -444,7 +438,7 @@ impl Daemon {
         self.throttle
             .release(&throttle::groups(&self.tasks, &self.state));
         self.tasks.shutdown(&mut self.state, abort_code).await;
-        self.xfer_history.poll(&self.dir, now(), true);
+        self.transfers.poll_history(&self.dir, now(), true);
         // Downloads recorded since the last file check.
         self.verified.save_if_changed(&self.dir);
         if let Some(code) = abort_code {
@@ -821,7 +815,7 @@ mod loop_tests {
         };
         let woke = Woke::Event(Some(Event::Transfer(done)));
         assert_eq!(d.dispatch(woke, &mut reclaim), None);
-        assert_eq!(d.xfer_bytes, (1000, 0));
+        assert_eq!(d.transfers.bytes_moved(), (1000, 0));
         assert_eq!(d.state_epoch, epoch + 1);
         assert!(d.tick_soon);
     }

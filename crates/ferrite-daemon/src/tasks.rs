@@ -187,6 +187,8 @@ pub struct TaskTable {
     last_world: Option<World>,
     /// When the core wants the next pass at the latest.
     pub next_wakeup: f64,
+    /// When to look at overdue tasks again (at start-up, then daily).
+    next_overdue_check: f64,
     /// Apps' priorities: `--no_priority_change` and cc_config `no_priority_change`,
     /// `process_priority`, `process_priority_special`.
     pub priority: PriorityConfig,
@@ -245,6 +247,7 @@ impl TaskTable {
             sched: Scheduler::new(ferrite_sched::Policy::default()),
             last_world: None,
             next_wakeup: 0.0,
+            next_overdue_check: 0.0,
             priority: PriorityConfig::default(),
             confine: confine::Settings {
                 enabled: true,

@@ -35,6 +35,7 @@ use crate::event::Event;
 
 mod results;
 mod retry;
+mod traffic;
 
 pub use results::update_results;
 use results::Plan;
@@ -147,6 +148,11 @@ pub struct Transfers {
     backoff: HashMap<(String, bool), ProjectBackoff>,
     /// Bytes moved per day (day number since the epoch), for the daily limit.
     daily: HashMap<i64, u64>,
+    /// Bytes received and sent by finished transfer attempts since start-up.
+    bytes_moved: (u64, u64),
+    /// Bytes transferred per day (`daily_xfer_history.xml`), file bodies and the texts
+    /// exchanged over HTTP alike.
+    history: crate::history::XferHistory,
     /// Backoff jitter.
     jitter: SplitMix64,
     /// cc_config `unsigned_apps_ok` as of the last tick.
@@ -195,6 +201,8 @@ impl Transfers {
             active: HashMap::new(),
             backoff: HashMap::new(),
             daily: HashMap::new(),
+            bytes_moved: (0, 0),
+            history: crate::history::XferHistory::default(),
             jitter: SplitMix64::new(seed),
             unsigned_apps_ok: false,
             verified: HashMap::new(),
@@ -207,37 +215,6 @@ impl Transfers {
     /// Number of transfers under way.
     pub fn active_count(&self) -> usize {
         self.active.len()
-    }
-
-    /// Bytes moved outside file transfers (scheduler requests and replies, web pages) count
-    /// toward the daily transfer limit too, as in the official client.
-    pub fn count_other_traffic(&mut self, now: f64, bytes: u64) {
-        if bytes > 0 {
-            *self
-                .daily
-                .entry((now / 86400.0).floor() as i64)
-                .or_default() += bytes;
-        }
-    }
-
-    /// Whether the preferences' daily transfer limit (`daily_xfer_limit_mb` over
-    /// `daily_xfer_period_days`) is used up: no file transfer starts then.
-    pub fn over_daily_limit(&self, prefs: &GlobalPrefs, now: f64) -> bool {
-        prefs.daily_xfer_limit_mb > 0.0
-            && prefs.daily_xfer_period_days > 0
-            && self.bytes_in_period(now, prefs.daily_xfer_period_days) as f64
-                >= prefs.daily_xfer_limit_mb * 1e6
-    }
-
-    /// Bytes moved in the current daily-limit period.
-    fn bytes_in_period(&self, now: f64, days: i32) -> u64 {
-        let today = (now / 86400.0).floor() as i64;
-        let first = today - i64::from(days.max(1)) + 1;
-        self.daily
-            .iter()
-            .filter(|(d, _)| **d >= first)
-            .map(|(_, b)| *b)
-            .sum()
     }
 
     /// Starts the transfers that may start now; returns true when the state changed.

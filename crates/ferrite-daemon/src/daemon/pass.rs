@@ -14,24 +14,14 @@ impl Daemon {
     pub(crate) fn count_text_traffic(&mut self, http: &ferrite_net::HttpClient, t: f64) {
         let (down, up) = http.take_text_bytes();
         let tz = self.state.host_info.timezone;
-        self.xfer_history.add(t, tz, down, false);
-        self.xfer_history.add(t, tz, up, true);
-        self.transfers
-            .count_other_traffic(t, down.saturating_add(up));
+        self.transfers.count_text_traffic(down, up, t, tz);
     }
 
     /// A transfer attempt ended ([`Event::Transfer`](crate::event::Event::Transfer)): the byte
     /// counts and the daily history learn it, then the transfers apply it to the state.
     pub(crate) fn transfer_done(&mut self, done: transfers::TransferDone, t: f64) {
-        if let Ok(n) = &done.result {
-            let tz = self.state.host_info.timezone;
-            self.xfer_history.add(t, tz, *n, done.upload);
-            if done.upload {
-                self.xfer_bytes.1 += n;
-            } else {
-                self.xfer_bytes.0 += n;
-            }
-        }
+        let tz = self.state.host_info.timezone;
+        self.transfers.count_attempt(&done, t, tz);
         let fresh = match (&done.result, &done.download) {
             (Ok(_), Some((len, md5))) if !done.upload => {
                 Some((done.project.clone(), done.file.clone(), *len, md5.clone()))
@@ -133,13 +123,13 @@ impl Daemon {
             exit_before_start: self.config.cc.options.exit_before_start,
             epoch: self.state_epoch,
         };
-        if t >= self.next_overdue_check {
-            self.next_overdue_check = t + 86400.0;
-            let max_days = self.config.cc.options.max_overdue_days;
-            if self.tasks.check_overdue(&mut self.state, t, max_days) {
-                self.save.mark_dirty(t);
-                self.state_epoch += 1;
-            }
+        let max_days = self.config.cc.options.max_overdue_days;
+        if self
+            .tasks
+            .check_overdue_if_due(&mut self.state, t, max_days)
+        {
+            self.save.mark_dirty(t);
+            self.state_epoch += 1;
         }
         inputs.epoch = self.state_epoch;
         let report = self.tasks.tick(
@@ -281,8 +271,8 @@ impl Daemon {
                 busy_gpus,
                 work_buffer_secs,
                 rpc: &rpc,
-                transfer_bytes_down: self.xfer_bytes.0,
-                transfer_bytes_up: self.xfer_bytes.1,
+                transfer_bytes_down: self.transfers.bytes_moved().0,
+                transfer_bytes_up: self.transfers.bytes_moved().1,
                 disk_used: disk.used_total,
                 disk_allowed: disk.allowed,
             },
@@ -415,13 +405,16 @@ mod tests {
             .expect("rpc");
         assert_eq!(got, reply);
         d.count_text_traffic(&http, t);
-        let days = &d.xfer_history.days().days;
+        let days = &d.transfers.history().days().days;
         assert_eq!(days.len(), 1, "{days:?}");
         assert_eq!(days[0].up, request.len() as f64);
         assert_eq!(days[0].down, reply.len() as f64);
         // Counted once.
         d.count_text_traffic(&http, t);
-        assert_eq!(d.xfer_history.days().days[0].up, request.len() as f64);
+        assert_eq!(
+            d.transfers.history().days().days[0].up,
+            request.len() as f64
+        );
         // And toward the daily limit: a limit of what was moved stops file transfers.
         d.config.prefs.prefs.daily_xfer_limit_mb = (request.len() + reply.len()) as f64 / 1e6;
         d.config.prefs.prefs.daily_xfer_period_days = 1;

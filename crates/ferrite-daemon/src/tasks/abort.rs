@@ -6,6 +6,21 @@ use ferrite_proto::client_state::TaskResult;
 use super::*;
 
 impl TaskTable {
+    /// [`TaskTable::check_overdue`] when its daily look is due (the first call, then a day
+    /// after the last look). Returns whether the state changed.
+    pub fn check_overdue_if_due(
+        &mut self,
+        state: &mut ClientState,
+        now: f64,
+        max_days: f64,
+    ) -> bool {
+        if now < self.next_overdue_check {
+            return false;
+        }
+        self.next_overdue_check = now + 86400.0;
+        self.check_overdue(state, now, max_days)
+    }
+
     /// The daily look at started tasks past their deadline (at start-up, then once a day):
     /// each is named in the log, and with `max_overdue_days` ≥ 0 (cc_config) a task overdue by
     /// more than that is aborted with 209, as the official client does. Returns whether the
@@ -169,5 +184,38 @@ mod tests {
         assert!(state.active_tasks.is_empty());
         // Nothing late: nothing changes.
         assert!(!table.abort_unstarted_late(&mut state, &[], 1.8e9));
+    }
+
+    #[test]
+    fn the_overdue_look_comes_at_the_first_pass_then_once_a_day() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut table = TaskTable::new(dir.path());
+        let mut state = synthetic(1, 3);
+        let t = 1.8e9;
+        // Result `i` started and two days past its deadline.
+        let overdue = |state: &mut ClientState, i: usize| {
+            let p = &mut state.projects[0];
+            let r = &mut p.results[i];
+            r.state = ResultState::FilesDownloaded;
+            r.report_deadline = t - 2.0 * 86400.0;
+            let task = ActiveTask {
+                project_master_url: p.project.master_url.clone(),
+                result_name: r.name.clone(),
+                ..ActiveTask::default()
+            };
+            state.active_tasks.push(task);
+        };
+        overdue(&mut state, 1);
+        assert!(table.check_overdue_if_due(&mut state, t, 0.0));
+        assert_eq!(state.projects[0].results[1].state, ResultState::Aborted);
+        // A task found overdue within the day waits for the next look.
+        overdue(&mut state, 2);
+        assert!(!table.check_overdue_if_due(&mut state, t + 3600.0, 0.0));
+        assert_eq!(
+            state.projects[0].results[2].state,
+            ResultState::FilesDownloaded
+        );
+        assert!(table.check_overdue_if_due(&mut state, t + 86400.0, 0.0));
+        assert_eq!(state.projects[0].results[2].state, ResultState::Aborted);
     }
 }

@@ -515,7 +515,7 @@ impl Daemon {
                     )
                 }),
             daily_xfer_history: (self.config.prefs.prefs.daily_xfer_period_days > 0).then(|| {
-                self.xfer_history.scheduler_request_xml(
+                self.transfers.history().scheduler_request_xml(
                     t,
                     self.state.host_info.timezone,
                     self.config.prefs.prefs.daily_xfer_period_days,

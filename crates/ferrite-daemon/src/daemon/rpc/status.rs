@@ -63,7 +63,7 @@ impl Daemon {
             }
             Request::GetStatistics => self.statistics_xml(),
             // From memory, as the official client answers: the file lags up to a minute.
-            Request::GetDailyXferHistory => self.xfer_history.days().to_xml(),
+            Request::GetDailyXferHistory => self.transfers.history().days().to_xml(),
             Request::GetAllProjectsList => crate::notices::project_list(&self.dir),
             // Ferrite does not look for newer versions: none is named. The download page is
             // nvc_config.xml's `client_download_url`, else the official default.
