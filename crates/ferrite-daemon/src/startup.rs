@@ -166,11 +166,13 @@ impl Progress {
     }
 }
 
-/// How [`Daemon::start_with`] ended.
+/// How a start-up that a stop may cut short ended
+/// ([`Daemon::start_with`](crate::Daemon::start_with), whose `D` is the `Daemon`).
 #[derive(Debug)]
-pub enum Started {
-    /// Started: the main loop may run ([`Daemon::run_after`]).
-    Ready(Box<Daemon>),
+pub enum Started<D> {
+    /// Started: the main loop may run
+    /// ([`Daemon::run_after`](crate::Daemon::run_after)).
+    Ready(Box<D>),
     /// A stop came during the start-up; what it had changed is saved. The process exits.
     Stopped,
 }
@@ -192,7 +194,7 @@ impl Daemon {
         log: LogHandle,
         stop: &StopFlag,
         progress: &mut Progress,
-    ) -> anyhow::Result<Started> {
+    ) -> anyhow::Result<Started<Daemon>> {
         let dir = opts.data_dir();
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create data directory {}", dir.display()))?;
@@ -341,7 +343,7 @@ impl Daemon {
 
     /// A stop came during the start-up, the state loaded: what the start-up changed since
     /// generation `loaded` (the state as loaded) is saved; nothing else runs.
-    fn stop_in_start_up(mut self, stop: &StopFlag, loaded: u64) -> anyhow::Result<Started> {
+    fn stop_in_start_up(mut self, stop: &StopFlag, loaded: u64) -> anyhow::Result<Started<Daemon>> {
         let _ = self.notifier.stopping();
         if self.save.generation() > loaded {
             info!("{} during the start-up; saving the state", stop.reason());
