@@ -221,6 +221,7 @@ const PARTS_WITHOUT_DAEMON: &[&str] = &[
     "projects.rs",
     "rpc",
     "setup.rs",
+    "startup.rs",
     "thermal.rs",
     "trickle.rs",
     "turn.rs",

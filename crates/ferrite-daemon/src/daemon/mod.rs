@@ -11,6 +11,7 @@ mod persist;
 mod projects;
 mod rpc;
 mod setup;
+mod startup;
 mod thermal;
 mod trickle;
 mod web;
