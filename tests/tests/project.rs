@@ -747,13 +747,21 @@ fn metrics_show_the_tasks_moving_through_their_states() {
         "states seen: {seen:?}\n{last}"
     );
     assert!(seen.len() >= 3, "states seen: {seen:?}");
-    let rpcs: f64 = last
-        .lines()
-        .find(|l| l.starts_with("boinc_project_scheduler_rpcs_total{"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    assert!(rpcs >= 2.0, "scheduler RPCs counted: {last}");
+    // The server counts the reports when it answers; the client counts the RPC once it has
+    // taken in the reply: scrape until it shows (the attach's RPC and the reports').
+    let rpcs_in = |text: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with("boinc_project_scheduler_rpcs_total{"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let t1 = Instant::now();
+    while rpcs_in(&last) < 2.0 && t1.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+        last = scrape(metrics_port);
+    }
+    assert!(rpcs_in(&last) >= 2.0, "scheduler RPCs counted: {last}");
     // Asked without `Accept: application/openmetrics-text`: the classic text format.
     assert!(
         last.contains("# TYPE boinc_project_scheduler_rpcs_total counter")

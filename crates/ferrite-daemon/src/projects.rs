@@ -215,11 +215,6 @@ impl ProjectLoop {
             .collect()
     }
 
-    /// The HTTP client, once built.
-    pub fn http(&self) -> Option<HttpClient> {
-        self.http.clone()
-    }
-
     /// A web RPC ended.
     pub fn web_rpc_done(&mut self, kind: WebRpcKind, result: Result<String, i32>) {
         self.web[kind as usize] = match result {

@@ -195,7 +195,7 @@ impl Default for GlobalPrefs {
             disk_max_used_gb: 0.0,
             disk_max_used_pct: 90.0,
             disk_min_free_gb: 0.1,
-            vm_max_used_pct: 100.0,
+            vm_max_used_pct: 75.0,
             ram_max_used_busy_pct: 50.0,
             ram_max_used_idle_pct: 90.0,
             max_bytes_sec_up: 0.0,

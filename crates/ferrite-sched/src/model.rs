@@ -188,7 +188,7 @@ impl Default for Prefs {
             max_ncpus_pct: 0.0,
             ram_max_used_busy_pct: 50.0,
             ram_max_used_idle_pct: 90.0,
-            vm_max_used_pct: 100.0,
+            vm_max_used_pct: 75.0,
             leave_apps_in_memory: false,
             disk_max_used_gb: 0.0,
             disk_max_used_pct: 90.0,

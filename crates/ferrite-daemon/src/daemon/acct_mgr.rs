@@ -71,7 +71,7 @@ impl Daemon {
             }
             Begin::Send(target) => target,
         };
-        let Some(http) = self.projects.http() else {
+        let Some(http) = self.shared_http() else {
             self.acct_mgr.no_http(t);
             return;
         };

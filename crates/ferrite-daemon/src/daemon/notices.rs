@@ -36,7 +36,7 @@ impl Daemon {
         if !self.network_allowed(t) {
             return;
         }
-        let Some(http) = self.projects.http() else {
+        let Some(http) = self.shared_http() else {
             return;
         };
         let InfoDue { feed, project_list } = self.feeds.due_fetches(

@@ -56,15 +56,23 @@ impl Daemon {
         }
     }
 
-    /// The HTTP client that scheduler RPCs and transfers share, built from cc_config at first
-    /// use (none when the configuration gives none); at the first turn the saved backoffs
-    /// are given to the scheduling core.
-    pub(crate) fn project_http(&mut self, t: f64) -> Option<HttpClient> {
+    /// The HTTP client every exchange shares (scheduler RPCs, transfers, the attach wizard's
+    /// web RPCs, account-manager syncs, news feeds), built from cc_config at its first use,
+    /// whichever comes first: a GUI request can come before the first pass's projects' turn.
+    /// `None` when the configuration gives none.
+    pub(crate) fn shared_http(&mut self) -> Option<HttpClient> {
         if self.projects.http.is_none() {
             let brand = client_brand(&self.dir);
             self.projects.http = http_client(&self.state, &self.config.cc.options, &brand);
         }
-        let http = self.projects.http.clone()?;
+        self.projects.http.clone()
+    }
+
+    /// The HTTP client that scheduler RPCs and transfers share, built from cc_config at first
+    /// use (none when the configuration gives none); at the first turn the saved backoffs
+    /// are given to the scheduling core.
+    pub(crate) fn project_http(&mut self, t: f64) -> Option<HttpClient> {
+        let http = self.shared_http()?;
         if !self.projects.backoffs_loaded {
             self.projects.backoffs_loaded = true;
             self.load_backoffs(t);

@@ -212,7 +212,7 @@ impl Daemon {
 
     /// Starts a web RPC of the attach wizard; its poll answers -204 until it ends.
     fn start_web_rpc(&mut self, kind: WebRpcKind, url: String) -> String {
-        let Some(http) = self.projects.http() else {
+        let Some(http) = self.shared_http() else {
             return reply::error("HTTP is not available");
         };
         self.projects.web[kind as usize] = WebRpcState::Pending;
