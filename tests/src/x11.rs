@@ -49,12 +49,18 @@ impl Xvfb {
                 // The display is ours once its lock file names our server: another test
                 // binary's Xvfb may have taken the same number a moment before (ours then
                 // exits), and its socket is already there.
+                // And it is ready once a client gets an answer from it: a socket left by a
+                // server killed earlier can be there before ours has made its own.
                 let lock = fs::read_to_string(format!("/tmp/.X{n}-lock")).unwrap_or_default();
                 if Path::new(&socket).exists() && lock.trim() == proc.pid().to_string() {
-                    return Xvfb {
+                    let x = Xvfb {
                         _proc: proc,
                         display: format!(":{n}"),
                     };
+                    if x.xdotool(&["getdisplaygeometry"]).is_some() {
+                        return x;
+                    }
+                    proc = x._proc;
                 }
                 thread::sleep(Duration::from_millis(100));
             }
