@@ -1,6 +1,7 @@
 //! A kill costs no finished work: `ferrited` killed with SIGKILL while its apps run, and
 //! started again, reports a result whose app finished meanwhile without running it again,
-//! and takes over an app that still runs instead of ending it and starting it over.
+//! and takes over an app that still runs instead of ending it and starting it over, also
+//! when the kill came before its process was recorded.
 //!
 //! Each app run appends a line to a side file, so the runs are counted.
 
@@ -133,6 +134,19 @@ fn an_app_that_finishes_while_ferrited_is_down_is_reported_without_a_second_run(
 
 #[test]
 fn an_app_still_running_after_a_kill_is_taken_over_not_started_again() {
+    taken_over_after_a_kill(false);
+}
+
+/// A task is recorded as starting before its app is spawned, and its PID once it runs: a kill
+/// in between leaves a record without a PID, and the app leading a group in that task's slot
+/// is taken over all the same (here the record's PID is removed after the kill, as such a kill
+/// would have left it).
+#[test]
+fn an_app_whose_pid_was_not_yet_recorded_is_taken_over_not_started_again() {
+    taken_over_after_a_kill(true);
+}
+
+fn taken_over_after_a_kill(unrecorded_pid: bool) {
     let tmp = tempfile::tempdir().expect("tmp");
     let (server, runs_log) = one_job(tmp.path(), "4");
     let dir = client_dir(tmp.path(), UNCONFINED);
@@ -150,6 +164,16 @@ fn an_app_still_running_after_a_kill_is_taken_over_not_started_again() {
     client.wait(Duration::from_secs(10));
     let first = client.output();
     assert!(app_running(&dir), "the app outlives its client\n{first}");
+    if unrecorded_pid {
+        let path = dir.join("ferrite_tasks.json");
+        let text = fs::read_to_string(&path).expect("the task records");
+        let mut records: serde_json::Value = serde_json::from_str(&text).expect("json");
+        for r in records.as_array_mut().expect("a list of records") {
+            r["pid"] = serde_json::Value::Null;
+            r["pid_starttime"] = 0.into();
+        }
+        fs::write(&path, records.to_string()).expect("write the records");
+    }
 
     let log = restart_until_reported(&server, &dir, port, &runs_log, &first);
     assert!(

@@ -296,8 +296,15 @@ impl TaskTable {
     }
 
     fn write_records(&self) {
+        self.write_records_with(None);
+    }
+
+    /// The records file, with `extra` (a task about to be started) beside the live tasks.
+    fn write_records_with(&self, extra: Option<TaskRecord>) {
         let path = self.dir.join(TASK_RECORDS_FILE);
-        match serde_json::to_string_pretty(&self.records()) {
+        let mut records = self.records();
+        records.extend(extra);
+        match serde_json::to_string_pretty(&records) {
             Ok(text) => {
                 if let Err(e) = config::write_atomic(&path, &text) {
                     warn!("cannot write {}: {e}", path.display());

@@ -10,6 +10,9 @@
 //!   in the task's slot): it is taken over where it runs ([`Task::adopt`]), its channels kept
 //!   and its `init_data.xml` given this client's PID (API apps reread it when told; they
 //!   would otherwise end within 10 s on seeing the old PID gone);
+//! - **started just before the kill**: a task is recorded (without a PID) before its app is
+//!   spawned, so a task the state file does not yet know as running is found, and a process
+//!   leading its group in that task's slot is its app, taken over as above;
 //! - **anything else** (no process, a GPU app, whose device the scheduler may now give to
 //!   another task, an app found in a slot without a record): ended if it runs, and the task
 //!   restarted from its checkpoint.
@@ -37,10 +40,28 @@ impl TaskTable {
     pub fn recover(&mut self, state: &mut ClientState) {
         let records = read_records(&self.dir);
         self.add_unsaved_starts(state, &records);
-        let orphans = find_orphans(&records);
-        // Apps started just before a kill, before their record was written, are found by
-        // where they work.
-        let mut to_end = find_strays(&self.slots.slots_dir(), &orphans);
+        let mut orphans = find_orphans(&records);
+        // Apps started just before a kill, before their record had a PID, are found by where
+        // they work: the leader of a group in the slot of a task recorded as starting is that
+        // task's app (and its group goes with it); any other is ended.
+        let strays = find_strays(&self.slots.slots_dir(), &orphans);
+        let mut leaders = Vec::new();
+        for s in &strays {
+            if let Some(rec) = records
+                .iter()
+                .find(|r| r.pid.is_none() && s.whole_group && works_in(s.pid, &r.slot_dir))
+            {
+                leaders.push(Orphan {
+                    result_name: rec.result_name.clone(),
+                    ..s.clone()
+                });
+            }
+        }
+        let mut to_end: Vec<Orphan> = strays
+            .into_iter()
+            .filter(|s| !leaders.iter().any(|l| l.pgid == s.pgid))
+            .collect();
+        orphans.extend(leaders);
         let mut running: HashMap<String, (Orphan, u64, TaskRecord)> = HashMap::new();
         let lookups: Vec<ProjectLookup<'_>> =
             state.projects.iter().map(ProjectLookup::new).collect();
@@ -256,7 +277,8 @@ fn adoptable(
     o: &Orphan,
 ) -> Option<(u64, TaskRecord)> {
     let rec = records.iter().find(|r| r.result_name == o.result_name)?;
-    if rec.pid != Some(o.pid) || !o.whole_group {
+    // No PID: recorded as starting, its app found leading a group in its slot.
+    if rec.pid.is_some_and(|p| p != o.pid) || !o.whole_group {
         return None;
     }
     let a = state
@@ -284,6 +306,17 @@ fn slot_owner(slot_dir: &Path) -> Option<String> {
     let text = fs::read_to_string(slot_dir.join(INIT_DATA_FILE)).ok()?;
     let data = AppInitData::parse(&text, INIT_DATA_FILE).ok()?.value;
     Some(data.result_name).filter(|n| !n.is_empty())
+}
+
+/// Whether process `pid` works in `slot_dir` (or below it).
+fn works_in(pid: i32, slot_dir: &Path) -> bool {
+    match (
+        fs::canonicalize(format!("/proc/{pid}/cwd")),
+        fs::canonicalize(slot_dir),
+    ) {
+        (Ok(cwd), Ok(slot)) => cwd.starts_with(slot),
+        _ => false,
+    }
 }
 
 fn same_slot(a: &Path, b: &Path) -> bool {

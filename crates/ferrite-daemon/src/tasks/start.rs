@@ -228,6 +228,22 @@ impl TaskTable {
             ));
         }
         let version_num = av.version_num;
+        if adopt.is_none() {
+            // Recorded before the app exists: a client killed between the spawn and the
+            // next records write still finds the task by its slot (`tasks/recover.rs`).
+            self.write_records_with(Some(TaskRecord {
+                result_name: key.1.clone(),
+                slot: slot.number(),
+                slot_dir: slot.dir().to_path_buf(),
+                pid: None,
+                pid_starttime: 0,
+                checkpoint_cpu_time: resume.cpu_time,
+                checkpoint_elapsed_time: resume.elapsed_time,
+                fraction_done: resume.fraction_done,
+                peak_working_set: 0,
+                peak_disk_usage: 0,
+            }));
+        }
         let started = match adopt {
             None => Task::start(cfg, inst),
             Some(process) => Task::adopt(cfg, process, inst),
