@@ -27,11 +27,15 @@
 //!
 //! Run: `cargo bench -p ferrite-daemon --bench scale` (1,000, 10,000 and 100,000 tasks), or
 //! with `FERRITE_SCALE_TASKS=1000,10000,100000,150000` for the sizes given;
-//! `FERRITE_SCALE_OFFICIAL=0` leaves the official client out.
+//! `FERRITE_SCALE_OFFICIAL=0` leaves the official client out;
+//! `FERRITE_SCALE_WRITE_DIR=DIR` only writes each size's data directory to `DIR/<tasks>`
+//! (GUI RPC password `scalepw`), to run a client on it by hand under `perf`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -112,6 +116,15 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(300),
     );
+    if let Some(out) = std::env::var_os("FERRITE_SCALE_WRITE_DIR") {
+        for n in sizes() {
+            let (xml, urls) = state_xml(n);
+            let dir = Path::new(&out).join(n.to_string());
+            write_dir(&dir, &xml, &urls);
+            println!("{n} tasks: {} (GUI RPC password {PASSWORD})", dir.display());
+        }
+        return;
+    }
     let mut table = Vec::new();
     for n in sizes() {
         let (xml, urls, apply, pass) = measure(n, &log);
@@ -195,12 +208,12 @@ fn ms(d: Duration) -> String {
     }
 }
 
-/// Starts `who` on a data directory of its own holding `xml`, and measures it (see the
-/// module's text); a client not answering within `wait` is cut short.
-fn outside(who: Who, xml: &str, projects: &[String], wait: Duration) -> Outside {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("client_state.xml"), xml).expect("state file");
-    std::fs::write(dir.path().join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
+/// Writes a data directory holding the state `xml` of `projects`, with the GUI RPC password
+/// and an account file per project.
+fn write_dir(dir: &Path, xml: &str, projects: &[String]) {
+    std::fs::create_dir_all(dir).expect("data directory");
+    std::fs::write(dir.join("client_state.xml"), xml).expect("state file");
+    std::fs::write(dir.join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
     // An account file per project: the official client drops a project without one (and
     // with it every task).
     for url in projects {
@@ -209,8 +222,15 @@ fn outside(who: Who, xml: &str, projects: &[String], wait: Duration) -> Outside 
             authenticator: "0123456789abcdef0123456789abcdef".into(),
             ..AccountFile::default()
         };
-        std::fs::write(dir.path().join(account_file_name(url)), acct.to_xml()).expect("account");
+        std::fs::write(dir.join(account_file_name(url)), acct.to_xml()).expect("account");
     }
+}
+
+/// Starts `who` on a data directory of its own holding `xml`, and measures it (see the
+/// module's text); a client not answering within `wait` is cut short.
+fn outside(who: Who, xml: &str, projects: &[String], wait: Duration) -> Outside {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dir(dir.path(), xml, projects);
     let port = free_port();
     let mut cmd = match who {
         Who::Ferrite => Command::new(env!("CARGO_BIN_EXE_ferrited")),
@@ -228,6 +248,17 @@ fn outside(who: Who, xml: &str, projects: &[String], wait: Duration) -> Outside 
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    // The client dies with the bench, even one killed before its `Running` is dropped.
+    // SAFETY: `prctl` is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
     let launched = Instant::now();
     let child = Running(cmd.spawn().expect("start the client"));
     let pid = child.0.id();
@@ -286,19 +317,24 @@ fn outside(who: Who, xml: &str, projects: &[String], wait: Duration) -> Outside 
     }
 }
 
-/// The in-process figures for `n` tasks; returns the state's text, its projects' URLs and
-/// the apply and pass times.
-fn measure(n: usize, log: &logging::LogHandle) -> (String, Vec<String>, Duration, Duration) {
+/// The generated state of `n` tasks as the state file's text, and its projects' URLs.
+fn state_xml(n: usize) -> (String, Vec<String>) {
     let mut state = synthetic(1, n);
     // Nothing runs or downloads in the clients started on it.
     state.user_run_request = RunMode::Never;
     state.user_network_request = RunMode::Never;
-    let xml = state.to_xml();
     let urls = state
         .projects
         .iter()
         .map(|p| p.project.master_url.clone())
         .collect();
+    (state.to_xml(), urls)
+}
+
+/// The in-process figures for `n` tasks; returns the state's text, its projects' URLs and
+/// the apply and pass times.
+fn measure(n: usize, log: &logging::LogHandle) -> (String, Vec<String>, Duration, Duration) {
+    let (xml, urls) = state_xml(n);
 
     let (loaded, d) = time(|| {
         ClientState::parse(black_box(&xml), "client_state.xml")
