@@ -13,11 +13,14 @@ use std::fs;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
-use ferrite_project::existence::{self, check_files, FileAction, FileProblem, OnDisk, TaskFate};
+use ferrite_project::existence::{self, check_files, FileAction, FileProblem, OnDisk};
 use ferrite_proto::client_state::ClientState;
 use tracing::{info, warn};
 
 use crate::config;
+
+mod report;
+use report::check_lines;
 
 /// The record of verified files, in the data directory (Ferrite only): a header line, then
 /// one line per file, `md5 length mtime_ns inode path`, the path relative to the data
@@ -411,36 +414,20 @@ pub fn check_all(
         }
         changed = true;
         for f in &check.files {
-            match (f.action, &f.problem) {
-                (FileAction::Refetch, FileProblem::HadError(_)) => {
-                    info!(project = %url, "resetting file {}: {}", f.name, f.problem);
-                }
-                (FileAction::Refetch, problem) => {
-                    if *problem != FileProblem::Missing {
-                        let _ = fs::remove_file(pdir.join(&f.name));
-                        if let Some(k) = key(dir, &pdir, &f.name) {
-                            verified.remove(&k);
-                        }
-                    }
-                    warn!(project = %url, "file {}: {problem}; it is downloaded again", f.name);
-                }
-                (FileAction::Lost, problem) => {
-                    warn!(project = %url, "file {}: {problem}; it cannot be downloaded again", f.name);
+            if f.action == FileAction::Refetch
+                && !matches!(f.problem, FileProblem::HadError(_) | FileProblem::Missing)
+            {
+                let _ = fs::remove_file(pdir.join(&f.name));
+                if let Some(k) = key(dir, &pdir, &f.name) {
+                    verified.remove(&k);
                 }
             }
         }
-        for (task, fate) in &check.tasks {
-            match fate {
-                TaskFate::WaitsFor(files) => info!(
-                    project = %url,
-                    "task {task} waits for {} to be downloaded again",
-                    files.join(", ")
-                ),
-                TaskFate::Error { code, why } => warn!(
-                    project = %url,
-                    "task {task} fails ({code}): {}; it is reported as an error",
-                    why.lines().next().unwrap_or(why)
-                ),
+        for (warning, line) in check_lines(&check) {
+            if warning {
+                warn!(project = %url, "{line}");
+            } else {
+                info!(project = %url, "{line}");
             }
         }
     }
