@@ -293,6 +293,33 @@ impl BoincServer {
         );
     }
 
+    /// [`wait_valid`](Self::wait_valid) for the usual case: `client` is a `ferrited` attached to
+    /// this server whose GUI RPC listens on `port` with password `pw`. After `quiet` without a
+    /// new valid result it presses "Update" for this project (`boinccmd --project URL
+    /// update`); on timeout the panic shows the client's output and the scheduler's log.
+    pub fn wait_valid_with_client(
+        &self,
+        n: u32,
+        (timeout, quiet): (Duration, Duration),
+        client: &crate::Proc,
+        port: u16,
+    ) {
+        self.wait_valid(
+            n,
+            (timeout, quiet),
+            |s| {
+                let _ = crate::boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
+            },
+            || {
+                format!(
+                    "--- ferrited ---\n{}\n--- scheduler ---\n{}",
+                    client.output(),
+                    self.scheduler_log()
+                )
+            },
+        );
+    }
+
     /// Waits until `cond` holds, polling every half second; panics with the result table and
     /// `context()` after `timeout`.
     pub fn wait_until(
