@@ -4,18 +4,11 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 async fn http(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(request).await.expect("send");
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
-        .await
-        .expect("reply within 10 s")
-        .expect("read");
-    String::from_utf8(out).expect("utf-8")
+    http_from(std::net::Ipv4Addr::LOCALHOST.into(), addr, request).await
 }
 
-/// [`http`] from source address `from` (a loopback address other than 127.0.0.1 is only
-/// bindable on Linux).
+/// One request and its whole reply, sent from source address `from` (a loopback address
+/// other than 127.0.0.1 is only bindable on Linux).
 async fn http_from(from: std::net::IpAddr, addr: SocketAddr, request: &[u8]) -> String {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket
