@@ -73,6 +73,10 @@ SLOW_FIRST = [
 # less than that share and pass for idle.
 ALONE = {"ferrite-e2e/finishing"}
 
+# Seconds the test binaries get to stop after the runner is interrupted (a real-server
+# binary stops its instances, a few seconds each, all at once).
+STOP_WAIT = 120
+
 RESULT = re.compile(
     r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored;", re.MULTILINE
 )
@@ -258,13 +262,45 @@ def main():
     logdir = tempfile.mkdtemp(prefix="ferrite-tests.")
     t1 = time.monotonic()
 
-    def stop(*_):
+    def kill_all(*_):
         for j in running:
             try:
                 os.killpg(j.proc.pid, signal.SIGKILL)
             except OSError:
                 pass
         sys.exit(130)
+
+    def stop(signum, _frame):
+        # Each binary runs in a session of its own, out of reach of the terminal's Ctrl-C:
+        # the signal goes on to its process group, and the binaries get STOP_WAIT seconds
+        # to stop what they started (a real-server binary stops its server instances on
+        # SIGINT/SIGTERM, tests/src/interrupt.rs) before what is left is killed. A second
+        # signal kills them at once.
+        signal.signal(signal.SIGINT, kill_all)
+        signal.signal(signal.SIGTERM, kill_all)
+        print(
+            f"\n{signal.Signals(signum).name}: passing it on to {len(running)} test "
+            f"binaries and waiting up to {STOP_WAIT} s for them to stop (again: kill them)",
+            file=sys.stderr, flush=True,
+        )
+        for j in running:
+            try:
+                os.killpg(j.proc.pid, signum)
+            except OSError:
+                pass
+        deadline = time.monotonic() + STOP_WAIT
+        for j in running:
+            try:
+                j.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(j.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            j.proc.wait()
+            finish(j)
+        sys.exit(128 + signum)
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)

@@ -47,6 +47,8 @@ pub struct BoincServer {
     kit: PathBuf,
     dir: tempfile::TempDir,
     env: HashMap<String, String>,
+    /// Stops the instance if the test binary is interrupted (no destructor runs then).
+    _interrupt: crate::interrupt::Registration,
 }
 
 /// How to bring an instance up.
@@ -111,6 +113,14 @@ impl BoincServer {
         let tmp = dir.path().join("tmp");
         fs::create_dir(&tmp).expect("instance tmp");
         fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777)).expect("chmod tmp");
+        // From here on an interrupt stops what the kit started and deletes the folder.
+        let interrupt = {
+            let (kit, dir) = (kit.to_path_buf(), dir.path().to_path_buf());
+            crate::interrupt::on_interrupt(move || {
+                stop_instance(&kit, &dir.join("kit"));
+                let _ = fs::remove_dir_all(&dir);
+            })
+        };
         let certs = if opts.upload_certs {
             "--upload-certs"
         } else {
@@ -128,6 +138,7 @@ impl BoincServer {
             kit: kit.to_path_buf(),
             env: HashMap::new(),
             dir,
+            _interrupt: interrupt,
         };
         if !out.status.success() {
             // Dropping `server` stops whatever the kit started.
@@ -290,6 +301,33 @@ impl BoincServer {
                 valid >= n
             },
             context,
+        );
+    }
+
+    /// [`wait_valid`](Self::wait_valid) for the usual case: `client` is a `ferrited` attached to
+    /// this server whose GUI RPC listens on `port` with password `pw`. After `quiet` without a
+    /// new valid result it presses "Update" for this project (`boinccmd --project URL
+    /// update`); on timeout the panic shows the client's output and the scheduler's log.
+    pub fn wait_valid_with_client(
+        &self,
+        n: u32,
+        (timeout, quiet): (Duration, Duration),
+        client: &crate::Proc,
+        port: u16,
+    ) {
+        self.wait_valid(
+            n,
+            (timeout, quiet),
+            |s| {
+                let _ = crate::boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
+            },
+            || {
+                format!(
+                    "--- ferrited ---\n{}\n--- scheduler ---\n{}",
+                    client.output(),
+                    self.scheduler_log()
+                )
+            },
         );
     }
 
@@ -579,12 +617,17 @@ fn log_time(line: &str) -> Option<f64> {
 impl Drop for BoincServer {
     /// Stops everything the kit started and deletes the instance.
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(self.kit.join("down.sh"))
-            .arg(self.root())
-            .arg("--purge")
-            .output();
+        stop_instance(&self.kit, &self.root());
     }
+}
+
+/// The kit's `down.sh ROOT --purge`: stops what `up.sh ROOT` started and deletes ROOT.
+fn stop_instance(kit: &Path, root: &Path) {
+    let _ = Command::new("bash")
+        .arg(kit.join("down.sh"))
+        .arg(root)
+        .arg("--purge")
+        .output();
 }
 
 /// Reads `NAME=value` lines (values may carry shell escapes of spaces).

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 pub mod boinc_server;
 pub mod inspect;
+pub mod interrupt;
 pub mod testproject;
 pub mod webdriver;
 pub mod x11;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::boinc_server::{BoincServer, ServerOptions};
-use ferrite_e2e::{boinccmd, free_port, Proc};
+use ferrite_e2e::{free_port, Proc};
 
 /// How long 20 two-second jobs may take on a loaded 2-core machine, benchmarks and
 /// downloads included.
@@ -37,10 +37,7 @@ fn ferrited_attached(dir: &Path, port: u16, server: &BoincServer) -> Proc {
 fn run_until_valid(server: &BoincServer, client: &Proc, port: u16, n: u32) {
     let t0 = Instant::now();
     let context = || format!("--- ferrited ---\n{}", client.output());
-    let update = |s: &BoincServer| {
-        let _ = boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
-    };
-    server.wait_valid(n, (JOBS_LIMIT, Duration::from_secs(10)), update, context);
+    server.wait_valid_with_client(n, (JOBS_LIMIT, Duration::from_secs(10)), client, port);
     server.wait_until(
         &format!("{n} workunits assimilated"),
         Duration::from_secs(60),

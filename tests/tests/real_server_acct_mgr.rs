@@ -52,13 +52,10 @@ fn an_account_manager_attaches_the_real_project_and_its_jobs_end_valid() {
         "{status}\n--- ferrited ---\n{}",
         client.output()
     );
-    let update = |s: &BoincServer| {
-        let _ = boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
-    };
-    server.wait_valid(
+    server.wait_valid_with_client(
         opts.jobs,
         (Duration::from_secs(420), Duration::from_secs(10)),
-        update,
-        || format!("--- ferrited ---\n{}", client.output()),
+        &client,
+        port,
     );
 }

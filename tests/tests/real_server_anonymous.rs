@@ -8,7 +8,7 @@ use std::fs;
 use std::time::Duration;
 
 use ferrite_e2e::boinc_server::{BoincServer, ServerOptions};
-use ferrite_e2e::{boinccmd, free_port, Proc};
+use ferrite_e2e::{free_port, Proc};
 
 #[test]
 fn an_anonymous_platform_client_runs_its_own_build_to_valid() {
@@ -61,21 +61,11 @@ fn an_anonymous_platform_client_runs_its_own_build_to_valid() {
         server.account_key(),
     ]);
     client.wait_for("entering main loop", Duration::from_secs(60));
-    let update = |s: &BoincServer| {
-        let _ = boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
-    };
-    let context = || {
-        format!(
-            "--- ferrited ---\n{}\n--- scheduler ---\n{}",
-            client.output(),
-            server.scheduler_log()
-        )
-    };
-    server.wait_valid(
+    server.wait_valid_with_client(
         opts.jobs,
         (Duration::from_secs(300), Duration::from_secs(10)),
-        update,
-        context,
+        &client,
+        port,
     );
     let versions = server.query("select app_version_num from result where outcome = 1");
     assert_eq!(versions.len(), opts.jobs as usize, "{versions:?}");

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use ferrite_e2e::boinc_server::{BoincServer, ServerOptions};
-use ferrite_e2e::{boinccmd, free_port, Proc};
+use ferrite_e2e::{free_port, Proc};
 
 /// Jobs each test runs.
 const JOBS: u32 = 2;
@@ -94,21 +94,11 @@ fn run_to_valid(
     }
     let mut client = Proc::spawn(cmd);
     client.wait_for("entering main loop", Duration::from_secs(60));
-    let update = |s: &BoincServer| {
-        let _ = boinccmd(port, Some("pw"), &["--project", s.url(), "update"]);
-    };
-    let context = || {
-        format!(
-            "--- ferrited ---\n{}\n--- scheduler ---\n{}",
-            client.output(),
-            server.scheduler_log()
-        )
-    };
-    server.wait_valid(
+    server.wait_valid_with_client(
         JOBS,
         (Duration::from_secs(300), Duration::from_secs(10)),
-        update,
-        context,
+        &client,
+        port,
     );
     let rows = server.query(
         "select app_version_id, hex(stderr_out) from result \

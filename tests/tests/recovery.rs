@@ -143,7 +143,7 @@ fn a_lost_project_directory_is_downloaded_again_and_every_task_completes() {
     );
     assert!(log.contains("waits for"), "{log}");
     assert!(
-        !log.contains("retrying later"),
+        !log.contains("; retrying in "),
         "no start attempt on missing files: {log}"
     );
     for (name, code) in reported(&s) {

@@ -6,8 +6,7 @@
 use std::time::{Duration, Instant};
 
 use ferrite_e2e::{free_port, try_gui_rpc, Proc};
-use ferrite_proto::account::{account_file_name, AccountFile};
-use ferrite_proto::client_state::{synthetic, RunMode};
+use ferrite_proto::client_state::{synthetic, synthetic_account, RunMode};
 
 const TASKS: usize = 20_000;
 /// Loading and checking 20,000 tasks in a debug build on a loaded machine.
@@ -26,13 +25,8 @@ fn a_large_data_directory_answers_gui_rpc_before_its_first_pass_is_over() {
     std::fs::write(dir.path().join("client_state.xml"), state.to_xml()).expect("state file");
     std::fs::write(dir.path().join("gui_rpc_auth.cfg"), PASSWORD).expect("password");
     for ps in &state.projects {
-        let url = &ps.project.master_url;
-        let acct = AccountFile {
-            master_url: url.clone(),
-            authenticator: "0123456789abcdef0123456789abcdef".into(),
-            ..AccountFile::default()
-        };
-        std::fs::write(dir.path().join(account_file_name(url)), acct.to_xml()).expect("account");
+        let (name, xml) = synthetic_account(&ps.project.master_url);
+        std::fs::write(dir.path().join(name), xml).expect("account");
     }
     drop(state);
     let port = free_port();

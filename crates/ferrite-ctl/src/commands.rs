@@ -8,7 +8,7 @@ use ferrite_proto::prefs::TEMP_LIMIT_MAX_C;
 use ferrite_proto::prefs_edit::set_override_numbers;
 
 use crate::model::{self, Project, Status, Task};
-use crate::tables::{now, status_text, table, tasks_table, ProjectNames};
+use crate::tables::{now, span, status_text, table, tasks_table, ProjectNames};
 use crate::{control, exit, fetch, print_json, ModeValue, ModeWhich, ProjectOp, TaskOp};
 
 /// `ferrite explain`: the scheduler's last decisions, with the names of the projects.
@@ -43,10 +43,16 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
     ];
     let thermal = pick("thermal", &THERMAL);
     let mut confinement = pick("confinement", &["result", "project", "reason"]);
-    let confine_support = model::records(&body, "ferrite_explain")
-        .first()
+    let top = model::records(&body, "ferrite_explain");
+    let top = top.first();
+    let confine_support = top
         .and_then(|r| r.get("confine_support").cloned())
         .unwrap_or_default();
+    // cc_config `ferrite_checkpoint_grace`, as the dashboard shows it (absent from older
+    // Ferrite daemons).
+    let checkpoint_grace = top
+        .and_then(|r| r.get("checkpoint_grace"))
+        .and_then(|v| v.trim().parse::<f64>().ok());
     if json {
         let obj = |keys: &[&str], rows: &[Vec<String>]| -> Vec<serde_json::Value> {
             rows.iter()
@@ -67,6 +73,7 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
             "thermal": obj(&THERMAL, &thermal),
             "confinement": obj(&["result", "project", "reason"], &confinement),
             "confine_support": confine_support,
+            "checkpoint_grace": checkpoint_grace,
         }));
     }
     if body.contains("<pending/>") {
@@ -124,6 +131,9 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
             table(&["PROJECT", "RESOURCE", "FETCH", "REASON"], &fetches)
         );
     }
+    if let Some(secs) = checkpoint_grace {
+        println!("\n{}", checkpoint_grace_text(secs));
+    }
     if !confine_support.is_empty() {
         println!("\nApp confinement: {confine_support}.");
     }
@@ -142,6 +152,20 @@ pub(crate) async fn explain(client: &mut GuiRpcClient, json: bool) -> anyhow::Re
         );
     }
     Ok(())
+}
+
+/// What cc_config `ferrite_checkpoint_grace` (`secs`) does, in the dashboard's words.
+fn checkpoint_grace_text(secs: f64) -> String {
+    let what = "Suspending at checkpoint (cc_config ferrite_checkpoint_grace)";
+    if secs > 0.0 {
+        format!(
+            "{what}: when computing or GPU computing is suspended for a reason that can wait, \
+             a running task that checkpoints runs on for at most {} to its next checkpoint.",
+            span(secs)
+        )
+    } else {
+        format!("{what}: off; every suspension stops the tasks at once.")
+    }
 }
 
 /// `ferrite status`: the modes, and how many projects and tasks.

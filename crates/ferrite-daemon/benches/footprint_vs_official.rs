@@ -67,8 +67,10 @@ use clap::Parser as _;
 use ferrite_gui_rpc::request::RunMode;
 use ferrite_gui_rpc::{GuiRpcClient, Request};
 use ferrite_net::{CancellationToken, DownloadTarget, ExpectedFile, HttpClient, HttpConfig};
-use ferrite_proto::account::{account_file_name, escape_project_url, AccountFile};
-use ferrite_proto::client_state::{synthetic, ClientState, ResultState, RunMode as StateMode};
+use ferrite_proto::account::escape_project_url;
+use ferrite_proto::client_state::{
+    synthetic, synthetic_account, ClientState, ResultState, RunMode as StateMode,
+};
 use row::{median, Row};
 
 const PASSWORD: &str = "benchpw";
@@ -187,12 +189,8 @@ fn write_data_dir(dir: &Path, state: Option<(&str, &ClientState)>) {
     fs::write(dir.join("client_state.xml"), xml).expect("state");
     for ps in &state.projects {
         let url = &ps.project.master_url;
-        let acct = AccountFile {
-            master_url: url.clone(),
-            authenticator: "0123456789abcdef0123456789abcdef".into(),
-            ..AccountFile::default()
-        };
-        fs::write(dir.join(account_file_name(url)), acct.to_xml()).expect("account");
+        let (name, acct) = synthetic_account(url);
+        fs::write(dir.join(name), acct).expect("account");
         let pdir = dir.join("projects").join(escape_project_url(url));
         fs::create_dir_all(&pdir).expect("project dir");
         for f in ps.files.iter().filter(|f| f.status == 1) {

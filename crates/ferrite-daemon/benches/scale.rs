@@ -46,8 +46,7 @@ use ferrite_gui_rpc::{GuiRpcClient, Request};
 use ferrite_project::existence::{check_files, OnDisk};
 use ferrite_project::reply::{apply_reply, ApplyOptions};
 use ferrite_project::verify::BoincCrypt;
-use ferrite_proto::account::{account_file_name, AccountFile};
-use ferrite_proto::client_state::{synthetic, ClientState, RunMode};
+use ferrite_proto::client_state::{synthetic, synthetic_account, ClientState, RunMode};
 use ferrite_proto::prefs::GlobalPrefs;
 use ferrite_proto::sched_reply::SchedulerReply;
 
@@ -217,12 +216,8 @@ fn write_dir(dir: &Path, xml: &str, projects: &[String]) {
     // An account file per project: the official client drops a project without one (and
     // with it every task).
     for url in projects {
-        let acct = AccountFile {
-            master_url: url.clone(),
-            authenticator: "0123456789abcdef0123456789abcdef".into(),
-            ..AccountFile::default()
-        };
-        std::fs::write(dir.join(account_file_name(url)), acct.to_xml()).expect("account");
+        let (name, acct) = synthetic_account(url);
+        std::fs::write(dir.join(name), acct).expect("account");
     }
 }
 

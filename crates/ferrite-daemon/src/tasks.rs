@@ -74,8 +74,18 @@ pub const PROCESS_QUIT_PENDING: i32 = 8;
 /// Suspended in memory.
 pub const PROCESS_SUSPENDED: i32 = 9;
 
-/// How long a task that could not be started waits before the next attempt, seconds.
-const START_RETRY_SECS: f64 = 600.0;
+/// How long a task that could not be started waits before its next attempt, seconds: the
+/// first wait, doubled after each failure in a row up to the longest. A start can fail for a
+/// passing reason (an app file rewritten while it is started, which the file check then fetches
+/// again), so the first retry comes soon.
+const START_RETRY_FIRST_SECS: f64 = 10.0;
+const START_RETRY_MAX_SECS: f64 = 600.0;
+
+/// The wait before the next start of a task that failed to start `failures` times in a row.
+fn start_retry_secs(failures: u32) -> f64 {
+    let doubled = START_RETRY_FIRST_SECS * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
+    doubled.min(START_RETRY_MAX_SECS)
+}
 /// Seconds before a task whose file was missing is tried again.
 const MISSING_FILE_RETRY_SECS: f64 = 10.0;
 
@@ -179,6 +189,8 @@ pub struct TaskTable {
     held: HashMap<Key, Slot>,
     /// Results that may not start before this wall time (temporary exit, failed start).
     not_before: HashMap<Key, f64>,
+    /// Failed starts in a row, per result, for the wait before the next attempt.
+    start_failures: HashMap<Key, u32>,
     /// Stable ids for the core.
     ids: IdMap,
     /// The scheduling core.
@@ -243,6 +255,7 @@ impl TaskTable {
             live: HashMap::new(),
             held: HashMap::new(),
             not_before: HashMap::new(),
+            start_failures: HashMap::new(),
             ids: IdMap::default(),
             sched: Scheduler::new(ferrite_sched::Policy::default()),
             last_world: None,
@@ -553,10 +566,15 @@ impl TaskTable {
                 Ok(()) => {
                     report.changed = true;
                     report.started += 1;
+                    self.start_failures.remove(&key);
                 }
                 Err(msg) => {
-                    warn!(project = %key.0, "cannot start task {}: {msg}; retrying later", key.1);
-                    self.not_before.insert(key, now + START_RETRY_SECS);
+                    let failures = self.start_failures.entry(key.clone()).or_insert(0);
+                    *failures += 1;
+                    let wait = start_retry_secs(*failures);
+                    warn!(project = %key.0,
+                        "cannot start task {}: {msg}; retrying in {wait:.0} s", key.1);
+                    self.not_before.insert(key, now + wait);
                 }
             }
         }
@@ -899,6 +917,13 @@ mod tests {
         assert!(super::api_at_least("8.0", 7, 5));
         assert!(!super::api_at_least("7.4.9", 7, 5));
         assert!(!super::api_at_least("", 7, 5));
+    }
+
+    #[test]
+    fn a_failed_start_is_retried_soon_then_less_and_less_often() {
+        let waits: Vec<f64> = (1..=8).map(super::start_retry_secs).collect();
+        assert_eq!(waits, [10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0, 600.0]);
+        assert_eq!(super::start_retry_secs(u32::MAX), 600.0);
     }
 
     #[test]

@@ -39,7 +39,8 @@ impl RunReason {
     pub fn describe(self) -> String {
         match self {
             RunReason::Deadline => {
-                "Deadline: it would miss its deadline otherwise, so it runs earliest-deadline-first"
+                "Deadline: it would miss its deadline otherwise (or the client runs less than half \
+                 the time), so it runs earliest-deadline-first"
             }
             RunReason::TimeSlice => "TimeSlice: it runs and its time slice is not over",
             RunReason::Priority => {

@@ -98,6 +98,6 @@ pub use rng::{FixedJitter, Jitter, SplitMix64};
 pub use rrsim::SimResult;
 pub use runlist::{
     PreemptAction, PreemptEntry, PreemptReason, RamLimit, RunDecision, RunEntry, RunReason,
-    SkipReason,
+    SkipReason, PART_TIME_ON_FRAC,
 };
 pub use scheduler::{PassOutput, Scheduler};

@@ -8,7 +8,10 @@
 //!    so the jobs admitted after them start while they exit;
 //! 1. deadline-endangered jobs, earliest deadline first — exactly the jobs the simulation
 //!    flagged as finishing within a safety margin of their deadline (or after it), plus jobs that already ran for a deadline and are not finished (hysteresis),
-//!    plus every job of a project whose duration correction factor is ≥ 90;
+//!    plus every job of a project whose duration correction factor is ≥ 90, and every job
+//!    on a host whose client runs less than [`PART_TIME_ON_FRAC`] of the time (there the
+//!    client may stop for many hours at any moment: the job due first is run to its end
+//!    rather than time-sliced against the others);
 //!    skipped when [`Policy::edf`] is off (`--cpu_sched_rr_only`);
 //! 2. running jobs whose time slice is not over (a slice ends at the first checkpoint after
 //!    `cpu_scheduling_period`; a job about to finish keeps running);
@@ -57,10 +60,18 @@ use crate::model::{JobId, JobState, ResourceId, Time, World};
 use crate::policy::Policy;
 use crate::rrsim::{project_order, SimResult};
 
+/// On a host whose client runs less than this fraction of the time (`time_stats` `on_frac`)
+/// every job runs earliest deadline first (with [`Policy::edf`]): such a client stops for
+/// hours at a time, often more than once before a job's deadline, and a job sliced in turn
+/// with the others is more often caught unfinished, or not yet started, by an off period
+/// that outlasts its deadline. Work fetch still keeps the projects at their shares.
+pub const PART_TIME_ON_FRAC: f64 = 0.5;
+
 /// Why a job is in the run list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunReason {
-    /// The simulation predicts a deadline miss (or it already ran for one): EDF.
+    /// The simulation predicts a deadline miss (or it already ran for one), or the host runs
+    /// part time ([`PART_TIME_ON_FRAC`]): EDF.
     Deadline,
     /// It is running and its time slice is not over.
     TimeSlice,
@@ -622,14 +633,17 @@ impl<'w, 'i> Builder<'w, 'i> {
     fn admit_deadline_jobs(&mut self, r: usize, jobs: &[usize]) {
         let world = self.world;
         let inp = self.inp;
+        let part_time = world.time_stats.on_frac < PART_TIME_ON_FRAC;
         let mut keyed: Vec<(f64, bool, f64, JobId, usize)> = jobs
             .iter()
             .copied()
             .filter(|&i| {
                 let j = &world.jobs[i];
                 // A project whose duration correction is ≥ 90 has estimates so far off that
-                // all its jobs are treated as endangered (as BOINC does).
-                inp.sim.endangered(i)
+                // all its jobs are treated as endangered (as BOINC does). On a part-time
+                // host every job is (see `PART_TIME_ON_FRAC`).
+                part_time
+                    || inp.sim.endangered(i)
                     || inp.ran_edf.contains(&j.id)
                     || world.projects[j.project.index()].dcf >= 90.0
             })

@@ -730,12 +730,19 @@ fn every_state_file_fixture_in_the_repository_loads_and_runs() {
 /// The official emulator's figures for sample_legacy over seeds 1-20, per variant (the
 /// variant's options, then one figure list per seed), from `official_seeds.txt`.
 fn official_sample_seeds() -> Vec<(String, Vec<[f64; 6]>)> {
-    let text =
-        std::fs::read_to_string(fixture("sample_legacy").join("official_seeds.txt")).unwrap();
+    official_seeds("sample_legacy", DAY)
+}
+
+/// The official emulator's figures per seed and variant from `name`'s `official_seeds.txt`
+/// (runs of `duration` seconds), in the order wasted, idle, share violation, monotony, RPCs
+/// per job, missed.
+fn official_seeds(name: &str, duration: f64) -> Vec<(String, Vec<[f64; 6]>)> {
+    let text = std::fs::read_to_string(fixture(name).join("official_seeds.txt")).unwrap();
+    let prefix = format!("--duration {duration}");
     let mut out: Vec<(String, Vec<[f64; 6]>)> = Vec::new();
     for line in text.lines() {
         if let Some(head) = line.strip_prefix("## ") {
-            let opts = head.trim().trim_start_matches("--duration 86400").trim();
+            let opts = head.trim().trim_start_matches(prefix.as_str()).trim();
             out.push((opts.to_owned(), Vec::new()));
         } else if line.starts_with("seed ") {
             let words: Vec<&str> = line.split_whitespace().collect();
@@ -816,4 +823,42 @@ fn sample_legacy_seed_means_no_worse_than_official() {
             );
         }
     }
+}
+
+/// flaky_part_time (a host on 40 % of the time, off for 12 hours on average): over seeds
+/// 1-100, with deadline promotion, Ferrite's client idles no more than the official one and
+/// keeps the projects nearer their shares (every job runs earliest deadline first on a host
+/// on less than half the time, `PART_TIME_ON_FRAC`).
+#[test]
+fn flaky_part_time_seed_means_idle_and_share_no_worse_than_official() {
+    let official = official_seeds("flaky_part_time", 10.0 * DAY);
+    let (_, seeds) = official
+        .iter()
+        .find(|(opts, _)| opts.is_empty())
+        .expect("default variant");
+    assert_eq!(seeds.len(), 100);
+    let n = seeds.len() as f64;
+    let theirs = |k: usize| seeds.iter().map(|s| s[k]).sum::<f64>() / n;
+    let (mut idle, mut share) = (0.0, 0.0);
+    for seed in 1..=100 {
+        let sim = SimOptions {
+            duration: 10.0 * DAY,
+            seed,
+            ..SimOptions::default()
+        };
+        let r = run(&load("flaky_part_time"), &sim).unwrap();
+        idle += r.idle_fraction / n;
+        share += r.share_violation / n;
+    }
+    eprintln!(
+        "flaky_part_time: idle {idle:.4} (official {:.4}), share violation {share:.3} (official {:.3})",
+        theirs(1),
+        theirs(2)
+    );
+    assert!(idle <= theirs(1), "idle {idle} > {}", theirs(1));
+    assert!(
+        share <= theirs(2),
+        "share violation {share} > {}",
+        theirs(2)
+    );
 }

@@ -240,8 +240,9 @@ pub struct Task {
     requested: Requested,
     /// The group is stopped with SIGSTOP.
     stopped: bool,
-    /// Suspend-obedience check: (when to take the baseline, baseline CPU once taken).
-    suspend_check: Option<(Instant, Option<f64>)>,
+    /// Suspend-obedience check: when to look next, and the baseline once taken (when, CPU
+    /// seconds of the group then).
+    suspend_check: Option<(Instant, Option<(Instant, f64)>)>,
     /// When the quit or abort was requested.
     request_time: Option<Instant>,
     /// When SIGTERM was sent.
@@ -779,14 +780,24 @@ impl Task {
         let mut roots = vec![self.pid];
         roots.extend(self.members.iter().map(|m| m.pid));
         let cpu = sample_tree_from(&roots).cpu_time;
+        let period = self.cfg.timing.poll_period;
         match baseline {
-            None => self.suspend_check = Some((now + self.cfg.timing.poll_period, Some(cpu))),
-            Some(base) => {
-                self.suspend_check = None;
-                if cpu - base > 0.05 * self.cfg.timing.poll_period.as_secs_f64().max(1.0) {
+            None => self.suspend_check = Some((now + period, Some((now, cpu)))),
+            Some((taken, base)) => {
+                // Computing at 5 % of a CPU or more since the baseline: however little a
+                // loaded machine gives it, a group that goes on computing is seen within a
+                // few looks. The baseline moves on after ten periods, so a burst long after
+                // the suspension is not diluted by the quiet time before it.
+                let window = now.saturating_duration_since(taken).as_secs_f64();
+                if cpu - base > 0.05 * window.max(1.0) {
+                    self.suspend_check = None;
                     tracing::info!(pid = self.pid, "app ignores suspend; stopping its group");
                     self.stop_group();
                     events.push(TaskEvent::StoppedBySignal);
+                } else if now.saturating_duration_since(taken) >= period * 10 {
+                    self.suspend_check = Some((now + period, Some((now, cpu))));
+                } else {
+                    self.suspend_check = Some((now + period, Some((taken, base))));
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! GUI RPC's pure parts: the server's configuration pieces and handle, the router
 //! ([`route`]) that sorts each request into a query or a command, the reply writers
-//! ([`body`], [`result_heads`], [`state_reply`], [`status`], [`file_transfers`],
-//! [`web_rpc`]) and what is kept between replies ([`RpcState`]). Each takes what it reads
+//! ([`body`], [`result_heads`], [`workunit_texts`], [`state_reply`], [`status`],
+//! [`file_transfers`], [`web_rpc`]) and what is kept between replies ([`RpcState`]). Each takes what it reads
 //! as arguments.
 //!
 //! The glue that borrows the daemon is `daemon/rpc/`: starting the server from the daemon's
@@ -18,6 +18,7 @@ pub(crate) mod route;
 pub(crate) mod state_reply;
 pub(crate) mod status;
 pub(crate) mod web_rpc;
+pub(crate) mod workunit_texts;
 
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub(crate) const BIND_RETRY: Duration = Duration::from_secs(30);
 pub struct RpcState {
     /// The results' heads written for the last reply that listed them all.
     pub(crate) result_heads: std::cell::RefCell<result_heads::ResultHeads>,
+    /// The workunits' texts written for the last `get_state` parts, kept across epochs.
+    pub(crate) workunit_texts: std::cell::RefCell<workunit_texts::WorkunitTexts>,
     /// The parts of `get_state` written for a state epoch.
     pub(crate) state_parts: std::cell::RefCell<Option<StateParts>>,
     /// The files waiting for a transfer, found for a state epoch.
@@ -99,6 +102,15 @@ impl RpcState {
             );
         }
         heads.clear();
+        let texts = self.workunit_texts.get_mut();
+        if texts.kept() > 0 {
+            tracing::debug!(
+                "forgetting {} workunits' texts ({} written so far)",
+                texts.kept(),
+                texts.written()
+            );
+        }
+        texts.clear();
         self.forget_epoch_parts();
     }
 

@@ -72,6 +72,7 @@ impl TaskTable {
             }
         }
         self.not_before.retain(|k, _| k.0 != url);
+        self.start_failures.retain(|k, _| k.0 != url);
         if ended > 0 {
             self.write_records();
         }

@@ -216,6 +216,7 @@ impl TaskTable {
         // task ended: a kill before that finds the finish there and does not run it again.
         self.done_slots.push((None, slot));
         self.not_before.remove(key);
+        self.start_failures.remove(key);
         self.write_records();
     }
 }

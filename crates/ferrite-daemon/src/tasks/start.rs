@@ -252,7 +252,14 @@ impl TaskTable {
             Ok(t) => t,
             Err(e) => {
                 self.held.insert(key.clone(), slot);
-                return Err(format!("{e}"));
+                // The causes too: "cannot start app: ... Text file busy".
+                let mut msg = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    msg.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                return Err(msg);
             }
         };
         match adopt {

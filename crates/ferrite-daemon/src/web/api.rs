@@ -56,7 +56,7 @@ pub(super) async fn rpc(
     } else {
         Access::ApiRead
     };
-    if let Some(r) = gate(&app, access, &headers) {
+    if let Some(r) = gate(&app, access, Some(Peer(peer)), &headers) {
         return r;
     }
     let Some(calls) = app.calls.clone() else {
@@ -69,7 +69,7 @@ pub(super) async fn rpc(
         peer: PeerInfo {
             connection_id: NEXT_CALL.fetch_add(1, Ordering::Relaxed),
             transport: PeerTransport::Tcp(peer),
-            is_local: peer.ip().is_loopback(),
+            is_local: ferrite_gui_rpc::access::is_local(peer.ip()),
             authorized: true,
             client_name: Some(CLIENT_NAME.to_owned()),
             closed: closed.clone(),
@@ -112,10 +112,11 @@ pub(super) struct HistoryQuery {
 
 pub(super) async fn history(
     State(app): State<App>,
+    Extension(peer): Extension<Peer>,
     headers: HeaderMap,
     Query(q): Query<HistoryQuery>,
 ) -> Response {
-    if let Some(r) = gate(&app, Access::ApiRead, &headers) {
+    if let Some(r) = gate(&app, Access::ApiRead, Some(peer), &headers) {
         return r;
     }
     let now = crate::clock::now();

@@ -42,7 +42,7 @@ pub(super) async fn file(
 }
 
 fn serve(app: &App, headers: &HeaderMap, mime: &'static str, body: &'static str) -> Response {
-    if let Some(r) = gate(app, Access::Static, headers) {
+    if let Some(r) = gate(app, Access::Static, None, headers) {
         return r;
     }
     let mut r = ([(header::CONTENT_TYPE, mime)], body).into_response();

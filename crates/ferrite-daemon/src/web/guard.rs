@@ -1,11 +1,15 @@
 //! Who may do what over HTTP, as pure code over the request's headers.
 //!
 //! - Static files of the dashboard hold no data: anyone who reaches the port gets them.
-//! - `/metrics` and the dashboard's reads are open on a loopback bind (as GUI RPC's read ops
-//!   are to local connections); on any other bind they need the secret.
+//! - `/metrics` and the dashboard's reads are open to a local peer on a loopback bind (as
+//!   GUI RPC's read ops are to local connections); on any other bind, or from any other
+//!   peer, they need the secret.
 //! - Operations that change something (GUI RPC ops that need authentication) always need
-//!   the secret, unless the GUI RPC password is empty on a loopback bind (the official
-//!   client's "no password" setting).
+//!   the secret, unless the GUI RPC password is empty and a local peer calls on a loopback
+//!   bind (the official client's "no password" setting).
+//! - A local peer is what GUI RPC calls local ([`ferrite_gui_rpc::access::is_local`]):
+//!   127.0.0.1 or ::1 exactly, as the official client's `is_localhost`. A peer from the rest
+//!   of 127.0.0.0/8 is treated as remote: without the secret it gets nothing but static files.
 //! - Every API call must carry [`API_HEADER`]: a cross-site HTML form cannot send a custom
 //!   header, and a cross-origin script that tries gets no CORS permission (the server sends
 //!   no `Access-Control-*` headers at all), so no other site can make a browser act here.
@@ -71,6 +75,9 @@ pub struct Facts<'a> {
     pub authorization: Option<&'a str>,
     /// [`API_HEADER`], when present and not empty.
     pub api_header: bool,
+    /// The peer's address is local as GUI RPC counts it
+    /// ([`ferrite_gui_rpc::access::is_local`]).
+    pub local_peer: bool,
 }
 
 impl Policy {
@@ -110,10 +117,11 @@ impl Policy {
         if matches!(access, Access::ApiRead | Access::ApiAct) && !facts.api_header {
             return Err(Refusal::MissingApiHeader);
         }
+        let open = self.loopback && facts.local_peer;
         let needs_secret = match access {
             Access::Static => false,
-            Access::Scrape | Access::ApiRead => !self.loopback,
-            Access::ApiAct => self.secret.is_some() || !self.loopback,
+            Access::Scrape | Access::ApiRead => !open,
+            Access::ApiAct => self.secret.is_some() || !open,
         };
         if !needs_secret {
             return Ok(());
@@ -184,6 +192,7 @@ mod tests {
             origin,
             authorization: auth,
             api_header: true,
+            local_peer: true,
         }
     }
 
@@ -218,7 +227,11 @@ mod tests {
             );
         }
         // HTTP/1.0 scrapers send no Host at all; browsers always do.
-        assert_eq!(p.check(Access::Scrape, &Facts::default()), Ok(()));
+        let no_host = Facts {
+            local_peer: true,
+            ..Facts::default()
+        };
+        assert_eq!(p.check(Access::Scrape, &no_host), Ok(()));
         // Any Host on a remote bind (the secret guards it).
         let remote = Policy::new(false, Some("s".into()));
         assert_eq!(
@@ -276,6 +289,28 @@ mod tests {
         // No password at all: local actions are open, as with the official client.
         let open = Policy::new(true, Some(String::new()));
         assert_eq!(open.check(Access::ApiAct, &facts(h, None, None)), Ok(()));
+    }
+
+    #[test]
+    fn a_peer_gui_rpc_does_not_count_as_local_needs_the_secret_on_a_loopback_bind() {
+        let h = "127.0.0.1:9187";
+        let mut f = facts(h, None, None);
+        f.local_peer = false;
+        // No password: what a local peer may do unasked, another one may not do at all.
+        let open = Policy::new(true, None);
+        assert_eq!(open.check(Access::ApiAct, &facts(h, None, None)), Ok(()));
+        for a in [Access::Scrape, Access::ApiRead, Access::ApiAct] {
+            assert_eq!(open.check(a, &f), Err(Refusal::Unauthorized), "{a:?}");
+        }
+        assert_eq!(open.check(Access::Static, &f), Ok(()));
+        // With a password it opens everything, as it does for a local peer.
+        let p = Policy::new(true, Some("pw".into()));
+        for a in [Access::Scrape, Access::ApiRead, Access::ApiAct] {
+            assert_eq!(p.check(a, &f), Err(Refusal::Unauthorized), "{a:?}");
+            f.authorization = Some("Bearer pw");
+            assert_eq!(p.check(a, &f), Ok(()), "{a:?}");
+            f.authorization = None;
+        }
     }
 
     #[test]

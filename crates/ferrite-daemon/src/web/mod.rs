@@ -25,6 +25,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::Router;
 use ferrite_gui_rpc::Call;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -193,14 +194,16 @@ async fn common_headers(mut r: Response) -> Response {
     r
 }
 
-/// Decides a request with the policy; the refusal as a reply (`None`: go ahead).
-fn gate(app: &App, access: Access, headers: &HeaderMap) -> Option<Response> {
+/// Decides a request from `peer` (`None` for static files, which no peer changes) with the
+/// policy; the refusal as a reply (`None`: go ahead).
+fn gate(app: &App, access: Access, peer: Option<Peer>, headers: &HeaderMap) -> Option<Response> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let facts = Facts {
         host: text("host"),
         origin: text("origin"),
         authorization: text("authorization"),
         api_header: text(guard::API_HEADER).is_some_and(|v| !v.is_empty()),
+        local_peer: peer.is_some_and(|p| ferrite_gui_rpc::access::is_local(p.0.ip())),
     };
     app.policy.check(access, &facts).err().map(|refusal| {
         debug!("http: refused ({refusal})");
@@ -219,8 +222,12 @@ fn gate(app: &App, access: Access, headers: &HeaderMap) -> Option<Response> {
     })
 }
 
-async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
-    if let Some(r) = gate(&app, Access::Scrape, &headers) {
+async fn metrics(
+    State(app): State<App>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = gate(&app, Access::Scrape, Some(peer), &headers) {
         return r;
     }
     let body = app.metrics.borrow().clone();

@@ -4,7 +4,17 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 async fn http(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
+    http_from(std::net::Ipv4Addr::LOCALHOST.into(), addr, request).await
+}
+
+/// One request and its whole reply, sent from source address `from` (a loopback address
+/// other than 127.0.0.1 is only bindable on Linux).
+async fn http_from(from: std::net::IpAddr, addr: SocketAddr, request: &[u8]) -> String {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(SocketAddr::new(from, 0))
+        .expect("bind the source");
+    let mut s = socket.connect(addr).await.expect("connect");
     s.write_all(request).await.expect("send");
     let mut out = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
@@ -462,4 +472,45 @@ async fn a_scrape_gets_through_a_thousand_idle_and_slow_connections() {
     }
     drop(flood);
     server.stop().await;
+}
+
+/// Without a GUI RPC password, a loopback bind lets a local peer act unasked, as GUI RPC
+/// does; a peer from elsewhere in 127.0.0.0/8 is no local client to GUI RPC (nor to the
+/// official client), so it gets nothing but the page.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn only_the_peers_gui_rpc_counts_as_local_act_without_a_password() {
+    let (calls, seen) = fake_loop();
+    let (server, _tx) = start_local(None, true, Some(calls)).await;
+    let addr = server.local_addr();
+    let hdr = "X-Ferrite-Dashboard: 1\r\n";
+    let read = "<boinc_gui_rpc_request><get_results/></boinc_gui_rpc_request>";
+    let act = "<boinc_gui_rpc_request><set_run_mode><never/><duration>0</duration>\
+               </set_run_mode></boinc_gui_rpc_request>";
+    let local: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let other: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+
+    let r = http_from(local, addr, &post("/api/rpc", hdr, act)).await;
+    assert!(r.contains("<op>set_run_mode</op>"), "{r}");
+    let r = http_from(local, addr, &post("/api/rpc", hdr, read)).await;
+    assert!(r.contains("<op>get_results</op>"), "{r}");
+
+    for body in [act, read] {
+        let r = http_from(other, addr, &post("/api/rpc", hdr, body)).await;
+        assert!(r.contains(" 401 "), "{body}: {r}");
+    }
+    let scrape = b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    let r = http_from(other, addr, scrape).await;
+    assert!(r.contains(" 401 "), "{r}");
+    let r = http_from(local, addr, scrape).await;
+    assert!(r.ends_with("x 1\n"), "{r}");
+    let page = http_from(other, addr, b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await;
+    assert!(page.contains(" 200 OK"), "{page}");
+
+    server.stop().await;
+    assert_eq!(
+        seen.await.expect("loop"),
+        ["set_run_mode", "get_results"],
+        "the other peer's calls never reached the loop"
+    );
 }

@@ -27,7 +27,7 @@ pub use objects::{
 pub use project::{Project, RpcReason, RscBackoff};
 pub use stats::{ActiveTask, NetStats, TimeStats, UserCpid};
 #[doc(hidden)]
-pub use synthetic::synthetic;
+pub use synthetic::{synthetic, synthetic_account};
 
 /// Writes `<name>\ntext\n</name>`, the layout BOINC uses for keys and signatures.
 pub fn write_block_pub(w: &mut XmlWriter, name: &str, text: &str) {

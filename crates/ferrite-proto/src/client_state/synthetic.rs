@@ -5,6 +5,7 @@ use super::{
     App, AppVersion, ClientState, ClientVersion, FileInfo, FileRef, Project, ProjectState,
     ResourceUsage, ResultState, RunMode, TaskResult, Workunit,
 };
+use crate::account::{account_file_name, AccountFile};
 use crate::host::HostInfo;
 
 /// A state with `projects` projects sharing `tasks` tasks between them. Each task has a
@@ -178,4 +179,34 @@ pub fn synthetic(projects: usize, tasks: usize) -> ClientState {
         });
     }
     cs
+}
+
+/// The account file a data directory made of [`synthetic`] needs for project `master_url`
+/// (a client drops a project that has none, and every task with it): its file name and
+/// contents, written by [`AccountFile`].
+pub fn synthetic_account(master_url: &str) -> (String, String) {
+    let account = AccountFile {
+        master_url: master_url.to_owned(),
+        authenticator: "0123456789abcdef0123456789abcdef".into(),
+        ..AccountFile::default()
+    };
+    (account_file_name(master_url), account.to_xml())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_synthetic_account_file_reads_back_as_its_project() {
+        let state = synthetic(2, 4);
+        let url = &state.projects[1].project.master_url;
+        let (name, xml) = synthetic_account(url);
+        assert_eq!(name, account_file_name(url));
+        let back = AccountFile::parse(&xml, &name)
+            .expect("an account file")
+            .value;
+        assert_eq!(&back.master_url, url);
+        assert_eq!(back.authenticator.len(), 32);
+    }
 }

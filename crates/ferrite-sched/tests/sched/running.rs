@@ -127,6 +127,50 @@ fn never_checkpointed_job_is_kept_in_memory_when_preempted() {
 }
 
 #[test]
+fn a_part_time_host_runs_every_job_earliest_deadline_first() {
+    let (mut w, va, vb) = two_projects();
+    // A's job 1 (due in 30 days) is in its open slice; B's job 2 (2 hours, due in 2 days)
+    // waits, far from endangered even on a host on 40 % of the time.
+    w.add_job(running(1, &w, va, T0 - 0.5 * H, Some(T0 - 60.0)));
+    let pb = w.app_versions[vb.index()].project;
+    w.add_job(Job::new(
+        JobId(2),
+        pb,
+        vb,
+        2.0 * H * 1e9,
+        T0,
+        T0 + 2.0 * DAY,
+    ));
+    let first = |w: &World, policy: Policy| {
+        let out = Scheduler::new(policy).pass(w, T0);
+        assert!(out.sim.endangered.is_empty(), "{:?}", out.sim.endangered);
+        (out.run.run[0].job, out.run.run[0].reason)
+    };
+    // A client running all the time keeps the open slice.
+    assert_eq!(
+        first(&w, Policy::default()),
+        (JobId(1), RunReason::TimeSlice)
+    );
+    // One running less than half the time runs the job due first.
+    w.time_stats.on_frac = 0.4;
+    assert_eq!(
+        first(&w, Policy::default()),
+        (JobId(2), RunReason::Deadline)
+    );
+    w.time_stats.on_frac = PART_TIME_ON_FRAC;
+    assert_eq!(
+        first(&w, Policy::default()),
+        (JobId(1), RunReason::TimeSlice)
+    );
+    // Without deadline promotion (--cpu_sched_rr_only) the slice is kept there too.
+    w.time_stats.on_frac = 0.4;
+    assert_eq!(
+        first(&w, Policy::rr_only()),
+        (JobId(1), RunReason::TimeSlice)
+    );
+}
+
+#[test]
 fn gpu_jobs_commit_their_cpu_before_cpu_jobs() {
     let mut host = Host::cpu_only(2, 1e9, 16e9);
     host.coprocs.push(Coproc {

@@ -15,6 +15,7 @@ use crate::config;
 use crate::rpc::body::BodyWriter;
 use crate::rpc::state_reply::*;
 use crate::rpc::status::SCHEDULED;
+use crate::rpc::workunit_texts::WorkunitTexts;
 use crate::run_modes::ModeKind;
 use crate::Daemon;
 
@@ -323,7 +324,7 @@ impl Daemon {
         let ts = self.time_session.request_form(&s.time_stats, t);
         ts.write(&mut w, Form::Request);
         for p in &s.projects {
-            self.write_project_head(p, &mut w);
+            self.write_project_head(p, &mut w, None);
             let jobs = &mut JobFinder::default();
             for r in &p.results {
                 let wu = p.workunit(&r.wu_name);
@@ -354,8 +355,14 @@ impl Daemon {
     }
 
     /// A project in `get_state` up to its results: the project, its apps, app versions and
-    /// workunits.
-    fn write_project_head(&self, p: &ProjectState, w: &mut XmlWriter) {
+    /// workunits. With `kept` (and `pos`, the position of its first workunit in the state),
+    /// the workunits' texts kept from an earlier epoch are used where they still fit.
+    fn write_project_head(
+        &self,
+        p: &ProjectState,
+        w: &mut XmlWriter,
+        kept: Option<(&mut WorkunitTexts, &mut usize)>,
+    ) {
         self.write_project(p, w);
         for a in &p.apps {
             a.write(w);
@@ -363,8 +370,18 @@ impl Daemon {
         for v in &p.app_versions {
             v.write(w, Form::State);
         }
-        for wu in &p.workunits {
-            wu.write(w);
+        match kept {
+            Some((texts, pos)) => {
+                for wu in &p.workunits {
+                    texts.write(*pos, wu, w);
+                    *pos += 1;
+                }
+            }
+            None => {
+                for wu in &p.workunits {
+                    wu.write(w);
+                }
+            }
         }
     }
 
@@ -393,15 +410,18 @@ impl Daemon {
         let mut w = XmlWriter::new();
         self.write_state_head(&mut w);
         let head = text(w);
+        let mut texts = self.rpc.workunit_texts.borrow_mut();
+        let mut pos = 0;
         let projects = s
             .projects
             .iter()
             .map(|p| {
                 let mut w = XmlWriter::new();
-                self.write_project_head(p, &mut w);
+                self.write_project_head(p, &mut w, Some((&mut texts, &mut pos)));
                 text(w)
             })
             .collect();
+        texts.truncate(pos);
         let mut w = XmlWriter::new();
         self.write_state_tail(&mut w);
         crate::rpc::StateParts {
