@@ -14,13 +14,7 @@ fn explain_names_every_task_with_a_decision_and_every_fetch_verdict() {
     let host = format!("127.0.0.1:{port}");
     let t0 = Instant::now();
     let json = loop {
-        let out = ferrite_bounded(
-            dir.path(),
-            &["--host", &host, "--json", "explain"],
-            Duration::from_secs(30),
-        );
-        assert_eq!(out.code, 0, "{}", out.stderr);
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+        let v = explain_json(dir.path(), &host);
         if v["tasks"].as_array().is_some_and(|t| !t.is_empty()) {
             break v;
         }
@@ -94,6 +88,17 @@ fn explain_names_every_task_with_a_decision_and_every_fetch_verdict() {
     );
 }
 
+/// `ferrite --json explain` of the daemon at `host`, which must succeed.
+fn explain_json(dir: &Path, host: &str) -> serde_json::Value {
+    let out = ferrite_bounded(
+        dir,
+        &["--host", host, "--json", "explain"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("JSON")
+}
+
 /// `ferrite explain`'s text once the daemon at `host` has made its first scheduling pass
 /// (polled for 20 s at the most).
 fn explain_after_the_first_pass(dir: &Path, host: &str) -> String {
@@ -145,12 +150,6 @@ fn explain_says_how_long_a_task_may_run_on_to_its_checkpoint() {
         ),
         "{table}"
     );
-    let out = ferrite_bounded(
-        dir.path(),
-        &["--host", &host, "--json", "explain"],
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let v = explain_json(dir.path(), &host);
     assert_eq!(v["checkpoint_grace"], 90.0, "{v}");
 }
