@@ -864,6 +864,17 @@ mod loop_tests {
         assert_eq!(d.verified.len(), 1);
         d.verified.save_if_changed(&d.dir);
         assert_eq!(filecheck::Verified::load(dir.path()).len(), 1);
+
+        // Rewritten (here to another size) after the verified download, before the check
+        // that precedes starts first looks at it: the check compares with the copy verified,
+        // not with what it first sees.
+        std::fs::write(pdir.join("app"), b"tampered").expect("rewrite");
+        assert!(
+            d.transfers.check_app_files(&mut d.state),
+            "the change is seen"
+        );
+        assert_eq!(d.state.projects[0].files[0].status, 0, "fetched again");
+        assert!(!pdir.join("app").exists());
     }
 
     #[test]

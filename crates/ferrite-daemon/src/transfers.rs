@@ -590,6 +590,15 @@ impl Transfers {
                         if f.executable {
                             set_executable(&path);
                         }
+                        // The copy just verified is the one an app may run: a change after
+                        // this moment is a change (`check_app_files`), even one made before
+                        // the next check first looks at the file.
+                        if let Ok(meta) = std::fs::metadata(&path) {
+                            self.verified.insert(
+                                (done.project.clone(), f.name.clone()),
+                                (meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH)),
+                            );
+                        }
                         if done.resumed_from > 0 {
                             info!(target: "ferrite::file_xfer", project = %done.project, "Finished download of {} (resumed at byte {})", f.name, done.resumed_from);
                         } else {
