@@ -118,6 +118,13 @@ const ORDERED: &[&str] = &[
     "app/name",
 ];
 
+/// The requests whose results are the active tasks, listed in the order they started.
+const ACTIVE_LISTS: &[&str] = &[
+    "get_results (active_only)",
+    "get_screensaver_tasks",
+    "get_simple_gui_info",
+];
+
 /// The read-only requests, as BOINC Manager and `boinccmd` send them: (label, request body).
 /// `{URL}` stands for the client's project URL.
 const REQUESTS: &[(&str, &str)] = &[
@@ -467,7 +474,10 @@ fn differences(
             (o.values.clone(), f.values.clone())
         };
         if ov == fv && o.container == f.container {
-            let ordered = ORDERED.iter().any(|p| matches(&[(p, "")], path));
+            // The lists of active tasks follow the order the tasks started, which follows
+            // when each task's files arrived (as its slot does): their order is a moment's.
+            let by_start = ACTIVE_LISTS.contains(&request) && path.ends_with("result/name");
+            let ordered = !by_start && ORDERED.iter().any(|p| matches(&[(p, "")], path));
             if ordered && o.order != f.order {
                 let seq = |s: &Slot| {
                     let joined = s.order.join(", ");
