@@ -594,10 +594,8 @@ impl Transfers {
                         // this moment is a change (`check_app_files`), even one made before
                         // the next check first looks at the file.
                         if let Ok(meta) = std::fs::metadata(&path) {
-                            self.verified.insert(
-                                (done.project.clone(), f.name.clone()),
-                                (meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH)),
-                            );
+                            self.verified
+                                .insert((done.project.clone(), f.name.clone()), file_stamp(&meta));
                         }
                         if done.resumed_from > 0 {
                             info!(target: "ferrite::file_xfer", project = %done.project, "Finished download of {} (resumed at byte {})", f.name, done.resumed_from);
@@ -751,7 +749,7 @@ impl Transfers {
                 let Ok(meta) = std::fs::metadata(pdir.join(&name)) else {
                     continue;
                 };
-                let now = (meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH));
+                let now = file_stamp(&meta);
                 match self.verified.get(&(url.clone(), name.clone())) {
                     None => {
                         self.verified.insert((url.clone(), name), now);
@@ -935,6 +933,11 @@ fn set_executable(path: &Path) {
         p.set_mode(0o755);
         let _ = std::fs::set_permissions(path, p);
     }
+}
+
+/// What an app file's check compares: its size and modification time.
+fn file_stamp(meta: &std::fs::Metadata) -> (u64, std::time::SystemTime) {
+    (meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH))
 }
 
 #[cfg(test)]
