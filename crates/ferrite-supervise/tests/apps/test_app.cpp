@@ -1,8 +1,8 @@
 // A BOINC API test app for Ferrite's supervisor tests, linked against libboinc_api.
 //
 // It reads the number of steps from its input `in`, does one step per `--step-ms` milliseconds
-// (sleeping, or spinning with `--spin`), checkpoints after every step into `ckpt` and reports
-// fraction done, then writes `out` and calls boinc_finish(0).
+// (sleeping, or spinning with `--spin`), checkpoints after every step into `ckpt` (a temporary
+// file renamed into place) and reports fraction done, then writes `out` and calls boinc_finish(0).
 // Options change its behaviour:
 //   --crash            segfault after the first step (the API's handler exits with 193)
 //   --temp-exit        boinc_temporary_exit(77, "waiting for test resource") after one step
@@ -62,6 +62,18 @@ static int read_int_file(const char* logical, int dflt) {
     if (fscanf(f, "%d", &v) != 1) v = dflt;
     fclose(f);
     return v;
+}
+
+// Writes the checkpoint as real BOINC apps are advised to: into a temporary file of the slot,
+// renamed over `ckpt` once complete. The API's timer thread exits the process as soon as the
+// client asks it to quit (outside a critical section), so a file rewritten in place could be
+// left truncated and empty; `ckpt` always holds either the previous step or this one.
+static void write_checkpoint(int step) {
+    FILE* f = fopen("ckpt.tmp", "w");
+    if (!f) return;
+    bool ok = fprintf(f, "%d\n", step) > 0;
+    if (fclose(f) != 0) ok = false;
+    if (ok) rename("ckpt.tmp", "ckpt");
 }
 
 int main(int argc, char** argv) {
@@ -147,11 +159,7 @@ int main(int argc, char** argv) {
         if (spin) spin_for(step_ms / 1000.0);
         else sleep_for(step_ms / 1000.0);
         if (!forever && !no_checkpoint) {
-            FILE* f = fopen("ckpt", "w");
-            if (f) {
-                fprintf(f, "%d\n", i + 1);
-                fclose(f);
-            }
+            write_checkpoint(i + 1);
             boinc_checkpoint_completed();
         }
         if (!forever) boinc_fraction_done((double)(i + 1) / steps);
