@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -16,7 +15,7 @@ fn shell_task(dd: &DataDir, script: &str) -> (Slot, TaskConfig) {
     let slot = dd.slots.allocate().unwrap();
     let prog = slot.dir().join("app.sh");
     std::fs::write(&prog, format!("#!/bin/sh\n{script}")).unwrap();
-    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    make_executable(&prog);
     let mut cfg = config_for(&slot, "adopt", &[]);
     cfg.program = prog;
     cfg.uses_api = false;

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -109,9 +108,7 @@ fn a_confined_app_reaches_only_its_slot_its_project_and_the_system() {
     let dd = DataDir::new();
     plant_secrets(&dd);
     dd.project_file("confined_in", b"input\n");
-    dd.project_file("probes.sh", PROBES.as_bytes());
-    let script = dd.project_dir().join("probes.sh");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dd.project_program("probes.sh", PROBES.as_bytes());
     let mine = dd.slots.allocate().unwrap();
     let theirs = dd.slots.allocate().unwrap();
     std::fs::write(theirs.dir().join("theirs"), "other slot\n").unwrap();

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -506,12 +505,10 @@ fn forked_child_is_stopped_and_killed_with_the_app() {
 fn app_ignoring_quit_gets_sigterm_then_sigkill() {
     // A shell app that traps SIGTERM and marks itself as using the API, so <quit/> goes unread.
     let dd = DataDir::new();
-    dd.project_file(
+    let prog = dd.project_program(
         "stubborn.sh",
         b"#!/bin/sh\ntrap 'echo got TERM >&2' TERM\nwhile :; do sleep 0.1; done\n",
     );
-    let prog = dd.project_dir().join("stubborn.sh");
-    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
     let slot = dd.slots.allocate().unwrap();
     slot.setup(&[], &init_data(slot.number(), Checkpoint::default()))
         .unwrap();
@@ -537,9 +534,7 @@ fn shell_task(
     dd: &DataDir,
     seconds: u32,
 ) -> (ferrite_supervise::Slot, ferrite_supervise::TaskConfig) {
-    dd.project_file("fixture_app_2.00.sh", FIXTURE_SHELL_APP);
-    let prog = dd.project_dir().join("fixture_app_2.00.sh");
-    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dd.project_program("fixture_app_2.00.sh", FIXTURE_SHELL_APP);
     dd.project_file("wu_in", format!("{seconds}\n").as_bytes());
     let slot = dd.slots.allocate().unwrap();
     let files = vec![
@@ -954,14 +949,12 @@ fn orphaned_group_members_are_found_after_their_leader_died() {
 fn a_task_reports_the_head_or_the_tail_of_a_long_stderr_as_configured() {
     // An app writing 90 KiB to stderr: a first line, then filler, then a last line.
     let dd = DataDir::new();
-    dd.project_file(
+    let prog = dd.project_program(
         "chatty.sh",
         b"#!/bin/sh\necho FIRST-LINE >&2\ni=0\nwhile [ $i -lt 1500 ]; do \
 echo 'filler filler filler filler filler filler filler filler filler' >&2; \
 i=$((i+1)); done\necho LAST-LINE >&2\nexit 0\n",
     );
-    let prog = dd.project_dir().join("chatty.sh");
-    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
     for head in [false, true] {
         let slot = dd.slots.allocate().unwrap();
         slot.setup(&[], &init_data(slot.number(), Checkpoint::default()))

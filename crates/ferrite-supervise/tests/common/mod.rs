@@ -88,13 +88,52 @@ impl DataDir {
         std::fs::write(self.project_dir().join(name), contents).unwrap();
     }
 
+    /// Puts an executable project file (a shell app) in place; returns its path.
+    pub fn project_program(&self, name: &str, contents: &[u8]) -> PathBuf {
+        self.project_file(name, contents);
+        let path = self.project_dir().join(name);
+        make_executable(&path);
+        path
+    }
+
     /// Installs the C++ test app as a project file.
     pub fn install_test_app(&self) {
         let dst = self.project_dir().join("test_app");
         if !dst.exists() {
-            std::fs::copy(test_app(), dst).unwrap();
+            install_program(test_app(), &dst);
         }
     }
+}
+
+/// Copies the program `src` to `dst`, mode 0755, through a child process (`install`).
+///
+/// A file this process writes stays open for writing, for a moment, in every child that
+/// another test thread forks meanwhile (until that child execs), and running the file then
+/// fails with "Text file busy" (ETXTBSY). A file written by a child that has exited is open
+/// for writing nowhere, so it can be run at once.
+pub fn install_program(src: &Path, dst: &Path) {
+    let status = Command::new("install")
+        .arg("-m755")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .expect("coreutils' install must be installed");
+    assert!(
+        status.success(),
+        "install {} {}",
+        src.display(),
+        dst.display()
+    );
+}
+
+/// Makes the file `path` (written by this process) executable and safe to run at once: it is
+/// replaced by a copy that [`install_program`] writes.
+pub fn make_executable(path: &Path) {
+    let mut fresh = path.as_os_str().to_owned();
+    fresh.push(".exec");
+    let fresh = PathBuf::from(fresh);
+    install_program(path, &fresh);
+    std::fs::rename(&fresh, path).unwrap();
 }
 
 /// A minimal `init_data.xml` as the daemon would write it (shared memory by mmap).
