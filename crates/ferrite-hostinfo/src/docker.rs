@@ -193,10 +193,8 @@ mod tests {
     }
 
     fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt as _;
         let p = dir.join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}")).expect("write");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        crate::test_support::write_script(&p, body);
         p
     }
 

@@ -182,35 +182,18 @@ mod tests {
 
     #[test]
     fn a_fake_podman_is_told_to_remove_what_is_unused() {
-        use std::os::unix::fs::PermissionsExt as _;
         let d = tempfile::tempdir().expect("tmp");
         let log = d.path().join("calls");
         let p = d.path().join("podman");
-        std::fs::write(
+        crate::test_support::write_script(
             &p,
-            format!(
-                "#!/bin/sh\n[ \"$1\" = probe ] && exit 0\necho \"$*\" >> {log}\ncase \"$1\" in\n\
+            &format!(
+                "echo \"$*\" >> {log}\ncase \"$1\" in\n\
                  ps) cat <<'EOF'\n{PS}EOF\n;;\nimages) cat <<'EOF'\n{IMAGES}EOF\n;;\n\
                  image) [ \"$3\" = boinc__p__wu2 ] && exit 1;;\nesac\nexit 0\n",
                 log = log.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        // Another test's fork can hold the script open for writing for a moment, and its exec
-        // then fails with "Text file busy": wait (5 s at most) until it runs.
-        let t0 = std::time::Instant::now();
-        while std::process::Command::new(&p)
-            .arg("probe")
-            .status()
-            .is_err_and(|e| e.raw_os_error() == Some(libc::ETXTBSY))
-        {
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "the fake podman stays busy"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        );
         let r = clean_up(&p, &InUse::default(), Duration::from_secs(10));
         assert_eq!(
             r.containers,

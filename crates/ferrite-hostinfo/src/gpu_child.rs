@@ -179,10 +179,8 @@ mod tests {
     use super::*;
 
     fn sh(script: &str, dir: &Path) -> std::path::PathBuf {
-        use std::os::unix::fs::PermissionsExt;
         let p = dir.join("child.sh");
-        std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).expect("write");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        crate::test_support::write_script(&p, &format!("{script}\n"));
         p
     }
 

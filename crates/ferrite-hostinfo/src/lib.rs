@@ -29,6 +29,9 @@ mod report;
 pub mod thermal;
 pub mod vbox;
 
+#[cfg(test)]
+mod test_support;
+
 use std::path::{Path, PathBuf};
 
 use ferrite_proto::host::HostInfo;

@@ -126,17 +126,19 @@ mod tests {
     fn a_fake_vboxmanage_is_found_and_a_broken_one_skipped() {
         use std::os::unix::fs::PermissionsExt as _;
         let d = tempfile::tempdir().expect("tmp");
-        let write = |name: &str, body: &str, mode: u32| {
+        let write = |name: &str, body: &str, executable: bool| {
             let dir = d.path().join(name);
             std::fs::create_dir_all(&dir).unwrap();
             let p = dir.join("VBoxManage");
-            std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            crate::test_support::write_script(&p, body);
+            if !executable {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }
             p
         };
-        let not_exec = write("a", "echo 7.1.0r1\n", 0o644);
-        let broken = write("b", "echo 'VBoxManage: error: no'\n", 0o755);
-        let good = write("c", "[ \"$1\" = --version ] && echo 7.0.14r161095\n", 0o755);
+        let not_exec = write("a", "echo 7.1.0r1\n", false);
+        let broken = write("b", "echo 'VBoxManage: error: no'\n", true);
+        let good = write("c", "[ \"$1\" = --version ] && echo 7.0.14r161095\n", true);
         let t = Duration::from_secs(10);
         assert_eq!(
             detect_with(&[not_exec.clone(), broken.clone(), good], t).as_deref(),
