@@ -204,12 +204,25 @@ impl Server {
     }
 }
 
-/// Makes `p` executable.
+/// Makes `p` executable (mode 0755) and ready to run at once.
+///
+/// A file this process wrote stays open for writing, for a moment, in every child that
+/// another test thread forked meanwhile (until that child execs), and running the file then
+/// fails with "Text file busy" (ETXTBSY). So `p` is replaced by a copy that a child process
+/// (`install`) writes: once that child has exited, no process holds the copy open for
+/// writing.
 pub fn set_executable(p: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let mut perm = fs::metadata(p).expect("meta").permissions();
-    perm.set_mode(0o755);
-    fs::set_permissions(p, perm).expect("chmod");
+    let mut fresh = p.as_os_str().to_owned();
+    fresh.push(".exec");
+    let fresh = PathBuf::from(fresh);
+    let status = Command::new("install")
+        .arg("-m755")
+        .arg(p)
+        .arg(&fresh)
+        .status()
+        .expect("coreutils' install must be installed");
+    assert!(status.success(), "install {}", p.display());
+    fs::rename(&fresh, p).expect("rename the executable into place");
 }
 
 /// A data directory `d` for ferrited that runs whatever the machine's load (4 CPUs, a small
