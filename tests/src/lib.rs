@@ -864,6 +864,27 @@ pub fn boinc_test_app(dir: &Path) -> PathBuf {
     .clone()
 }
 
+/// Copies the program `src` to `dst`, mode 0755, through a child process (`install`).
+///
+/// A file this process writes stays open for writing, for a moment, in every child that
+/// another test thread forks meanwhile (until that child execs), and running the file then
+/// fails with "Text file busy" (ETXTBSY). A file written by a child that has exited is open
+/// for writing nowhere, so it can be run at once.
+pub fn install_program(src: &Path, dst: &Path) {
+    let status = Command::new("install")
+        .arg("-m755")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .expect("coreutils' install must be installed");
+    assert!(
+        status.success(),
+        "install {} {}",
+        src.display(),
+        dst.display()
+    );
+}
+
 /// The fake `libnvidia-ml.so` of `ferrite-hostinfo`'s tests (two GPUs), compiled into `dir`
 /// with `$CC` (default `cc`).
 pub fn fake_nvml(dir: &Path) -> PathBuf {

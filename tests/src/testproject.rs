@@ -204,24 +204,13 @@ impl Server {
     }
 }
 
-/// Makes `p` executable (mode 0755) and ready to run at once.
-///
-/// A file this process wrote stays open for writing, for a moment, in every child that
-/// another test thread forked meanwhile (until that child execs), and running the file then
-/// fails with "Text file busy" (ETXTBSY). So `p` is replaced by a copy that a child process
-/// (`install`) writes: once that child has exited, no process holds the copy open for
-/// writing.
+/// Makes `p` (a file this process wrote) executable and ready to run at once: it is replaced
+/// by a copy that [`crate::install_program`] writes, which no process holds open for writing.
 pub fn set_executable(p: &Path) {
     let mut fresh = p.as_os_str().to_owned();
     fresh.push(".exec");
     let fresh = PathBuf::from(fresh);
-    let status = Command::new("install")
-        .arg("-m755")
-        .arg(p)
-        .arg(&fresh)
-        .status()
-        .expect("coreutils' install must be installed");
-    assert!(status.success(), "install {}", p.display());
+    crate::install_program(p, &fresh);
     fs::rename(&fresh, p).expect("rename the executable into place");
 }
 

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use ferrite_e2e::inspect::slot_processes;
-use ferrite_e2e::{bin, boinc_test_app, free_port, gui_rpc, Proc};
+use ferrite_e2e::{bin, boinc_test_app, free_port, gui_rpc, install_program, Proc};
 
 const URL: &str = "http://127.0.0.1:1/finishing/";
 const PASSWORD: &str = "testpw";
@@ -33,7 +33,7 @@ fn data_dir(jobs: &[(&str, u32, &str)]) -> tempfile::TempDir {
     let pdir = project_dir(dir);
     fs::create_dir_all(&pdir).expect("project dir");
     let app = boinc_test_app(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    fs::copy(&app, pdir.join(APP_FILE)).expect("install app");
+    install_program(&app, &pdir.join(APP_FILE));
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use ferrite_e2e::inspect::{
     make_writable, refit_file, slot_processes, stat_fields, state_letter, wait_until,
 };
-use ferrite_e2e::{boinc_test_app, fixture_data_dir, free_port, gui_rpc, Proc};
+use ferrite_e2e::{boinc_test_app, fixture_data_dir, free_port, gui_rpc, install_program, Proc};
 
 const URL: &str = "http://127.0.0.1:18080/";
 const PROJECT: &str = "projects/127.0.0.1_18080";
@@ -348,7 +348,7 @@ fn api_data_dir() -> tempfile::TempDir {
         .join(ferrite_proto::account::escape_project_url(url));
     fs::create_dir_all(&pdir).expect("project dir");
     let app = boinc_test_app(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    fs::copy(app, pdir.join("test_app")).expect("install app");
+    install_program(&app, &pdir.join("test_app"));
     fs::write(pdir.join("spin_in"), "1000\n").expect("input");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use ferrite_e2e::inspect::{slot_processes, wait_until};
-use ferrite_e2e::{bin, boinc_test_app, gui_rpc, Proc};
+use ferrite_e2e::{bin, boinc_test_app, gui_rpc, install_program, Proc};
 
 /// The project's master URL; nothing listens there and the network is off anyway.
 pub const URL: &str = "http://127.0.0.1:1/apps/";
@@ -85,7 +85,7 @@ pub fn data_dir_with_version(jobs: &[Job], prefs: &str, version_extra: &str) -> 
     fs::create_dir_all(&pdir).expect("project dir");
     fs::create_dir_all(dir.join("slots")).expect("slots dir");
     let app = boinc_test_app(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    fs::copy(&app, pdir.join(APP_FILE)).expect("install app");
+    install_program(&app, &pdir.join(APP_FILE));
     let app_len = fs::metadata(pdir.join(APP_FILE)).expect("app").len();
     let now = now_secs();
     let mut files = format!(
