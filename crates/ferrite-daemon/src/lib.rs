@@ -232,7 +232,8 @@ impl Daemon {
     }
 
     /// What runs before the first turn: signal listeners, the GUI RPC and HTTP servers, the
-    /// first save, the benchmarks if due, the writer thread, and the word to systemd.
+    /// writer thread and the first save (handed to it), the benchmarks if due, and the word
+    /// to systemd.
     async fn start_loop(&mut self, early: Option<EarlySignals>) -> anyhow::Result<Servers> {
         spawn_signal_listeners(self.events.clone(), early)?;
         let mut gui_rpc = if self.opts.no_gui_rpc {
@@ -250,6 +251,9 @@ impl Daemon {
             }
         }
         let web = self.start_web().await;
+        // The writer thread first: the first save (seconds of serialising and writing at
+        // 100,000 tasks) is written there while the loop answers GUI RPC calls.
+        self.save.start_writer(&self.dir);
         self.save.save_if_due(&self.state, now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
@@ -261,7 +265,6 @@ impl Daemon {
                 Err(e) => warn!("cannot lower the client's I/O priority: {e}"),
             }
         }
-        self.save.start_writer(&self.dir);
         info!("entering main loop");
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
