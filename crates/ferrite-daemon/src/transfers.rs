@@ -567,6 +567,7 @@ impl Transfers {
         let Some(f) = ps.file_mut(&done.file) else {
             return false;
         };
+        let before = (f.status, f.uploaded);
         let mut retry = f
             .persistent_file_xfer
             .as_deref()
@@ -685,11 +686,17 @@ impl Transfers {
                 }
             }
         }
+        // Only a file that became present, uploaded or failed can move tasks along: a
+        // retry, the common end of a failure, leaves the tasks where they are (no walk over
+        // every waiting task at each failed attempt).
+        let moves = (f.status, f.uploaded) != before;
         if !done.upload && done.result.is_ok() {
             // A project file that arrived gets its link file.
             crate::project_files::write_links(&self.dir, ps, Some(&done.file));
         }
-        self.move_results_along(ps, now);
+        if moves {
+            self.move_results_along(ps, now);
+        }
         true
     }
 
@@ -941,58 +948,4 @@ fn file_stamp(meta: &std::fs::Metadata) -> (u64, std::time::SystemTime) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const URL: &str = "http://127.0.0.1/test/";
-
-    /// A state with one project whose app version's one file `app` is downloaded.
-    fn state_with_app() -> ClientState {
-        let xml = format!(
-            "<client_state><project><master_url>{URL}</master_url></project>\
-             <app><name>a</name></app>\
-             <file><name>app</name><nbytes>3</nbytes><status>1</status></file>\
-             <app_version><app_name>a</app_name><version_num>100</version_num>\
-             <file_ref><file_name>app</file_name><main_program/></file_ref></app_version>\
-             </client_state>"
-        );
-        ClientState::parse(&xml, "client_state.xml")
-            .expect("state")
-            .value
-    }
-
-    #[test]
-    fn an_app_file_fetched_again_after_a_detach_is_not_taken_for_a_changed_one() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let pdir = config::project_dir(dir.path(), URL);
-        std::fs::create_dir_all(&pdir).expect("mkdir");
-        let app = pdir.join("app");
-        std::fs::write(&app, "one").expect("write");
-        let mut t = Transfers::new(dir.path());
-        let mut state = state_with_app();
-        assert!(
-            !t.check_app_files(&mut state),
-            "first sight records the file"
-        );
-
-        // Detach: the project and its directory go; re-attach: the file comes again, with
-        // another modification time (and here another size).
-        config::detach_project(dir.path(), &mut state, URL).expect("detach");
-        assert!(!t.check_app_files(&mut state));
-        std::fs::create_dir_all(&pdir).expect("mkdir");
-        std::fs::write(&app, "other").expect("write");
-        let mut state = state_with_app();
-        assert!(
-            !t.check_app_files(&mut state),
-            "the new copy was taken for a changed file"
-        );
-        assert!(app.exists());
-        assert_eq!(state.projects[0].files[0].status, 1);
-
-        // A change after that is still caught.
-        std::fs::write(&app, "tampered").expect("write");
-        assert!(t.check_app_files(&mut state));
-        assert_eq!(state.projects[0].files[0].status, 0);
-        assert!(!app.exists());
-    }
-}
+mod tests;
