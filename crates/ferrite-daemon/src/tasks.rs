@@ -144,6 +144,10 @@ pub struct TickInputs<'a> {
     pub exit_before_start: bool,
     /// Per-GPU control for every project (excluded GPUs, finish then stop).
     pub gpu_control: &'a crate::gpu_control::Resolved,
+    /// The stamp (size, modification time) of each app file as it was verified, by (project
+    /// URL, file name): a start whose app files no longer match fails, and the app file check
+    /// fetches them again.
+    pub app_stamps: &'a crate::transfers::AppStamps,
     /// The daemon's state epoch: a pass runs only when it moved (or another input changed,
     /// or the core's own deadline came).
     pub epoch: u64,

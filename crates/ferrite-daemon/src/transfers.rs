@@ -159,7 +159,7 @@ pub struct Transfers {
     unsigned_apps_ok: bool,
     /// Size and modification time of each verified app file, by (project URL, file name):
     /// a file that changes on disk is fetched and verified again before it may run.
-    verified: HashMap<(String, String), (u64, std::time::SystemTime)>,
+    verified: AppStamps,
     /// Each project's last plan, by master URL: the next one keeps what still holds.
     plans: HashMap<String, Plan>,
     /// Where each project's app files were last found in its files, by master URL and name.
@@ -797,6 +797,12 @@ impl Transfers {
         changed
     }
 
+    /// The stamp of each app file as it was verified: a task's start compares its app's
+    /// files with these right before and right after the spawn.
+    pub fn app_stamps(&self) -> &AppStamps {
+        &self.verified
+    }
+
     /// "Retry now" for every waiting transfer (GUI `network_available`): their next request
     /// times and the projects' backoffs are cleared.
     pub fn retry_all(&mut self, state: &mut ClientState, _now: f64) {
@@ -943,7 +949,13 @@ fn set_executable(path: &Path) {
 }
 
 /// What an app file's check compares: its size and modification time.
-fn file_stamp(meta: &std::fs::Metadata) -> (u64, std::time::SystemTime) {
+pub(crate) type FileStamp = (u64, std::time::SystemTime);
+
+/// The stamp of each verified app file, by (project URL, file name).
+pub type AppStamps = HashMap<(String, String), FileStamp>;
+
+/// The stamp of a file from its metadata.
+pub(crate) fn file_stamp(meta: &std::fs::Metadata) -> FileStamp {
     (meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH))
 }
 

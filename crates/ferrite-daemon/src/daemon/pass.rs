@@ -121,6 +121,7 @@ impl Daemon {
             gpu_instances: &self.host.gpu_instances,
             gpu_control: self.gpu_control.resolved(),
             exit_before_start: self.config.cc.options.exit_before_start,
+            app_stamps: self.transfers.app_stamps(),
             epoch: self.state_epoch,
         };
         let max_days = self.config.cc.options.max_overdue_days;

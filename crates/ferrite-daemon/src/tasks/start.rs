@@ -2,6 +2,7 @@
 //! limits and priority, and its task record.
 
 use super::*;
+use crate::transfers::{file_stamp, FileStamp};
 
 impl TaskTable {
     /// Starts (or restarts from its checkpoint) the app of a result; with `adopt`, takes over
@@ -31,6 +32,20 @@ impl TaskTable {
             .ok_or("the app version has no program")?;
         let pdir = config::project_dir(&self.dir, &key.0);
         let program = pdir.join(&main.file_name);
+        // The app's files as they were verified: compared right before and right after the
+        // spawn, so that a file rewritten since the last app file check does not run (what
+        // the app runs is read at the exec).
+        let stamped: Vec<(PathBuf, FileStamp)> = av
+            .file_refs
+            .iter()
+            .filter_map(|f| {
+                let at = (key.0.clone(), f.file_name.clone());
+                inputs
+                    .app_stamps
+                    .get(&at)
+                    .map(|s| (pdir.join(&f.file_name), *s))
+            })
+            .collect();
         let files = slot_files(ps, &self.dir, key);
         let slot = match self.held.remove(key) {
             Some(s) => s,
@@ -229,6 +244,10 @@ impl TaskTable {
         }
         let version_num = av.version_num;
         if adopt.is_none() {
+            if let Some(e) = changed_app_file(&stamped) {
+                self.held.insert(key.clone(), slot);
+                return Err(e);
+            }
             // Recorded before the app exists: a client killed between the spawn and the
             // next records write still finds the task by its slot (`tasks/recover.rs`).
             self.write_records_with(Some(TaskRecord {
@@ -262,6 +281,14 @@ impl TaskTable {
                 return Err(msg);
             }
         };
+        if adopt.is_none() {
+            if let Some(e) = changed_app_file(&stamped) {
+                // Ended (killed and reaped) before it could do anything the task would keep.
+                drop(task);
+                self.held.insert(key.clone(), slot);
+                return Err(e);
+            }
+        }
         match adopt {
             None => info!(project = %key.0,
                 "starting task {} in slot {} (pid {}, {}){}",
@@ -323,5 +350,119 @@ impl TaskTable {
             },
         );
         Ok(())
+    }
+}
+
+/// Why a start must not go on: one of the app's files no longer has the size and
+/// modification time it had when it was verified (the app file check fetches it again).
+fn changed_app_file(files: &[(PathBuf, FileStamp)]) -> Option<String> {
+    files.iter().find_map(|(path, was)| {
+        let now = std::fs::metadata(path).ok().map(|m| file_stamp(&m));
+        (now != Some(*was)).then(|| {
+            format!(
+                "app file {} changed on disk since it was verified",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            )
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use ferrite_proto::client_state::synthetic;
+
+    use super::*;
+
+    /// A task's app file rewritten after it was verified (and after the last app file
+    /// check) does not run: the start fails, nothing runs in the slot, and once the file
+    /// is as verified again the same start goes ahead.
+    #[test]
+    fn an_app_file_rewritten_since_its_verification_is_not_started() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut table = TaskTable::new(dir.path());
+        let mut state = synthetic(1, 1);
+        let ps = &mut state.projects[0];
+        ps.results[0].state = ResultState::FilesDownloaded;
+        let key: Key = (ps.project.master_url.clone(), ps.results[0].name.clone());
+        let app = ps
+            .app_version_of(&ps.results[0])
+            .and_then(|v| v.file_refs.first())
+            .map(|f| f.file_name.clone())
+            .expect("the task's app file");
+        let pdir = config::project_dir(table.dir.as_path(), &key.0);
+        fs::create_dir_all(&pdir).expect("project dir");
+        let path = pdir.join(&app);
+        let verified = "#!/bin/sh\necho verified > ran\n";
+        fs::write(&path, verified).expect("app");
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let stamp = |p: &Path| file_stamp(&fs::metadata(p).expect("app"));
+        let mut stamps = crate::transfers::AppStamps::new();
+        stamps.insert((key.0.clone(), app.clone()), stamp(&path));
+        // Rewritten in place, a different program.
+        fs::write(&path, "#!/bin/sh\necho rewritten > ran\n").expect("rewrite");
+        let prefs = GlobalPrefs::default();
+        let (configs, gpus, no_rsc) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        let control = crate::gpu_control::Resolved::default();
+        let inputs = |stamps| TickInputs {
+            prefs: &prefs,
+            cc_ncpus: 0,
+            suspend: None,
+            gpu_suspend: None,
+            user_active: false,
+            app_configs: &configs,
+            exclude_gpus: &[],
+            no_rsc_prefs: &no_rsc,
+            stderr_head: false,
+            proxy: None,
+            gpu_instances: &gpus,
+            exit_before_start: false,
+            gpu_control: &control,
+            app_stamps: stamps,
+            epoch: 0,
+        };
+        let now = Instant::now();
+        let refused = table.start(&mut state, &inputs(&stamps), &key, 0, 1.8e9, now, None);
+        let msg = refused.expect_err("a rewritten app file must not start");
+        assert!(
+            msg.contains(&app) && msg.contains("changed on disk"),
+            "{msg}"
+        );
+        assert!(!table.live.contains_key(&key));
+        // As verified again (the app file check fetches it): it starts and runs.
+        fs::write(&path, verified).expect("restore");
+        let mut restored = crate::transfers::AppStamps::new();
+        restored.insert((key.0.clone(), app), stamp(&path));
+        // Another test's fork may hold the fresh file open for writing until its exec:
+        // "Text file busy" for a moment.
+        let mut started = Err(String::new());
+        for _ in 0..100 {
+            started = table.start(&mut state, &inputs(&restored), &key, 0, 1.8e9, now, None);
+            if !started.as_ref().is_err_and(|e| e.contains("busy")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        started.expect("the verified app starts");
+        let slot = table
+            .live
+            .get(&key)
+            .expect("running")
+            .slot
+            .dir()
+            .to_path_buf();
+        let ran = slot.join("ran");
+        for _ in 0..500 {
+            if fs::read_to_string(&ran).is_ok_and(|s| !s.is_empty()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            fs::read_to_string(&ran).expect("the app ran").trim(),
+            "verified"
+        );
     }
 }
