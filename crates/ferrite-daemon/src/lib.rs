@@ -359,8 +359,9 @@ impl Daemon {
             }
             Event::Transfer(done) => {
                 self.state_epoch += 1;
-                self.transfer_done(done, now());
-                self.tick_soon = true;
+                if self.transfer_done(done, now()) {
+                    self.tick_soon = true;
+                }
             }
         }
         None
@@ -800,7 +801,7 @@ mod loop_tests {
     }
 
     #[test]
-    fn a_transfer_end_is_counted_and_asks_for_a_pass() {
+    fn a_transfer_end_is_counted_and_asks_for_a_pass_when_tasks_moved() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut d = daemon(dir.path());
         let mut reclaim = memory::Reclaimer::new(now());
@@ -816,11 +817,41 @@ mod loop_tests {
             resumed_from: 0,
             sent: None,
         };
-        let woke = Woke::Event(Some(Event::Transfer(done)));
+        let woke = Woke::Event(Some(Event::Transfer(done.clone())));
         assert_eq!(d.dispatch(woke, &mut reclaim), None);
         assert_eq!(d.transfers.bytes_moved(), (1000, 0));
         assert_eq!(d.state_epoch, epoch + 1);
+        assert!(!d.tick_soon, "nothing moved, yet a pass at once");
+
+        // A task waiting for its input file: a failed attempt to be retried leaves it
+        // waiting (the next pass will do); a failure for good fails it: a pass at once.
+        let mut state = ferrite_proto::client_state::synthetic(1, 1);
+        let ps = &mut state.projects[0];
+        ps.results[0].state = ferrite_proto::client_state::ResultState::FilesDownloading;
+        let file = ps.workunits[0].input_files[0].file_name.clone();
+        if let Some(f) = ps.file_mut(&file) {
+            f.status = 0;
+        }
+        let project = ps.project.master_url.clone();
+        d.state = state;
+        let failed = |permanent| transfers::TransferDone {
+            project: project.clone(),
+            file: file.clone(),
+            result: Err("connection refused".into()),
+            code: transfers::ERR_RESULT_DOWNLOAD,
+            permanent,
+            ..done.clone()
+        };
+        let woke = Woke::Event(Some(Event::Transfer(failed(false))));
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        assert!(!d.tick_soon, "a retry asked for a pass at once");
+        let woke = Woke::Event(Some(Event::Transfer(failed(true))));
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
         assert!(d.tick_soon);
+        assert_eq!(
+            d.state.projects[0].results[0].state,
+            ferrite_proto::client_state::ResultState::ComputeError
+        );
     }
 
     #[test]

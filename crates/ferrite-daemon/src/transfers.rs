@@ -84,7 +84,7 @@ pub struct TransferContext<'a> {
 }
 
 /// The end of one transfer attempt, sent back to the main loop.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TransferDone {
     /// Project master URL.
     pub project: String,
@@ -104,6 +104,16 @@ pub struct TransferDone {
     pub resumed_from: u64,
     /// Uploads: the size and MD5 of what was sent, reported with the result.
     pub sent: Option<(u64, String)>,
+}
+
+/// What a transfer attempt's end did to the state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ended {
+    /// The state changed (the file's retry figures at least): to be saved.
+    pub changed: bool,
+    /// The file became present, uploaded or failed for good, and its tasks were moved
+    /// along: one may start or be reported, so a pass should follow at once.
+    pub moved: bool,
 }
 
 /// A transfer under way.
@@ -538,8 +548,8 @@ impl Transfers {
         active
     }
 
-    /// Applies the end of a transfer; returns true when the state changed.
-    pub fn finished(&mut self, done: TransferDone, state: &mut ClientState, now: f64) -> bool {
+    /// Applies the end of a transfer; says whether the state changed and whether tasks moved.
+    pub fn finished(&mut self, done: TransferDone, state: &mut ClientState, now: f64) -> Ended {
         let key = (done.project.clone(), done.file.clone());
         let active = self.active.remove(&key);
         let elapsed = active
@@ -558,14 +568,14 @@ impl Transfers {
             record_transfer(&mut state.net_stats, dir, *n as f64, elapsed, now);
         }
         let Some(ps) = state.project_mut(&done.project) else {
-            return false;
+            return Ended::default();
         };
         let code_sign_key = ps.project.code_sign_key.clone();
         let pdir = config::project_dir(&self.dir, &done.project);
         let u = self.jitter.next_unit();
         let direction = if done.upload { "upload" } else { "download" };
         let Some(f) = ps.file_mut(&done.file) else {
-            return false;
+            return Ended::default();
         };
         let before = (f.status, f.uploaded);
         let mut retry = f
@@ -697,7 +707,10 @@ impl Transfers {
         if moves {
             self.move_results_along(ps, now);
         }
-        true
+        Ended {
+            changed: true,
+            moved: moves,
+        }
     }
 
     /// App-version files are watched: one whose size or modification time changed since it

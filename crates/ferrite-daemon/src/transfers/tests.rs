@@ -102,7 +102,8 @@ fn only_a_transfer_end_that_changes_a_file_walks_the_waiting_tasks() {
         .file_name
         .clone();
 
-    assert!(t.finished(failed_download(&url, &file, false), &mut state, 100.0));
+    let ended = t.finished(failed_download(&url, &file, false), &mut state, 100.0);
+    assert!(ended.changed && !ended.moved, "{ended:?}");
     assert!(
         t.plans.is_empty(),
         "the waiting tasks were walked for a retry"
@@ -114,7 +115,8 @@ fn only_a_transfer_end_that_changes_a_file_walks_the_waiting_tasks() {
 
     // Failed for good: the full way on the file's new status gives the same tasks.
     let mut expected = state.clone();
-    assert!(t.finished(failed_download(&url, &file, true), &mut state, 101.0));
+    let ended = t.finished(failed_download(&url, &file, true), &mut state, 101.0);
+    assert!(ended.changed && ended.moved, "{ended:?}");
     assert!(t.plans.contains_key(&url));
     let f = state.projects[0].file(&file).expect("file");
     assert_eq!(f.status, ERR_RESULT_DOWNLOAD);
