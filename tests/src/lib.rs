@@ -609,8 +609,10 @@ pub fn try_gui_rpc(port: u16, password: Option<&str>, op_xml: &str) -> io::Resul
         match std::net::TcpStream::connect(("127.0.0.1", port)) {
             Ok(s) => break s,
             Err(e)
-                if e.kind() == io::ErrorKind::ConnectionRefused
-                    && t0.elapsed() < Duration::from_secs(5) =>
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionRefused | io::ErrorKind::Interrupted
+                ) && t0.elapsed() < Duration::from_secs(5) =>
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -633,7 +635,14 @@ fn exchange(s: &mut std::net::TcpStream, op_xml: &str) -> io::Result<String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
     while !buf.ends_with(&[3]) {
-        let n = s.read(&mut chunk)?;
+        // A read with a timeout is not restarted after a signal, even under SA_RESTART, nor
+        // after a stop and continue (SIGSTOP, SIGCONT): it fails with EINTR, and is retried
+        // as std's own read loops (`read_to_end`, `write_all`) retry it.
+        let n = match s.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

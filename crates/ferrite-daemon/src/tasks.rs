@@ -81,6 +81,27 @@ pub const PROCESS_SUSPENDED: i32 = 9;
 const START_RETRY_FIRST_SECS: f64 = 10.0;
 const START_RETRY_MAX_SECS: f64 = 600.0;
 
+/// The smoothed working set after one more sample. A sample of nothing (a process that
+/// has exited, or that could not be read) tells nothing of what the task needs and leaves
+/// the estimate as it is.
+fn fold_working_set(smoothed: f64, sample: u64) -> f64 {
+    if sample == 0 {
+        smoothed
+    } else if smoothed > 0.0 {
+        0.9 * smoothed + 0.1 * sample as f64
+    } else {
+        sample as f64
+    }
+}
+
+/// The working set a stopped task is scheduled by until it runs again: no less than the
+/// peak of the run that just ended. Without it the samples of each restart's first moments
+/// pull the estimate down, and a task preempted because memory is short is started again
+/// into the same shortage, again and again.
+fn estimate_after_stop(smoothed: f64, peak: u64) -> f64 {
+    smoothed.max(peak as f64)
+}
+
 /// The wait before the next start of a task that failed to start `failures` times in a row.
 fn start_retry_secs(failures: u32) -> f64 {
     let doubled = START_RETRY_FIRST_SECS * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
@@ -681,11 +702,8 @@ impl TaskTable {
                 a.current_cpu_time = u.cpu_time;
                 a.working_set_size = u.working_set as f64;
                 a.swap_size = u.swap_size as f64;
-                a.working_set_size_smoothed = if a.working_set_size_smoothed > 0.0 {
-                    0.9 * a.working_set_size_smoothed + 0.1 * u.working_set as f64
-                } else {
-                    u.working_set as f64
-                };
+                a.working_set_size_smoothed =
+                    fold_working_set(a.working_set_size_smoothed, u.working_set);
                 a.active_task_state = match l.task.state() {
                     TaskState::Running => PROCESS_EXECUTING,
                     TaskState::Suspended => PROCESS_SUSPENDED,
@@ -921,6 +939,24 @@ mod tests {
         assert!(super::api_at_least("8.0", 7, 5));
         assert!(!super::api_at_least("7.4.9", 7, 5));
         assert!(!super::api_at_least("", 7, 5));
+    }
+
+    #[test]
+    fn the_working_set_estimate_ignores_empty_samples_and_keeps_a_stopped_runs_peak() {
+        use super::{estimate_after_stop, fold_working_set};
+        let mb = 1_000_000u64;
+        let mut ws = fold_working_set(0.0, 500 * mb);
+        assert_eq!(ws, 500e6);
+        // An exited process reads as nothing: the estimate stays.
+        assert_eq!(fold_working_set(ws, 0), ws);
+        // A restart's first, small samples pull it down...
+        for _ in 0..10 {
+            ws = fold_working_set(ws, 10 * mb);
+        }
+        assert!(ws < 250e6, "{ws}");
+        // ...until the run stops: then it is what the run reached at its peak.
+        assert_eq!(estimate_after_stop(ws, 520 * mb), 520e6);
+        assert_eq!(estimate_after_stop(600e6, 520 * mb), 600e6);
     }
 
     #[test]

@@ -29,6 +29,8 @@ impl TaskTable {
             if let Some(a) = active_task_mut(state, key) {
                 set_checkpoint(a, x.usage.checkpoint);
                 a.active_task_state = 0;
+                a.working_set_size_smoothed =
+                    estimate_after_stop(a.working_set_size_smoothed, x.usage.peak_working_set);
             }
             self.held.insert(key.clone(), slot);
             self.write_records();
