@@ -232,7 +232,8 @@ impl Daemon {
     }
 
     /// What runs before the first turn: signal listeners, the GUI RPC and HTTP servers, the
-    /// first save, the benchmarks if due, the writer thread, and the word to systemd.
+    /// writer thread and the first save (handed to it), the benchmarks if due, and the word
+    /// to systemd.
     async fn start_loop(&mut self, early: Option<EarlySignals>) -> anyhow::Result<Servers> {
         spawn_signal_listeners(self.events.clone(), early)?;
         let mut gui_rpc = if self.opts.no_gui_rpc {
@@ -250,6 +251,9 @@ impl Daemon {
             }
         }
         let web = self.start_web().await;
+        // The writer thread first: the first save (seconds of serialising and writing at
+        // 100,000 tasks) is written there while the loop answers GUI RPC calls.
+        self.save.start_writer(&self.dir);
         self.save.save_if_due(&self.state, now(), false);
         if self.opts.run_cpu_benchmarks || self.benchmarks_due(now()) {
             self.start_benchmarks();
@@ -261,7 +265,6 @@ impl Daemon {
                 Err(e) => warn!("cannot lower the client's I/O priority: {e}"),
             }
         }
-        self.save.start_writer(&self.dir);
         info!("entering main loop");
         if let Err(e) = self.notifier.ready_with_status(&self.status_line()) {
             warn!("cannot notify systemd: {e}");
@@ -356,8 +359,9 @@ impl Daemon {
             }
             Event::Transfer(done) => {
                 self.state_epoch += 1;
-                self.transfer_done(done, now());
-                self.tick_soon = true;
+                if self.transfer_done(done, now()) {
+                    self.tick_soon = true;
+                }
             }
         }
         None
@@ -797,7 +801,7 @@ mod loop_tests {
     }
 
     #[test]
-    fn a_transfer_end_is_counted_and_asks_for_a_pass() {
+    fn a_transfer_end_is_counted_and_asks_for_a_pass_when_tasks_moved() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut d = daemon(dir.path());
         let mut reclaim = memory::Reclaimer::new(now());
@@ -813,11 +817,41 @@ mod loop_tests {
             resumed_from: 0,
             sent: None,
         };
-        let woke = Woke::Event(Some(Event::Transfer(done)));
+        let woke = Woke::Event(Some(Event::Transfer(done.clone())));
         assert_eq!(d.dispatch(woke, &mut reclaim), None);
         assert_eq!(d.transfers.bytes_moved(), (1000, 0));
         assert_eq!(d.state_epoch, epoch + 1);
+        assert!(!d.tick_soon, "nothing moved, yet a pass at once");
+
+        // A task waiting for its input file: a failed attempt to be retried leaves it
+        // waiting (the next pass will do); a failure for good fails it: a pass at once.
+        let mut state = ferrite_proto::client_state::synthetic(1, 1);
+        let ps = &mut state.projects[0];
+        ps.results[0].state = ferrite_proto::client_state::ResultState::FilesDownloading;
+        let file = ps.workunits[0].input_files[0].file_name.clone();
+        if let Some(f) = ps.file_mut(&file) {
+            f.status = 0;
+        }
+        let project = ps.project.master_url.clone();
+        d.state = state;
+        let failed = |permanent| transfers::TransferDone {
+            project: project.clone(),
+            file: file.clone(),
+            result: Err("connection refused".into()),
+            code: transfers::ERR_RESULT_DOWNLOAD,
+            permanent,
+            ..done.clone()
+        };
+        let woke = Woke::Event(Some(Event::Transfer(failed(false))));
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
+        assert!(!d.tick_soon, "a retry asked for a pass at once");
+        let woke = Woke::Event(Some(Event::Transfer(failed(true))));
+        assert_eq!(d.dispatch(woke, &mut reclaim), None);
         assert!(d.tick_soon);
+        assert_eq!(
+            d.state.projects[0].results[0].state,
+            ferrite_proto::client_state::ResultState::ComputeError
+        );
     }
 
     #[test]

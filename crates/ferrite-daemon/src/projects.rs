@@ -31,6 +31,7 @@ use crate::tuning::Tuning;
 
 pub(crate) mod applying;
 pub(crate) mod disk;
+pub(crate) mod garbage;
 pub(crate) mod old_results;
 
 pub(crate) use disk::{disk_figures, disk_shares, volume_space};
@@ -155,6 +156,8 @@ pub struct ProjectLoop {
     pub(crate) rpc_counts: BTreeMap<String, (u64, u64)>,
     /// Tasks acknowledged in the last hour, oldest first (`get_old_results`).
     pub old_results: std::collections::VecDeque<OldResult>,
+    /// When the clean-up after acknowledgements must walk every result.
+    pub(crate) garbage: garbage::GarbageWatch,
     /// The attach wizard's web RPCs, by [`WebRpcKind`].
     pub web: [WebRpcState; 3],
     /// The data directory could take nothing more at the last look (see
@@ -188,6 +191,7 @@ impl Default for ProjectLoop {
             web: Default::default(),
             rpc_counts: BTreeMap::new(),
             old_results: std::collections::VecDeque::new(),
+            garbage: Default::default(),
             storage_full: false,
             tuning: Tuning::default(),
             sent_trickles: Default::default(),

@@ -84,7 +84,7 @@ pub struct TransferContext<'a> {
 }
 
 /// The end of one transfer attempt, sent back to the main loop.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TransferDone {
     /// Project master URL.
     pub project: String,
@@ -104,6 +104,16 @@ pub struct TransferDone {
     pub resumed_from: u64,
     /// Uploads: the size and MD5 of what was sent, reported with the result.
     pub sent: Option<(u64, String)>,
+}
+
+/// What a transfer attempt's end did to the state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ended {
+    /// The state changed (the file's retry figures at least): to be saved.
+    pub changed: bool,
+    /// The file became present, uploaded or failed for good, and its tasks were moved
+    /// along: one may start or be reported, so a pass should follow at once.
+    pub moved: bool,
 }
 
 /// A transfer under way.
@@ -538,8 +548,8 @@ impl Transfers {
         active
     }
 
-    /// Applies the end of a transfer; returns true when the state changed.
-    pub fn finished(&mut self, done: TransferDone, state: &mut ClientState, now: f64) -> bool {
+    /// Applies the end of a transfer; says whether the state changed and whether tasks moved.
+    pub fn finished(&mut self, done: TransferDone, state: &mut ClientState, now: f64) -> Ended {
         let key = (done.project.clone(), done.file.clone());
         let active = self.active.remove(&key);
         let elapsed = active
@@ -558,15 +568,16 @@ impl Transfers {
             record_transfer(&mut state.net_stats, dir, *n as f64, elapsed, now);
         }
         let Some(ps) = state.project_mut(&done.project) else {
-            return false;
+            return Ended::default();
         };
         let code_sign_key = ps.project.code_sign_key.clone();
         let pdir = config::project_dir(&self.dir, &done.project);
         let u = self.jitter.next_unit();
         let direction = if done.upload { "upload" } else { "download" };
         let Some(f) = ps.file_mut(&done.file) else {
-            return false;
+            return Ended::default();
         };
+        let before = (f.status, f.uploaded);
         let mut retry = f
             .persistent_file_xfer
             .as_deref()
@@ -685,12 +696,21 @@ impl Transfers {
                 }
             }
         }
+        // Only a file that became present, uploaded or failed can move tasks along: a
+        // retry, the common end of a failure, leaves the tasks where they are (no walk over
+        // every waiting task at each failed attempt).
+        let moves = (f.status, f.uploaded) != before;
         if !done.upload && done.result.is_ok() {
             // A project file that arrived gets its link file.
             crate::project_files::write_links(&self.dir, ps, Some(&done.file));
         }
-        self.move_results_along(ps, now);
-        true
+        if moves {
+            self.move_results_along(ps, now);
+        }
+        Ended {
+            changed: true,
+            moved: moves,
+        }
     }
 
     /// App-version files are watched: one whose size or modification time changed since it
@@ -953,58 +973,4 @@ pub(crate) fn file_stamp(meta: &std::fs::Metadata) -> FileStamp {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const URL: &str = "http://127.0.0.1/test/";
-
-    /// A state with one project whose app version's one file `app` is downloaded.
-    fn state_with_app() -> ClientState {
-        let xml = format!(
-            "<client_state><project><master_url>{URL}</master_url></project>\
-             <app><name>a</name></app>\
-             <file><name>app</name><nbytes>3</nbytes><status>1</status></file>\
-             <app_version><app_name>a</app_name><version_num>100</version_num>\
-             <file_ref><file_name>app</file_name><main_program/></file_ref></app_version>\
-             </client_state>"
-        );
-        ClientState::parse(&xml, "client_state.xml")
-            .expect("state")
-            .value
-    }
-
-    #[test]
-    fn an_app_file_fetched_again_after_a_detach_is_not_taken_for_a_changed_one() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let pdir = config::project_dir(dir.path(), URL);
-        std::fs::create_dir_all(&pdir).expect("mkdir");
-        let app = pdir.join("app");
-        std::fs::write(&app, "one").expect("write");
-        let mut t = Transfers::new(dir.path());
-        let mut state = state_with_app();
-        assert!(
-            !t.check_app_files(&mut state),
-            "first sight records the file"
-        );
-
-        // Detach: the project and its directory go; re-attach: the file comes again, with
-        // another modification time (and here another size).
-        config::detach_project(dir.path(), &mut state, URL).expect("detach");
-        assert!(!t.check_app_files(&mut state));
-        std::fs::create_dir_all(&pdir).expect("mkdir");
-        std::fs::write(&app, "other").expect("write");
-        let mut state = state_with_app();
-        assert!(
-            !t.check_app_files(&mut state),
-            "the new copy was taken for a changed file"
-        );
-        assert!(app.exists());
-        assert_eq!(state.projects[0].files[0].status, 1);
-
-        // A change after that is still caught.
-        std::fs::write(&app, "tampered").expect("write");
-        assert!(t.check_app_files(&mut state));
-        assert_eq!(state.projects[0].files[0].status, 0);
-        assert!(!app.exists());
-    }
-}
+mod tests;

@@ -19,7 +19,10 @@ impl Daemon {
 
     /// A transfer attempt ended ([`Event::Transfer`](crate::event::Event::Transfer)): the byte
     /// counts and the daily history learn it, then the transfers apply it to the state.
-    pub(crate) fn transfer_done(&mut self, done: transfers::TransferDone, t: f64) {
+    /// True when tasks moved along (the file became present, uploaded or failed for good):
+    /// a pass should follow at once. An attempt to be retried waits for the next pass, so a
+    /// run of failing downloads does not bring a pass over every task at each failure.
+    pub(crate) fn transfer_done(&mut self, done: transfers::TransferDone, t: f64) -> bool {
         let tz = self.state.host_info.timezone;
         self.transfers.count_attempt(&done, t, tz);
         let fresh = match (&done.result, &done.download) {
@@ -28,7 +31,8 @@ impl Daemon {
             }
             _ => None,
         };
-        if self.transfers.finished(done, &mut self.state, t) {
+        let ended = self.transfers.finished(done, &mut self.state, t);
+        if ended.changed {
             self.save.mark_dirty(t);
         }
         // A verified app file: its first check after a restart need not hash it.
@@ -43,6 +47,7 @@ impl Daemon {
                 &md5,
             );
         }
+        ended.moved
     }
 
     /// The transfers' turn of a pass: due downloads and uploads start, on the HTTP client the

@@ -1,8 +1,6 @@
 //! What transfers mean for tasks: the files each task needs moved now, and results moved
 //! along after their files changed.
 
-use std::collections::HashSet;
-
 use ferrite_proto::client_state::{FileRef, ProjectLookup, ProjectState, ResultState, TaskResult};
 use tracing::{info, warn};
 
@@ -168,9 +166,11 @@ impl Plan {
     /// each once, in the order the tasks name them, as (position in `ps.files`, upload).
     pub(super) fn wanted(&self, ps: &ProjectState) -> Vec<(usize, bool)> {
         let mut out: Vec<(usize, bool)> = Vec::new();
-        let mut seen: HashSet<usize> = HashSet::new();
+        // The files already listed, by position: a bit per file, not a hash per look.
+        let mut seen = vec![false; ps.files.len()];
         let mut push = |i: usize, upload: bool| {
-            if seen.insert(i) {
+            if let Some(s) = seen.get_mut(i).filter(|s| !**s) {
+                *s = true;
                 out.push((i, upload));
             }
         };
@@ -416,5 +416,41 @@ mod tests {
         assert_eq!(ps.results[1].state, ResultState::New);
         assert_eq!(plan.wanted(&ps), vec![(1, false)]);
         assert!(!plan.update(&mut ps, 11.0), "nothing more changed");
+    }
+
+    /// Files several waiting tasks name are wanted once each, in the order the tasks first
+    /// name them, as a set of the positions listed would have them.
+    #[test]
+    fn a_file_many_tasks_need_is_wanted_once() {
+        use ferrite_proto::client_state::synthetic;
+        let mut state = synthetic(1, 30);
+        let ps = &mut state.projects[0];
+        for r in &mut ps.results {
+            r.state = ResultState::New;
+        }
+        for f in &mut ps.files {
+            f.status = 0;
+        }
+        // Every third workunit takes the first one's inputs too.
+        let shared = ps.workunits[0].input_files.clone();
+        for w in ps.workunits.iter_mut().skip(1).step_by(3) {
+            w.input_files.extend(shared.iter().cloned());
+        }
+        let plan = Plan::new(ps);
+        let wanted = plan.wanted(ps);
+        let mut seen = std::collections::HashSet::new();
+        let mut expected = Vec::new();
+        for n in &plan.tasks {
+            for &i in &n.files {
+                if ps.files[i].download_urls.is_empty() {
+                    continue;
+                }
+                if seen.insert(i) {
+                    expected.push((i, false));
+                }
+            }
+        }
+        assert!(expected.len() > 30, "{}", expected.len());
+        assert_eq!(wanted, expected);
     }
 }

@@ -8,7 +8,9 @@
 //! as [`apply_reply`] of the whole reply does (same objects, same run order); only the
 //! order in which files and workunits are listed may differ.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap;
 
 use ferrite_proto::client_state::{ClientState, FileInfo, ProjectState, TaskResult, Workunit};
 use ferrite_proto::sched_reply::SchedulerReply;
@@ -74,13 +76,13 @@ pub fn split_tasks(reply: &mut SchedulerReply, size: usize) -> Vec<TaskBatch> {
     }
     // Each workunit and file goes with the earliest batch that names it; one named by
     // nothing held back stays in the reply.
-    let mut wu_batch: HashMap<String, usize> = HashMap::new();
+    let mut wu_batch: FxHashMap<String, usize> = FxHashMap::default();
     for (b, r) in &results {
         let e = wu_batch.entry(r.wu_name.clone()).or_insert(*b);
         *e = (*e).min(*b);
     }
     let wu_of = |name: &str| wu_batch.get(name).copied().unwrap_or(0);
-    let mut file_batch: HashMap<String, usize> = HashMap::new();
+    let mut file_batch: FxHashMap<String, usize> = FxHashMap::default();
     let mut name_file = |name: &str, b: usize| {
         let e = file_batch.entry(name.to_owned()).or_insert(b);
         *e = (*e).min(b);

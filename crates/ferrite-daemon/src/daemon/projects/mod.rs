@@ -1,5 +1,6 @@
 //! The project loop's glue: the scheduler poll (`poll.rs`), a reply applied (`reply.rs`)
-//! and taken in over several turns (`applying.rs`), and a project reset. They borrow the
+//! and taken in over several turns (`applying.rs`), the clean-up after the servers'
+//! acknowledgements (`garbage.rs`), and a project reset. They borrow the
 //! state, the task table, the transfers and the project loop (`projects.rs`) at once.
 
 use std::fs;
@@ -9,6 +10,7 @@ use ferrite_proto::client_state::RpcReason;
 use crate::{config, Daemon};
 
 mod applying;
+mod garbage;
 mod poll;
 mod reply;
 

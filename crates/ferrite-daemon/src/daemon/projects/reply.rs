@@ -1,7 +1,7 @@
 //! A scheduler operation's end: master pages, scheduler replies applied to the state,
 //! failures backed off, and the clean-up that follows the server's acknowledgements.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
 
 use ferrite_project::reply::{
@@ -15,12 +15,11 @@ use ferrite_proto::sched_reply::ReplyMessage;
 use ferrite_sched::{Jitter, ResourceId};
 use tracing::{error, info, warn};
 
-use crate::config::{self, write_atomic, GLOBAL_PREFS};
+use crate::config::{write_atomic, GLOBAL_PREFS};
 use crate::projects::applying::Applying;
-use crate::projects::old_results::OLD_RESULT_KEEP;
 use crate::projects::{
-    disk_figures, resource_name, root_refusal, rpc_backoff, OldResult, OpDone, ReadReply,
-    RefusalCauses, ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
+    disk_figures, resource_name, root_refusal, rpc_backoff, OpDone, ReadReply, RefusalCauses,
+    ERR_ATTACH_FAIL_DOWNLOAD, ERR_ATTACH_FAIL_INIT, ERR_RSC_LIMIT_EXCEEDED,
 };
 use crate::Daemon;
 
@@ -132,6 +131,13 @@ impl Daemon {
                 return;
             }
         };
+        if outcome
+            .events
+            .iter()
+            .any(|e| matches!(e, ReplyEvent::Acked(_)))
+        {
+            self.projects.garbage.acked();
+        }
         // As the official client: the reply's messages (even "Project is temporarily shut
         // down for maintenance") and the delay asked for, before anything else.
         let got_notice = self.show_reply_messages(url, &outcome.messages, reply.request_delay);
@@ -578,116 +584,6 @@ impl Daemon {
         }
         if let Err(e) = write_atomic(&path, &acct.to_xml()) {
             error!("cannot write {}: {e}", path.display());
-        }
-    }
-
-    /// Removes what the server acknowledged: results, then workunits without results, then
-    /// files nothing refers to (deleted from disk unless sticky); detaches projects marked
-    /// "detach when done" once they have no task left.
-    pub(super) fn collect_garbage(&mut self, t: f64) {
-        let mut changed = false;
-        let mut detach = Vec::new();
-        let mut old: Vec<(String, String, TaskResult)> = Vec::new();
-        for ps in &mut self.state.projects {
-            let url = ps.project.master_url.clone();
-            let before = ps.results.len();
-            let mut gone = Vec::new();
-            ps.results.retain(|r| {
-                let keep = !(r.got_server_ack && r.ready_to_report);
-                if !keep {
-                    gone.push(r.clone());
-                }
-                keep
-            });
-            if !gone.is_empty() {
-                let look = ProjectLookup::new(ps);
-                old.extend(gone.into_iter().map(|r| {
-                    let app = look
-                        .workunit(&r.wu_name)
-                        .map(|w| w.app_name.clone())
-                        .unwrap_or_default();
-                    (url.clone(), app, r)
-                }));
-            }
-            if ps.results.len() != before {
-                changed = true;
-                let live: std::collections::HashSet<&str> =
-                    ps.results.iter().map(|r| r.wu_name.as_str()).collect();
-                ps.workunits.retain(|w| live.contains(w.name.as_str()));
-                let mut used: BTreeMap<&str, ()> = BTreeMap::new();
-                for w in &ps.workunits {
-                    for f in &w.input_files {
-                        used.insert(&f.file_name, ());
-                    }
-                }
-                for r in &ps.results {
-                    for f in &r.output_files {
-                        used.insert(&f.file_name, ());
-                    }
-                }
-                for v in &ps.app_versions {
-                    for f in &v.file_refs {
-                        used.insert(&f.file_name, ());
-                    }
-                }
-                // Files of `<project_files>` stay while the project lists them.
-                for f in &ps.project_files {
-                    used.insert(&f.file_name, ());
-                }
-                let pdir = config::project_dir(&self.dir, &url);
-                let mut unused = Vec::new();
-                // An anonymous project's own files (app_info.xml) are the volunteer's: kept.
-                let anonymous = ps.project.anonymous_platform;
-                ps.files.retain(|f| {
-                    let keep = used.contains_key(f.name.as_str())
-                        || f.sticky
-                        || f.is_user_file
-                        || (anonymous && ferrite_project::anonymous::is_local_file(f));
-                    if !keep {
-                        unused.push(f.name.clone());
-                    }
-                    keep
-                });
-                for f in unused {
-                    if ferrite_project::names::check_file_name(&f).is_ok() {
-                        let _ = fs::remove_file(pdir.join(&f));
-                    }
-                }
-            }
-            if ps.project.detach_when_done && ps.results.is_empty() {
-                detach.push(url);
-            }
-        }
-        while self
-            .projects
-            .old_results
-            .front()
-            .is_some_and(|o| o.create_time < t - OLD_RESULT_KEEP)
-        {
-            self.projects.old_results.pop_front();
-        }
-        for (url, app_name, r) in old {
-            info!(project = %url, "task {} acknowledged by the server; removed", r.name);
-            self.projects.old_results.push_back(OldResult {
-                project_url: url,
-                result_name: r.name.clone(),
-                app_name,
-                exit_status: r.exit_status,
-                elapsed_time: r.final_elapsed_time,
-                cpu_time: r.final_cpu_time,
-                completed_time: r.completed_time,
-                create_time: t,
-            });
-        }
-        for url in detach {
-            match config::detach_project(&self.dir, &mut self.state, &url) {
-                Ok(_) => info!(project = %url, "detached: its tasks are done"),
-                Err(e) => error!("detaching from {url}: {e}"),
-            }
-            changed = true;
-        }
-        if changed {
-            self.save.mark_dirty(t);
         }
     }
 }
