@@ -257,8 +257,25 @@ pub fn apply_gpu_probe(host: &mut HostInfo, probe: &GpuProbe) {
 }
 
 /// Size and free space of the file system holding `path` (free = available to unprivileged
-/// users, as the official client reports).
+/// users, as the official client reports). A path not made yet (a data directory before the
+/// first start) is on the file system of its nearest existing ancestor.
 pub fn filesystem_space(path: &Path) -> std::io::Result<(f64, f64)> {
+    let mut at = path;
+    loop {
+        match statvfs_space(at) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                at = match at.parent() {
+                    Some(p) if p.as_os_str().is_empty() => Path::new("."),
+                    Some(p) => p,
+                    None => return Err(e),
+                };
+            }
+            other => return other,
+        }
+    }
+}
+
+fn statvfs_space(path: &Path) -> std::io::Result<(f64, f64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -454,5 +471,23 @@ fn detect_host_impl(cfg: &HostProbeConfig) -> HostDetection {
         host,
         details,
         warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_not_made_yet_is_measured_on_its_nearest_existing_ancestor() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (total, _) = filesystem_space(dir.path()).expect("the temporary directory");
+        assert!(total > 0.0);
+        let later = dir.path().join("boinc").join("data");
+        let (later_total, _) = filesystem_space(&later).expect("measured on its ancestor");
+        assert_eq!(later_total, total);
+        // A relative path with no existing part is measured where it would be made.
+        let (here, _) = filesystem_space(Path::new("no-such-data-dir-here")).expect("here");
+        assert_eq!(here, filesystem_space(Path::new(".")).expect(".").0);
     }
 }
