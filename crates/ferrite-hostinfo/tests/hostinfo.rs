@@ -297,15 +297,27 @@ fn detect_host_on_this_machine() {
 }
 
 #[test]
-fn missing_data_dir_is_a_warning_not_a_failure() {
+fn missing_data_dir_is_measured_on_its_ancestor_and_a_bad_one_is_a_warning() {
+    // Not made yet (before the first start): its disk is the one it will be made on.
     let det = HostDetector::new(HostProbeConfig::new("/nonexistent/ferrite-data"));
+    let found = det.detect_host();
+    assert!(found.host.d_total > 0.0, "{:?}", found.host);
+    assert!(
+        !found.warnings.iter().any(|w| w.contains("ferrite-data")),
+        "{:?}",
+        found.warnings
+    );
+    // Under a plain file it can never be made: a warning, not a failure.
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    let bad = file.path().join("ferrite-data");
+    let det = HostDetector::new(HostProbeConfig::new(&bad));
     let found = det.detect_host();
     assert_eq!(found.host.d_total, 0.0);
     assert!(
         found
             .warnings
             .iter()
-            .any(|w| w.contains("/nonexistent/ferrite-data")),
+            .any(|w| w.contains(&bad.display().to_string())),
         "{:?}",
         found.warnings
     );
