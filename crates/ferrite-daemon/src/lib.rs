@@ -72,7 +72,7 @@ use crate::host::BENCHMARK_CHECK_SECS;
 const GUI_RPC_START_WAIT: Duration = Duration::from_secs(5);
 use crate::lock::DirLock;
 use crate::logging::LogHandle;
-use crate::turn::{TurnTimer, Woke};
+use crate::turn::{plan_turn, TurnPlan, TurnTimer, Woke};
 
 /// The running client: the state and, grouped by part of the loop, the owners that handle
 /// its events.
@@ -177,23 +177,31 @@ impl Daemon {
         self.sync_log_project_names();
         // The first pass goes in two stages, the loop serving GUI RPC between them.
         let mut first_pass = Some(FirstPass::start());
+        let mut last = TurnPlan::START;
         let reason = loop {
             let woke = self.wait(&clock).await;
             let turn = TurnTimer::start(woke.kind());
             if let Some(why) = self.dispatch(woke, &mut clock.reclaim) {
                 break why;
             }
-            // A large reply's tasks come in a batch per turn.
-            self.take_in_next_batch();
+            let t = now();
+            let pass_due = match first_pass.as_ref() {
+                Some(first) => first.due(t, self.tick_soon),
+                None => self.tick_soon || t >= clock.next_tick,
+            };
+            // A large reply's tasks come in a batch per turn, in turns without a pass.
+            let plan = plan_turn(pass_due, self.taking_in_reply(), last);
+            last = plan;
+            if plan.batch {
+                self.take_in_next_batch();
+            }
             let dispatched = turn.elapsed();
             self.sync_log_project_names();
             let t = now();
             clock.ping_watchdog(&self.notifier);
             self.watch_host(t);
-            let mut passed = false;
-            if let Some(first) = first_pass.as_mut() {
-                if first.due(t, self.tick_soon) {
-                    passed = true;
+            if plan.pass {
+                if let Some(first) = first_pass.as_mut() {
                     match self.first_pass_stage(first, t) {
                         Ok(Some(next)) => {
                             clock.next_tick = next;
@@ -202,19 +210,20 @@ impl Daemon {
                         Ok(None) => clock.next_tick = first.rest_at,
                         Err(why) => break why,
                     }
-                }
-            } else if self.tick_soon || t >= clock.next_tick {
-                passed = true;
-                match self.pass(t) {
-                    Ok(next) => clock.next_tick = next,
-                    Err(why) => break why,
+                } else {
+                    match self.pass(t) {
+                        Ok(next) => clock.next_tick = next,
+                        Err(why) => break why,
+                    }
                 }
             }
             if self.throttle.wants_poll() {
                 let groups = throttle::groups(&self.tasks, &self.state);
                 self.throttle.poll(&groups, now());
             }
-            self.save.save_if_due(&self.state, t, false);
+            if plan.save {
+                self.save.save_if_due(&self.state, t, false);
+            }
             clock
                 .reclaim
                 .dropped(self.rpc.forget_stale(self.state_epoch));
@@ -226,7 +235,7 @@ impl Daemon {
                 memory::Kept::Everything => self.rpc.forget_kept_replies(),
             }
             memory::release(r);
-            turn.end(dispatched, passed);
+            turn.end(dispatched, plan.pass);
         };
         self.shut_down(reason, servers).await
     }

@@ -1,5 +1,5 @@
-//! What woke the main loop, and how long each turn took: a turn past [`SLOW_TURN`] is logged
-//! with what woke the loop and where the time went.
+//! What woke the main loop, what a turn does ([`plan_turn`]), and how long each turn took: a
+//! turn past [`SLOW_TURN`] is logged with what woke the loop and where the time went.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,43 @@ impl TurnTimer {
     }
 }
 
+/// The long pieces of work one turn does after its event. A batch of a scheduler reply's
+/// tasks, a pass and the save's copy of the state each take tens of milliseconds at 10,000
+/// tasks in a debug build; done in one turn, they add up past what a GUI waits for. So a
+/// turn does at most one of the batch and the pass, and a turn that passed leaves the save
+/// to the next: the GUI RPC calls that came meanwhile are answered between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TurnPlan {
+    /// Take in the next batch of the reply being taken in.
+    pub(crate) batch: bool,
+    /// Run the pass (or the first pass's next stage).
+    pub(crate) pass: bool,
+    /// Save the state if the save is due.
+    pub(crate) save: bool,
+}
+
+/// What the turn does, given whether a pass is due, whether a reply's tasks are being taken
+/// in, and what the last turn did (`last`). A pass due goes first, unless the last turn
+/// passed while a batch waited (a GUI asking for a pass at every turn does not hold a reply
+/// back); the save waits one turn at most.
+pub(crate) fn plan_turn(pass_due: bool, taking_in: bool, last: TurnPlan) -> TurnPlan {
+    let pass = pass_due && !(taking_in && last.pass);
+    TurnPlan {
+        batch: taking_in && !pass,
+        pass,
+        save: !pass || !last.save,
+    }
+}
+
+impl TurnPlan {
+    /// The plan before the first turn: as if the last turn had saved and not passed.
+    pub(crate) const START: TurnPlan = TurnPlan {
+        batch: false,
+        pass: false,
+        save: true,
+    };
+}
+
 /// What woke the main loop.
 pub(crate) enum Woke {
     /// The earliest timer came (or a second passed).
@@ -76,5 +113,69 @@ impl Woke {
                 Event::AcctMgr(_) => "account manager",
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The turns a loop makes, each given whether a pass is due and a reply is being taken in.
+    fn turns(inputs: &[(bool, bool)]) -> Vec<TurnPlan> {
+        let mut last = TurnPlan::START;
+        inputs
+            .iter()
+            .map(|&(pass_due, taking_in)| {
+                last = plan_turn(pass_due, taking_in, last);
+                last
+            })
+            .collect()
+    }
+
+    const fn p(batch: bool, pass: bool, save: bool) -> TurnPlan {
+        TurnPlan { batch, pass, save }
+    }
+
+    #[test]
+    fn a_pass_puts_the_save_off_to_the_next_turn() {
+        assert_eq!(turns(&[(false, false)]), vec![p(false, false, true)]);
+        assert_eq!(
+            turns(&[(true, false), (false, false)]),
+            vec![p(false, true, false), p(false, false, true)]
+        );
+    }
+
+    #[test]
+    fn a_batch_and_a_pass_never_share_a_turn() {
+        // A pass falls due while a reply's tasks come in: its turn takes in no batch.
+        let plan = turns(&[(false, true), (true, true), (false, true), (false, false)]);
+        assert_eq!(
+            plan,
+            vec![
+                p(true, false, true),
+                p(false, true, false),
+                p(true, false, true),
+                p(false, false, true),
+            ]
+        );
+        assert!(plan.iter().all(|t| !(t.batch && t.pass)));
+    }
+
+    #[test]
+    fn passes_asked_for_at_every_turn_do_not_hold_a_reply_back() {
+        let plan = turns(&[(true, true); 6]);
+        assert_eq!(plan.iter().filter(|t| t.batch).count(), 3, "{plan:?}");
+        assert_eq!(plan.iter().filter(|t| t.pass).count(), 3, "{plan:?}");
+    }
+
+    #[test]
+    fn the_save_waits_one_turn_at_most() {
+        // Passes in turn after turn: the save is put off after one pass, never after two.
+        let plan = turns(&[(true, false); 5]);
+        assert!(plan.iter().all(|t| t.pass));
+        assert!(plan.windows(2).all(|w| w[0].save || w[1].save), "{plan:?}");
+        // A turn after a pass that put the save off saves, pass or not.
+        let plan = turns(&[(true, false), (true, false), (false, false)]);
+        assert_eq!(plan[1], p(false, true, true));
     }
 }
