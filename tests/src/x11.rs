@@ -109,6 +109,65 @@ impl Xvfb {
         Some((field("X")?, field("Y")?, field("WIDTH")?, field("HEIGHT")?))
     }
 
+    /// What the display is doing, for a failure's message: whether it answers a client and
+    /// what its server printed.
+    pub fn describe(&self) -> String {
+        let answers = self.xdotool(&["getdisplaygeometry"]).is_some();
+        format!(
+            "Xvfb {} (pid {}): {}; its output:\n{}",
+            self.display,
+            self._proc.pid(),
+            if answers {
+                "answering"
+            } else {
+                "NOT answering"
+            },
+            self._proc.output()
+        )
+    }
+
+    /// Starts the GUI program `make()` builds on this display and waits (at most 60 s) until
+    /// it has a window. A program that ends before that because it could not open the
+    /// display (GTK: "Unable to initialize GTK+") is started once more, the display's state
+    /// printed; any other early end, or a second failure, panics with both outputs.
+    pub fn spawn_gui(&self, make: impl Fn() -> Command) -> Proc {
+        let mut first_output = None;
+        for _ in 0..2 {
+            let mut p = Proc::spawn(make());
+            let pid = p.pid().to_string();
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(60) {
+                if self
+                    .xdotool(&["search", "--pid", &pid])
+                    .is_some_and(|w| !w.trim().is_empty())
+                {
+                    return p;
+                }
+                if p.has_exited() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(200));
+            }
+            let out = p.output();
+            let cannot_open =
+                out.contains("Unable to initialize GTK") || out.contains("cannot open display");
+            assert!(
+                cannot_open && first_output.is_none(),
+                "the GUI program did not show a window within 60 s or ended;\n\
+                 its output:\n{out}\nan earlier try's:\n{}\n{}",
+                first_output.unwrap_or_default(),
+                self.describe()
+            );
+            eprintln!(
+                "the GUI program could not open {}; starting it again. {}",
+                self.display,
+                self.describe()
+            );
+            first_output = Some(out);
+        }
+        unreachable!("the loop returns or panics");
+    }
+
     /// Takes a screenshot of the whole screen.
     pub fn screenshot(&self) -> Image {
         let out = Command::new("xwd")

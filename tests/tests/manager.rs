@@ -58,7 +58,7 @@ fn ferrited(dir: &Path, port: u16, server: &Server, attach: bool) -> Proc {
 /// The Manager, started in data directory `dir` with its own `home` (advanced view, no
 /// client of its own), connected to `port`.
 fn manager(x: &Xvfb, dir: &Path, home: &Path, port: u16) -> Proc {
-    Proc::spawn(manager_command(x, dir, home, port))
+    x.spawn_gui(|| manager_command(x, dir, home, port))
 }
 
 /// The command of [`manager`].
@@ -313,6 +313,7 @@ fn manager_windows(x: &Xvfb) -> Vec<String> {
 
 /// Waits until the Manager's widgets satisfy `done`, at most `limit`; the widgets then.
 fn wait_widgets(
+    x: &Xvfb,
     a11y: &Accessibility,
     mgr: &Proc,
     what: &str,
@@ -327,12 +328,13 @@ fn wait_widgets(
         }
         assert!(
             t0.elapsed() < limit,
-            "{what}: not on screen within {limit:?}; showing:\n{}\n--- Manager ---\n{}",
+            "{what}: not on screen within {limit:?}; showing:\n{}\n--- Manager ---\n{}\n{}",
             widgets
                 .iter()
                 .map(|w| format!("{w:?}\n"))
                 .collect::<String>(),
-            mgr.output()
+            mgr.output(),
+            x.describe()
         );
         thread::sleep(Duration::from_millis(300));
     }
@@ -415,7 +417,7 @@ fn use_account_manager(
 ) -> Vec<String> {
     let long = Duration::from_secs(120);
     // The Add Project wizard, opened by itself: Cancel, and Yes to "really cancel?".
-    wait_widgets(a11y, mgr, "the Add Project wizard", long, |w| {
+    wait_widgets(x, a11y, mgr, "the Add Project wizard", long, |w| {
         shows_label(w, "Choose a project")
     });
     let t0 = Instant::now();
@@ -436,12 +438,19 @@ fn use_account_manager(
     // Tools → "Use account manager...".
     let before = proxy.requests().len();
     press(x, &main, &["alt+t"]);
-    wait_widgets(a11y, mgr, "the Tools menu", Duration::from_secs(30), |w| {
-        w.iter()
-            .any(|w| w.role == "menu item" && w.name == "Use account manager...")
-    });
+    wait_widgets(
+        x,
+        a11y,
+        mgr,
+        "the Tools menu",
+        Duration::from_secs(30),
+        |w| {
+            w.iter()
+                .any(|w| w.role == "menu item" && w.name == "Use account manager...")
+        },
+    );
     press(x, &main, &["u"]);
-    let widgets = wait_widgets(a11y, mgr, "the account manager wizard", long, |w| {
+    let widgets = wait_widgets(x, a11y, mgr, "the account manager wizard", long, |w| {
         shows_label(w, "Choose an account manager")
     });
     assert!(
@@ -467,27 +476,37 @@ fn use_account_manager(
     // The URL, typed into its field (alt+u: "Account manager &URL:").
     press(x, &wizard, &["alt+u", "ctrl+a"]);
     type_in(x, &wizard, am_url);
-    wait_widgets(a11y, mgr, "the typed URL", Duration::from_secs(30), |w| {
-        shows_text(w, "text", am_url)
-    });
+    wait_widgets(
+        x,
+        a11y,
+        mgr,
+        "the typed URL",
+        Duration::from_secs(30),
+        |w| shows_text(w, "text", am_url),
+    );
     let choose = page_shot(x, &format!("acct_mgr_wizard_{tag}_1_choose"));
 
     // Next: the Manager asks the client for the URL's project config, which says it is an
     // account manager by that name; then the account page.
     press(x, &wizard, &["alt+n"]);
     let title = format!("Identify your account at {AM_NAME}");
-    wait_widgets(a11y, mgr, &title, long, |w| shows_label(w, &title));
+    wait_widgets(x, a11y, mgr, &title, long, |w| shows_label(w, &title));
     type_in(x, &wizard, login);
     press(x, &wizard, &["Tab"]);
     type_in(x, &wizard, "secret");
-    wait_widgets(a11y, mgr, "the typed name", Duration::from_secs(30), |w| {
-        shows_text(w, "text", login)
-    });
+    wait_widgets(
+        x,
+        a11y,
+        mgr,
+        "the typed name",
+        Duration::from_secs(30),
+        |w| shows_text(w, "text", login),
+    );
     let account = page_shot(x, &format!("acct_mgr_wizard_{tag}_2_account"));
 
     // Next: the client runs the account manager RPC; the Manager polls it to the end.
     press(x, &wizard, &["alt+n"]);
-    wait_widgets(a11y, mgr, "the completion page", long, |w| {
+    wait_widgets(x, a11y, mgr, "the completion page", long, |w| {
         shows_label(w, "Now using account manager")
     });
     let done = page_shot(x, &format!("acct_mgr_wizard_{tag}_3_done"));
@@ -640,9 +659,11 @@ fn boinc_manager_account_manager_wizard_joins_through_ferrited_as_through_the_of
     let proxy = RecordingProxy::start(port);
     let x = Xvfb::start();
     let a11y = Accessibility::start(&x, tmp.path());
-    let mut cmd = manager_command(&x, &dir, &tmp.path().join("home"), proxy.port);
-    a11y.env(&mut cmd);
-    let mgr = Proc::spawn(cmd);
+    let mgr = x.spawn_gui(|| {
+        let mut cmd = manager_command(&x, &dir, &tmp.path().join("home"), proxy.port);
+        a11y.env(&mut cmd);
+        cmd
+    });
     let requests = use_account_manager(
         &x,
         &a11y,
@@ -665,9 +686,11 @@ fn boinc_manager_account_manager_wizard_joins_through_ferrited_as_through_the_of
     let official = OfficialClient::start(&odir);
     let _ = official.boinccmd(&["--set_network_mode", "always"]);
     let oproxy = RecordingProxy::start(official.port());
-    let mut cmd = manager_command(&x, &odir, &tmp.path().join("home2"), oproxy.port);
-    a11y.env(&mut cmd);
-    let mgr = Proc::spawn(cmd);
+    let mgr = x.spawn_gui(|| {
+        let mut cmd = manager_command(&x, &odir, &tmp.path().join("home2"), oproxy.port);
+        a11y.env(&mut cmd);
+        cmd
+    });
     let orequests = use_account_manager(
         &x,
         &a11y,
