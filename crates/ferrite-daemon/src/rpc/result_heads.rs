@@ -121,6 +121,9 @@ pub struct ResultHeads {
     heads: Vec<Option<Head>>,
     /// Heads written anew so far (kept or not).
     written: u64,
+    /// A reply listed every result since the heads were last forgotten (a GUI lists them,
+    /// even while there are none yet).
+    listed: bool,
 }
 
 impl ResultHeads {
@@ -145,14 +148,35 @@ impl ResultHeads {
         }
     }
 
-    /// Drops the results past the first `n` (the state holds fewer now).
+    /// Writes ahead the heads of `results`, the first at position `first`, that lie past the
+    /// heads kept so far: a reply's new tasks, a batch at a time as they come in, rather than
+    /// all in the next reply. Only while heads are kept (a GUI lists the results); the reply
+    /// still checks each against its result.
+    pub fn write_ahead(&mut self, first: usize, results: &[TaskResult], project_url: &str) {
+        if !self.listed {
+            return;
+        }
+        let from = self.heads.len().max(first);
+        let Some(new) = results.get(from - first..) else {
+            return;
+        };
+        for r in new {
+            self.written += 1;
+            self.heads.push(Head::build(r, project_url));
+        }
+    }
+
+    /// A reply listed every result, `n` of them: the heads past them go (the state holds
+    /// fewer now).
     pub fn truncate(&mut self, n: usize) {
         self.heads.truncate(n);
+        self.listed = true;
     }
 
     /// Forgets every head (the memory goes back while the GUIs are quiet).
     pub fn clear(&mut self) {
         self.heads = Vec::new();
+        self.listed = false;
     }
 
     /// How many heads were written anew so far.
@@ -234,5 +258,37 @@ mod tests {
         assert_eq!(w.finish().to_text(), want.finish());
         heads.clear();
         assert_eq!(heads.bytes(), 0);
+    }
+
+    #[test]
+    fn heads_written_ahead_are_the_heads_a_reply_writes_and_are_not_written_again() {
+        let state = synthetic(1, 30);
+        let ps = &state.projects[0];
+        let url = ps.project.master_url.as_str();
+        let mut heads = ResultHeads::default();
+        // No GUI lists the results: nothing is written ahead.
+        heads.write_ahead(0, &ps.results, url);
+        assert_eq!((heads.written(), heads.bytes()), (0, 0));
+        for (i, r) in ps.results[..10].iter().enumerate() {
+            kept(&mut heads, i, r, url);
+        }
+        heads.truncate(10);
+        assert_eq!(heads.written(), 10);
+        // The ten more that came in: written ahead, those kept left alone.
+        heads.write_ahead(0, &ps.results[..20], url);
+        assert_eq!(heads.written(), 20);
+        // A range that ends before the kept heads adds nothing.
+        heads.write_ahead(0, &ps.results[..5], url);
+        assert_eq!(heads.written(), 20);
+        // The reply writes every head as a fresh one would, taking the written ones.
+        for (i, r) in ps.results.iter().enumerate() {
+            assert_eq!(kept(&mut heads, i, r, url), head(r, url));
+        }
+        assert_eq!(heads.written(), 30, "the heads written ahead were used");
+        // A GUI listed no results yet (there were none): the first ones are written ahead.
+        heads.clear();
+        heads.truncate(0);
+        heads.write_ahead(0, &ps.results[..3], url);
+        assert_eq!(heads.written(), 33);
     }
 }

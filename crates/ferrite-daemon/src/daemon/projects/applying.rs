@@ -49,7 +49,10 @@ impl Daemon {
                 &mut a.index,
             );
             match applied {
-                Ok(o) => a.outcome.absorb(o),
+                Ok(o) => {
+                    a.outcome.absorb(o);
+                    self.write_result_heads_ahead(&a.url);
+                }
                 Err(e) => {
                     warn!("{e}: the rest of its reply is dropped");
                     self.projects.busy = None;

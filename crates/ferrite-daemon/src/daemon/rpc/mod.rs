@@ -389,6 +389,43 @@ mod tests {
     }
 
     #[test]
+    fn heads_written_ahead_for_new_results_give_the_reply_a_fresh_one_gives() {
+        let (_dir, mut d) = daemon_attached_to("http://p.example/");
+        d.state = ferrite_proto::client_state::synthetic(3, 300);
+        let all = Request::GetResults { active_only: false };
+        // A GUI lists the results while the last project has none yet.
+        let results = std::mem::take(&mut d.state.projects[2].results);
+        let _ = d.gui_rpc_reply(all.clone());
+        d.state.projects[2].results = results;
+        d.write_result_heads_ahead(&d.state.projects[2].project.master_url.clone());
+        let _ = d.gui_rpc_reply(all.clone());
+        let written = d.rpc.result_heads.borrow().written();
+        // New results at the end of a project's list, as a scheduler reply's batch adds them.
+        let ps = &mut d.state.projects[2];
+        let more: Vec<_> = ps.results[..40]
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.name.push_str("_new");
+                r
+            })
+            .collect();
+        ps.results.extend(more);
+        let url = ps.project.master_url.clone();
+        d.write_result_heads_ahead(&url);
+        assert_eq!(d.rpc.result_heads.borrow().written(), written + 40);
+        let reply = d.gui_rpc_reply(all.clone());
+        assert_eq!(
+            d.rpc.result_heads.borrow().written(),
+            written + 40,
+            "the reply took the heads written ahead"
+        );
+        assert_eq!(reply.matches("_new</name>").count(), 40);
+        d.rpc.forget_kept_replies();
+        assert_eq!(reply, d.gui_rpc_reply(all));
+    }
+
+    #[test]
     fn get_state_from_kept_parts_is_the_state_written_at_once() {
         let (_dir, mut d) = daemon_attached_to("http://p.example/");
         d.state = ferrite_proto::client_state::synthetic(20, 1000);

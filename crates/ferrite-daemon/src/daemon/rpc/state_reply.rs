@@ -243,6 +243,21 @@ impl Daemon {
         gui::write_result_tail(r, &extra, a.zip(live.as_ref()), out.xml());
     }
 
+    /// A batch of a scheduler reply's tasks came in for the project at `url`: while a GUI
+    /// lists the results (their heads are kept), the new results' heads are written now, a
+    /// batch at a time, instead of thousands in the next reply.
+    pub(crate) fn write_result_heads_ahead(&self, url: &str) {
+        let mut pos = 0;
+        for p in &self.state.projects {
+            if p.project.master_url == url {
+                let heads = &mut self.rpc.result_heads.borrow_mut();
+                heads.write_ahead(pos, &p.results, url);
+                return;
+            }
+            pos += p.results.len();
+        }
+    }
+
     /// Every result of project `p`, the first at position `pos` of the state's results.
     fn write_project_results(
         &self,
