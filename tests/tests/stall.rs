@@ -123,12 +123,13 @@ fn results_in(reply: &str) -> usize {
 }
 
 #[test]
-#[ignore = "the main loop still stalls on a reply of 10,000 tasks in a debug build on a loaded \
-            2-core machine: the failing downloads no longer bring a pass per failure, but a \
-            pass over 10,000 tasks still takes 80-310 ms (790 ms once at load average 9), \
-            get_results over thousands of new results 110-320 ms and the save's copy of the \
-            state up to 170 ms; the slowest get_cc_status of a run took 0.13-0.27 s at load \
-            average 4-5, 0.27-0.93 s at 8-9; run with --ignored to see the slow turns"]
+#[ignore = "the main loop still stalls on a reply of 10,000 tasks in a debug build: a turn \
+            now does at most one of a batch, a pass and the save's copy of the state, and the \
+            new results' heads are written batch by batch, but a pass over 10,000 tasks alone \
+            still takes 100-400 ms (the scheduler's world is built afresh each pass) and the \
+            last batch of the reply 110-190 ms; at load average 1 the slowest \
+            get_cc_status of a run took 0.19-0.59 s, get_results 0.08-0.16 s; run with \
+            --ignored to see the slow turns"]
 fn gui_rpc_answers_within_250_ms_while_a_reply_of_ten_thousand_tasks_is_taken_in() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind the scheduler");
     let url = format!("http://{}/", listener.local_addr().expect("address"));
