@@ -123,9 +123,9 @@ fn results_in(reply: &str) -> usize {
 }
 
 #[test]
-#[ignore = "the main loop still stalls on a reply of 10,000 tasks in a debug build: a turn \
-            now does at most one of a batch, a pass and the save's copy of the state, and the \
-            new results' heads are written batch by batch, but a pass over 10,000 tasks alone \
+#[ignore = "the main loop still stalls on a reply of 10,000 tasks in a debug build: no turn \
+            does both a batch and a pass any more, a pass leaves the save's copy of the state \
+            to the next turn, and the new results' heads are written batch by batch, but a pass over 10,000 tasks alone \
             still takes 100-400 ms (the scheduler's world is built afresh each pass) and the \
             last batch of the reply 110-190 ms; at load average 1 the slowest \
             get_cc_status of a run took 0.19-0.59 s, get_results 0.08-0.16 s; run with \
