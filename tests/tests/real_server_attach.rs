@@ -157,7 +157,9 @@ fn attach_by_email_and_password_and_by_creating_an_account() {
     let projects = gui_rpc(port2, Some("pw"), "<get_project_status/>\n");
     assert!(!projects.contains("<master_url>"), "{projects}");
 
-    // A new account, created through the client, then attached and given work.
+    // A new account, created through the client, then attached and given work. The first
+    // client stops first: still attached and asking for work, it could take the new jobs.
+    drop(client);
     server.add_jobs(2);
     let new_email = "newcomer@example.invalid";
     let out = ferrite_attach(
@@ -201,6 +203,5 @@ fn attach_by_email_and_password_and_by_creating_an_account() {
     );
     assert_ne!(again.code, 0, "{again:?}");
     assert!(again.stderr.contains("creating the account"), "{again:?}");
-    drop(client);
     drop(client2);
 }
