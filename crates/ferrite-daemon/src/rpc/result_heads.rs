@@ -153,11 +153,12 @@ impl ResultHeads {
     /// all in the next reply. Only while heads are kept (a GUI lists the results); the reply
     /// still checks each against its result.
     pub fn write_ahead(&mut self, first: usize, results: &[TaskResult], project_url: &str) {
-        if !self.listed {
+        // Heads go at their results' positions: with a gap before `first` (results of an
+        // earlier project not kept yet) they would not line up, so none is written.
+        if !self.listed || first > self.heads.len() {
             return;
         }
-        let from = self.heads.len().max(first);
-        let Some(new) = results.get(from - first..) else {
+        let Some(new) = results.get(self.heads.len() - first..) else {
             return;
         };
         for r in new {
@@ -279,6 +280,9 @@ mod tests {
         assert_eq!(heads.written(), 20);
         // A range that ends before the kept heads adds nothing.
         heads.write_ahead(0, &ps.results[..5], url);
+        assert_eq!(heads.written(), 20);
+        // Nor one that starts past them: its heads would not line up with their results.
+        heads.write_ahead(25, &ps.results[25..], url);
         assert_eq!(heads.written(), 20);
         // The reply writes every head as a fresh one would, taking the written ones.
         for (i, r) in ps.results.iter().enumerate() {
